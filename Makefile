@@ -1,0 +1,38 @@
+# Two entry points: `make demo` and `make test`. Both create .venv if it is missing and are idempotent.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export HF_EVALUATE_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: demo test install lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# torch 2.14.1 + torchvision 0.29.1 are the pair that works with timm here (the 2.13 CPU wheel breaks torchvision).
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q "torch==2.14.1" "torchvision==0.29.1" || $(BIN)/python -m pip install -q torch torchvision
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/east-train recipes/demo.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests east_hf
+
+lint: $(STAMP)
+	$(BIN)/ruff check east_hf tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/loss_speed.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

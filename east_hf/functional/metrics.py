@@ -1,0 +1,181 @@
+"""Confusion-matrix metrics, differentiable, for soft (EAST) and hard (argmax) confusion matrices alike.
+
+Every function takes a (C, C) matrix ``confmat`` whose rows are true classes and columns predicted classes (paper
+Eq. cardinalities: TP_k = c_kk, FN_k = sum_{i != k} c_ki, FP_k = sum_{i != k} c_ik).
+
+Averaging: ``"macro"`` is the unweighted mean over all C classes (the paper's Eq. macro-f-beta, 1/d sum_k);
+``"weighted"`` weights class k by its support (row sum); ``"micro"`` pools TP, FP and FN over classes;
+``"binary"`` returns the score of ``pos_label``. ``average=None`` returns the per-class vector.
+
+Zero division: a per-class ratio whose denominator is zero (precision of a never-predicted class, recall of an
+absent class, F-beta of a class with TP = FP = FN = 0) takes the value ``zero_division`` (default 0.0), as
+scikit-learn's ``zero_division=0``. MCC is 0 when its denominator is zero, as ``sklearn.metrics.matthews_corrcoef``.
+Note that scikit-learn averages over the labels present in ``y_true`` or ``y_pred`` unless ``labels`` is given,
+whereas a (C, C) matrix covers all C classes: pass ``labels=range(C)`` to scikit-learn to compare.
+A soft confusion matrix has no empty row or column (every membership is positive), so the surrogate never hits
+these cases; they matter for the hard metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["precision", "recall", "fbeta", "accuracy", "mcc", "precision_recall_fbeta", "METRICS", "AVERAGES"]
+
+AVERAGES = ("macro", "weighted", "micro", "binary")
+
+
+def _check_confmat(confmat: torch.Tensor) -> torch.Tensor:
+    if not isinstance(confmat, torch.Tensor):
+        raise TypeError(f"Expected confmat as a (C, C) torch.Tensor, got {type(confmat).__name__}")
+    if confmat.ndim != 2 or confmat.shape[0] != confmat.shape[1]:
+        raise ValueError(f"Expected a square (C, C) confusion matrix, got shape {tuple(confmat.shape)}")
+    if confmat.shape[0] < 2:
+        raise ValueError(f"Expected at least 2 classes, got a confusion matrix of shape {tuple(confmat.shape)}")
+    return confmat if confmat.is_floating_point() else confmat.float()
+
+
+def _check_average(average: str | None, num_classes: int, pos_label: int) -> None:
+    if average is not None and average not in AVERAGES:
+        raise ValueError(f"Expected average in {AVERAGES} or None, got {average!r}")
+    if average == "binary" and not 0 <= pos_label < num_classes:
+        raise ValueError(f"Expected pos_label in [0, {num_classes - 1}] for average='binary', got {pos_label}")
+
+
+def beta_vector(beta: float | Sequence[float] | torch.Tensor, num_classes: int, like: torch.Tensor) -> torch.Tensor:
+    """A (C,) tensor of per-class betas from a float or a length-C sequence; each must be > 0."""
+    if isinstance(beta, bool):
+        raise TypeError(f"Expected beta as a positive float or a sequence of {num_classes} floats, got bool")
+    if isinstance(beta, (int, float)):
+        values = torch.full((num_classes,), float(beta), dtype=like.dtype, device=like.device)
+    else:
+        values = torch.as_tensor(beta, dtype=like.dtype, device=like.device).flatten()
+        if values.numel() != num_classes:
+            raise ValueError(
+                f"Expected beta as a float or {num_classes} per-class values, got {values.numel()} values"
+            )
+    if not bool((values > 0).all()) or not bool(torch.isfinite(values).all()):
+        raise ValueError(f"Expected every beta > 0 and finite, got {values.tolist()}")
+    return values
+
+
+def _divide(num: torch.Tensor, den: torch.Tensor, zero_division: float) -> torch.Tensor:
+    """num / den, with ``zero_division`` where den == 0; gradients stay finite (the masked branch divides by 1)."""
+    zero = den == 0
+    return torch.where(
+        zero, torch.as_tensor(zero_division, dtype=num.dtype, device=num.device), num / torch.where(zero, 1.0, den)
+    )
+
+
+def _stats(confmat: torch.Tensor):
+    tp = confmat.diagonal()
+    support = confmat.sum(dim=1)  # TP + FN, per true class
+    predicted = confmat.sum(dim=0)  # TP + FP, per predicted class
+    return tp, support, predicted
+
+
+def _average(per_class: torch.Tensor, support: torch.Tensor, average: str | None, pos_label: int) -> torch.Tensor:
+    if average is None:
+        return per_class
+    if average == "binary":
+        return per_class[pos_label]
+    if average == "weighted":
+        return _divide((per_class * support).sum(), support.sum(), 0.0)
+    return per_class.mean()
+
+
+def precision_recall_fbeta(
+    confmat: torch.Tensor, beta: float | Sequence[float] | torch.Tensor = 1.0, zero_division: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-class precision, recall, F-beta and support of a (C, C) matrix: four (C,) tensors.
+
+    F-beta_k = (1 + b_k^2) TP_k / ((1 + b_k^2) TP_k + b_k^2 FN_k + FP_k), which equals the weighted harmonic mean of
+    precision and recall wherever that is defined (scikit-learn uses the same form).
+    """
+    confmat = _check_confmat(confmat)
+    tp, support, predicted = _stats(confmat)
+    b2 = beta_vector(beta, confmat.shape[0], confmat) ** 2
+    p = _divide(tp, predicted, zero_division)
+    r = _divide(tp, support, zero_division)
+    f = _divide((1 + b2) * tp, b2 * support + predicted, zero_division)
+    return p, r, f, support
+
+
+def fbeta(
+    confmat: torch.Tensor,
+    beta: float | Sequence[float] | torch.Tensor = 1.0,
+    average: str | None = "macro",
+    pos_label: int = 1,
+    zero_division: float = 0.0,
+) -> torch.Tensor:
+    """F-beta of a (C, C) confusion matrix; ``beta`` is a float or one value per class (paper Sec. C.1).
+
+    >>> cm = torch.tensor([[5.0, 1.0], [2.0, 2.0]])
+    >>> round(fbeta(cm, 1.0).item(), 4), round(fbeta(cm, [1.0, 2.0], average=None)[1].item(), 4)
+    (0.6889, 0.5263)
+    """
+    confmat = _check_confmat(confmat)
+    _check_average(average, confmat.shape[0], pos_label)
+    if average == "micro":
+        b = beta_vector(beta, confmat.shape[0], confmat)
+        if not bool((b == b[0]).all()):
+            raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {b.tolist()}")
+        tp, support, predicted = _stats(confmat)
+        b2 = b[0] ** 2
+        return _divide((1 + b2) * tp.sum(), b2 * support.sum() + predicted.sum(), zero_division)
+    _, _, f, support = precision_recall_fbeta(confmat, beta, zero_division)
+    return _average(f, support, average, pos_label)
+
+
+def precision(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
+    """Precision TP / (TP + FP) of a (C, C) confusion matrix."""
+    confmat = _check_confmat(confmat)
+    _check_average(average, confmat.shape[0], pos_label)
+    tp, support, predicted = _stats(confmat)
+    if average == "micro":
+        return _divide(tp.sum(), predicted.sum(), zero_division)
+    return _average(_divide(tp, predicted, zero_division), support, average, pos_label)
+
+
+def recall(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
+    """Recall TP / (TP + FN) of a (C, C) confusion matrix."""
+    confmat = _check_confmat(confmat)
+    _check_average(average, confmat.shape[0], pos_label)
+    tp, support, _ = _stats(confmat)
+    if average == "micro":
+        return _divide(tp.sum(), support.sum(), zero_division)
+    return _average(_divide(tp, support, zero_division), support, average, pos_label)
+
+
+def accuracy(confmat: torch.Tensor, **_: object) -> torch.Tensor:
+    """Accuracy trace / total of a (C, C) confusion matrix (averaging arguments are accepted and ignored).
+
+    >>> accuracy(torch.tensor([[5.0, 1.0], [2.0, 2.0]]))
+    tensor(0.7000)
+    """
+    confmat = _check_confmat(confmat)
+    return _divide(confmat.diagonal().sum(), confmat.sum(), 0.0)
+
+
+def mcc(confmat: torch.Tensor, **_: object) -> torch.Tensor:
+    """Multiclass Matthews correlation (Gorodkin's R_K), equal to ``sklearn.metrics.matthews_corrcoef``.
+
+    MCC = (c s - sum_k t_k p_k) / sqrt((s^2 - sum_k p_k^2)(s^2 - sum_k t_k^2)) with c the trace, s the total,
+    t the row sums and p the column sums; 0 when the denominator is 0.
+
+    >>> round(mcc(torch.tensor([[5.0, 1.0], [2.0, 2.0]])).item(), 4)
+    0.3563
+    """
+    confmat = _check_confmat(confmat)
+    t, p = confmat.sum(dim=1), confmat.sum(dim=0)
+    c, s = confmat.diagonal().sum(), confmat.sum()
+    cov_tp = c * s - (t * p).sum()
+    cov_pp = s * s - (p * p).sum()
+    cov_tt = s * s - (t * t).sum()
+    den = cov_pp * cov_tt
+    return _divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
+
+
+METRICS = {"fbeta": fbeta, "f1": fbeta, "accuracy": accuracy, "mcc": mcc, "precision": precision, "recall": recall}
