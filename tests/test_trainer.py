@@ -1,0 +1,138 @@
+"""EASTTrainer: learning, whole-set eval_loss, gradient accumulation, mixed precision and early errors."""
+
+import copy
+
+import pytest
+import torch
+from helpers import PlainClassifier, TinyImages, TinyTabular, east_args, tiny_timm, tiny_vit
+
+import east_hf
+from east_hf import EASTTrainer
+
+
+def _surrogate(model, dataset, loss_fn, key="pixel_values"):
+    model.eval()
+    with torch.no_grad():
+        x = torch.stack([dataset[i][key] for i in range(len(dataset))])
+        y = torch.stack([dataset[i]["labels"] for i in range(len(dataset))])
+        out = model(**{key: x})
+        return loss_fn(east_hf.trainer.logits_of(out), y).item()
+
+
+@pytest.mark.parametrize("make_model", [tiny_vit, tiny_timm], ids=["vit", "timm"])
+def test_trainer_learns_on_image_models(tmp_path, make_model):
+    torch.manual_seed(0)
+    model, data = make_model(), TinyImages(64)
+    before_params = copy.deepcopy(model.state_dict())
+    trainer = EASTTrainer(model=model, args=east_args(tmp_path, max_steps=24, learning_rate=5e-3), train_dataset=data)
+    before = _surrogate(model, data, trainer.east_loss)
+    trainer.train()
+    after = _surrogate(model, data, trainer.east_loss)
+    changed = [
+        k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.equal(v, before_params[k])
+    ]
+    assert changed, "no parameter changed"
+    assert after < before - 0.05, (before, after)
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert logs and "east_temperature" in logs[0] and "east_soft_fbeta" in logs[0]
+
+
+def test_plain_module_and_eval_loss_is_whole_set_surrogate(tmp_path):
+    torch.manual_seed(0)
+    model, train, evald = PlainClassifier(), TinyTabular(64), TinyTabular(45, seed=1)
+    args = east_args(tmp_path, max_steps=3, per_device_eval_batch_size=8)  # 45 = 5 batches of 8 + one of 5
+    trainer = EASTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evald)
+    trainer.train()
+    metrics = trainer.evaluate()
+    model.eval()
+    with torch.no_grad():
+        logits = model(evald.x)
+    whole = trainer.east_loss(logits, evald.y).item()
+    per_batch = [trainer.east_loss(logits[i : i + 8], evald.y[i : i + 8]).item() for i in range(0, 45, 8)]
+    mean_of_batches = sum(per_batch) / len(per_batch)
+    assert metrics["eval_loss"] == pytest.approx(whole, abs=1e-5)
+    assert abs(whole - mean_of_batches) > 1e-3  # a mean of batch surrogates is a different quantity
+
+
+def test_gradient_accumulation_is_mean_of_micro_batch_gradients(tmp_path):
+    """k = 2 micro-batches give (grad L(B1) + grad L(B2)) / 2, not grad L(B1 u B2): the metric is not additive."""
+    torch.manual_seed(0)
+    data = TinyTabular(32)
+    model = PlainClassifier()
+    trainer = EASTTrainer(model=model, args=east_args(tmp_path, gradient_accumulation_steps=2), train_dataset=data)
+    trainer.current_gradient_accumulation_steps = 2
+    b1 = {"input_values": data.x[:16], "labels": data.y[:16]}
+    b2 = {"input_values": data.x[16:], "labels": data.y[16:]}
+    model.zero_grad()
+    trainer.training_step(model, b1)
+    trainer.training_step(model, b2)
+    accumulated = [p.grad.clone() for p in model.parameters()]
+
+    def grads(batch):
+        model.zero_grad()
+        trainer.east_loss(model(batch["input_values"]), batch["labels"]).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    g1, g2 = grads(b1), grads(b2)
+    union = grads({"input_values": data.x, "labels": data.y})
+    for a, x, y in zip(accumulated, g1, g2):
+        torch.testing.assert_close(a, (x + y) / 2, atol=1e-6, rtol=1e-5)
+    assert any(not torch.allclose(a, u, atol=1e-4) for a, u in zip(accumulated, union))
+
+
+def test_bf16_autocast_matches_fp32(tmp_path):
+    """bf16 autocast on CPU: the surrogate itself stays float32; only the model's bf16 matmuls differ (|d| < 0.03)."""
+    torch.manual_seed(0)
+    model, data = tiny_vit(), TinyImages(32)
+    trainer = EASTTrainer(model=model, args=east_args(tmp_path, bf16=True), train_dataset=data)
+    batch = {"pixel_values": data.images, "labels": data.labels}
+    with torch.no_grad():
+        fp32 = trainer.compute_loss(model, batch)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = trainer.compute_loss(model, batch)
+    assert bf16.dtype == torch.float32
+    assert bf16.item() == pytest.approx(fp32.item(), abs=0.03)
+    trainer.train()  # a whole bf16 run completes with finite losses
+    assert all(torch.isfinite(torch.tensor(e["loss"])) for e in trainer.state.log_history if "loss" in e)
+
+
+def test_baseline_losses_run(tmp_path):
+    for loss in ("ce", "dice"):
+        model = PlainClassifier()
+        trainer = EASTTrainer(
+            model=model, args=east_args(tmp_path, east_loss=loss, max_steps=2), train_dataset=TinyTabular(32)
+        )
+        trainer.train()
+        assert trainer.use_cross_entropy == (loss == "ce")
+
+
+class _NoLabels(TinyTabular):
+    def __getitem__(self, i):
+        return {"input_values": self.x[i]}
+
+
+def test_bad_input_fails_before_any_step(tmp_path):
+    with pytest.raises(ValueError, match="'labels' column"):
+        EASTTrainer(model=PlainClassifier(), args=east_args(tmp_path), train_dataset=_NoLabels(8)).train()
+    trainer = EASTTrainer(
+        model=tiny_vit(num_labels=3), args=east_args(tmp_path), train_dataset=TinyImages(8, num_classes=3)
+    )
+    trainer.model.classifier = torch.nn.Linear(32, 5)  # a head that no longer matches config.num_labels = 3
+    with pytest.raises(ValueError, match=r"logits of shape \(N, 3\).*got \(2, 5\)"):
+        trainer.train()
+    assert trainer.state.global_step == 0
+    with pytest.raises(ValueError, match="class names.*got 'horse'"):
+        EASTTrainer(
+            model=tiny_vit(), args=east_args(tmp_path, east_beta='{"horse": 0.25}'), train_dataset=TinyImages(8)
+        )
+    with pytest.raises(TypeError, match="EASTConfig"):
+        from transformers import TrainingArguments
+
+        EASTTrainer(model=PlainClassifier(), args=TrainingArguments(output_dir=str(tmp_path)))
+
+
+def test_beta_mapping_resolves_through_id2label(tmp_path):
+    trainer = EASTTrainer(
+        model=tiny_vit(), args=east_args(tmp_path, east_beta='{"dog": 0.25}'), train_dataset=TinyImages(8)
+    )
+    assert trainer.east_loss.beta == [1.0, 0.25, 1.0]
