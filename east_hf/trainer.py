@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import Trainer, TrainingArguments
 
+from east_hf.cards import hub_preflight, write_model_card
 from east_hf.config import EASTConfig, resolve_beta
 from east_hf.functional.baselines import soft_dice_loss
 from east_hf.functional.surrogate import confusion_from_memberships, soft_predictions
@@ -92,6 +93,7 @@ class EASTTrainer(Trainer):
                     "build EASTConfig(**your_args.to_dict()) or EASTConfig(output_dir=...)"
                 )
             raise TypeError(f"Expected args as an east_hf.EASTConfig, got {type(args).__name__}")
+        hub_preflight(args)  # push_to_hub without network or token fails now, not after training
         if args.label_names is None:
             args.label_names = ["labels"]  # plain nn.Modules have no `labels` argument for the Trainer to find
         config = getattr(model, "config", None)
@@ -115,6 +117,8 @@ class EASTTrainer(Trainer):
         )
         self.use_cross_entropy = args.east_loss == "ce"
         self.east_stage = 0
+        # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
+        self.east_card_info: dict[str, Any] = {}
         self._soft_metric_sum = None
         self._soft_metric_count = 0
         self._eval_confmat = None
@@ -196,6 +200,7 @@ class EASTTrainer(Trainer):
         if self._eval_confmat is not None:
             output.metrics[f"{metric_key_prefix}_loss"] = self.east_loss.loss_from_confusion(self._eval_confmat).item()
             output.metrics[f"{metric_key_prefix}_east_temperature"] = self.east_loss.temperature
+            output.metrics[f"{metric_key_prefix}_east_stage"] = self.east_stage
         self._eval_confmat = None
         return output
 
@@ -244,3 +249,24 @@ class EASTTrainer(Trainer):
         if self.east_loss.num_classes is None:
             self.east_loss.num_classes = logits.shape[1]
         self.east_loss.confusion_matrix(logits, labels)  # labels in range, beta length, finite logits
+
+    # ---- model card ----
+    def create_model_card(
+        self,
+        model_name: str | None = None,
+        tags: str | list[str] | None = None,
+        finetuned_from: str | None = None,
+        dataset: str | list[str] | None = None,
+        **kwargs,
+    ):
+        """Write east_hf's model card (README.md + annealing.png) into ``output_dir``; used by ``push_to_hub``."""
+        info = dict(self.east_card_info)
+        if model_name:
+            info.setdefault("model_name", model_name)
+        if tags:
+            info["tags"] = [tags] if isinstance(tags, str) else list(tags)
+        if finetuned_from:
+            info.setdefault("base_model", finetuned_from)
+        if dataset:
+            info.setdefault("dataset_name", dataset if isinstance(dataset, str) else dataset[0])
+        return write_model_card(self, **info)

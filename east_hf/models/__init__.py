@@ -1,0 +1,112 @@
+"""Models for EAST experiments, and thin helpers to fine-tune image classifiers.
+
+Importing this package registers ``darknet19`` / ``darknet19_tiny`` in timm (usable through transformers'
+``TimmWrapperForImageClassification``) and model type ``"east_tabular_mlp"`` with ``AutoConfig`` and
+``AutoModelForSequenceClassification``. A checkpoint of either reloads with ``load_pretrained(path)``, or with
+transformers' Auto classes after ``import east_hf.models``; without the import, a darknet checkpoint fails with
+transformers' misleading "not supported in your version of timm" (see ``east_hf.models.darknet``).
+"""
+
+from collections.abc import Mapping, Sequence
+
+from transformers import (
+    AutoConfig,
+    AutoModelForImageClassification,
+    AutoModelForSequenceClassification,
+    PreTrainedModel,
+    TimmWrapperConfig,
+    TimmWrapperForImageClassification,
+)
+
+from east_hf.models.darknet import Darknet19
+from east_hf.models.tabular import TabularMLPConfig, TabularMLPForClassification
+
+__all__ = [
+    "Darknet19",
+    "TabularMLPConfig",
+    "TabularMLPForClassification",
+    "create_image_model",
+    "image_classifier_from_pretrained",
+    "label_maps",
+    "load_pretrained",
+]
+
+
+def label_maps(
+    num_labels: int, id2label: Mapping[int, str] | Sequence[str] | None = None
+) -> tuple[dict[int, str], dict[str, int]]:
+    """(id2label, label2id) for ``num_labels`` classes; ``id2label`` may be a list of names (``ClassLabel.names``).
+
+    >>> label_maps(2, ["cat", "dog"])
+    ({0: 'cat', 1: 'dog'}, {'cat': 0, 'dog': 1})
+    """
+    if id2label is None:
+        id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
+    elif isinstance(id2label, Mapping):
+        id2label = {int(i): str(name) for i, name in id2label.items()}
+    else:
+        id2label = dict(enumerate(map(str, id2label)))
+    if sorted(id2label) != list(range(num_labels)):
+        raise ValueError(f"Expected id2label for the ids 0..{num_labels - 1}, got ids {sorted(id2label)}")
+    return id2label, {name: i for i, name in id2label.items()}
+
+
+def image_classifier_from_pretrained(
+    name_or_path: str,
+    num_labels: int,
+    id2label: Mapping[int, str] | Sequence[str] | None = None,
+    **kwargs,
+) -> PreTrainedModel:
+    """A Hub or local image classifier with a fresh ``num_labels``-way head (the old head is dropped).
+
+    A thin ``AutoModelForImageClassification.from_pretrained(..., ignore_mismatched_sizes=True)``; ``kwargs``
+    go to it (``dtype``, ``revision``, ...). For ``timm/...`` checkpoints it also replaces the config's stale
+    ``label_names``, so ``save_pretrained`` keeps the new class names.
+    """
+    id2label, label2id = label_maps(num_labels, id2label)
+    model = AutoModelForImageClassification.from_pretrained(
+        name_or_path,
+        num_labels=num_labels,
+        id2label=id2label,
+        label2id=label2id,
+        ignore_mismatched_sizes=True,
+        **kwargs,
+    )
+    if isinstance(model.config, TimmWrapperConfig):
+        # TimmWrapperConfig.to_dict writes a checkpoint's old `label_names` over the new id2label (setdefault):
+        # without this, the saved fine-tune would reload with the pretrained class names.
+        model.config.label_names = list(id2label.values())
+    return model
+
+
+def create_image_model(
+    name: str,
+    num_labels: int,
+    id2label: Mapping[int, str] | Sequence[str] | None = None,
+    model_args: dict | None = None,
+) -> TimmWrapperForImageClassification:
+    """A randomly initialised ``TimmWrapperForImageClassification`` of timm architecture ``name``.
+
+    ``name`` is any timm model name (``"darknet19"``, ``"darknet19.cifar"``, ``"resnet18"``); nothing is
+    downloaded. ``model_args`` go to ``timm.create_model`` (e.g. ``{"drop_rate": 0.2}``).
+
+    >>> model = create_image_model("darknet19_tiny", num_labels=3)
+    >>> model.config.architecture, model.config.num_labels
+    ('darknet19_tiny', 3)
+    """
+    id2label, label2id = label_maps(num_labels, id2label)
+    config = TimmWrapperConfig(architecture=name, id2label=id2label, label2id=label2id, model_args=model_args)
+    return TimmWrapperForImageClassification(config)
+
+
+def load_pretrained(path: str, **kwargs) -> PreTrainedModel:
+    """Reload a ``save_pretrained`` directory of a model this package defines or registers.
+
+    An ``east_tabular_mlp`` config loads with ``AutoModelForSequenceClassification``, anything else (the
+    ``TimmWrapper`` darknets) with ``AutoModelForImageClassification``; ``kwargs`` go to ``from_pretrained``.
+    """
+    config = AutoConfig.from_pretrained(path)
+    auto_cls = (
+        AutoModelForSequenceClassification if isinstance(config, TabularMLPConfig) else AutoModelForImageClassification
+    )
+    return auto_cls.from_pretrained(path, **kwargs)
