@@ -136,3 +136,34 @@ def test_beta_mapping_resolves_through_id2label(tmp_path):
         model=tiny_vit(), args=east_args(tmp_path, east_beta='{"dog": 0.25}'), train_dataset=TinyImages(8)
     )
     assert trainer.east_loss.beta == [1.0, 0.25, 1.0]
+
+
+class _TabularFeatures(TinyTabular):
+    def __getitem__(self, i):
+        return {"input_features": self.x[i], "labels": self.y[i]}
+
+
+def _darknet():
+    from east_hf.models import create_image_model
+
+    return create_image_model("darknet19_tiny", num_labels=3, id2label={0: "cat", 1: "dog", 2: "frog"})
+
+
+def _tabular():
+    from east_hf.models import TabularMLPConfig, TabularMLPForClassification
+
+    return TabularMLPForClassification(TabularMLPConfig(num_features=6, num_labels=3, hidden_sizes=(16, 8)))
+
+
+@pytest.mark.parametrize(
+    "make_model, data",
+    [(_darknet, lambda: TinyImages(8, size=32)), (_tabular, lambda: _TabularFeatures(16)), (tiny_timm, lambda: TinyImages(8))],
+    ids=["darknet19_tiny", "tabular_mlp", "timm_test_resnet"],
+)
+def test_one_east_step_for_each_model_family(tmp_path, make_model, data):
+    model = make_model()
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = EASTTrainer(model=model, args=east_args(tmp_path, max_steps=1, per_device_train_batch_size=8), train_dataset=data())
+    trainer.train()
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert torch.isfinite(torch.tensor(trainer.state.log_history[-1]["train_loss"]))
