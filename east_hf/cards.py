@@ -222,7 +222,12 @@ def write_model_card(
         "ce": "cross-entropy (baseline)",
         "dice": "soft Dice (baseline)",
     }[args.east_loss]
-    results = [(k[len(metric_prefix) + 1 :], _fmt(v)) for k, v in test_metrics.items() if isinstance(v, (int, float))]
+    summary = ("accuracy", "fbeta", "mcc", "precision", "recall", "loss")
+    results = [
+        (name, _fmt(test_metrics[f"{metric_prefix}_{name}"]))
+        for name in summary
+        if f"{metric_prefix}_{name}" in test_metrics
+    ]
     temperatures = [r["temperature"] for r in rows if r["temperature"] is not None]
     card = ModelCard.from_template(
         card_data,

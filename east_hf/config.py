@@ -185,6 +185,13 @@ class EASTConfig(TrainingArguments):
         if self.east_warm_start_steps is not None and self.east_warm_start_steps < 1:
             raise ValueError(f"Expected east_warm_start_steps >= 1 or None, got {self.east_warm_start_steps}")
 
+    def __getstate__(self):
+        # transformers pickles the arguments into training_args.bin beside every checkpoint and pushes that file to the
+        # Hub; never let the token travel with it (the live object keeps it for the push itself).
+        state = self.__dict__.copy()
+        state["hub_token"] = None
+        return state
+
     @property
     def east_target_key(self) -> str:
         """The hard metric key (without the ``eval_`` prefix) of the metric the surrogate targets."""

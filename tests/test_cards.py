@@ -1,0 +1,110 @@
+"""Model cards from a real tiny run, parsed back; the push path up to the network boundary."""
+
+import json
+from unittest import mock
+
+import pytest
+import torch
+from helpers import TinyImages, east_args, tiny_vit
+from huggingface_hub import ModelCard, RepoUrl
+
+from east_hf import EASTTrainer, build_compute_metrics
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(tmp_path, **overrides):
+    torch.manual_seed(0)
+    model = tiny_vit()
+    args = east_args(tmp_path, eval_strategy="steps", eval_steps=3, max_steps=9, east_beta='{"dog": 0.5}', **overrides)
+    trainer = EASTTrainer(
+        model=model,
+        args=args,
+        train_dataset=TinyImages(48),
+        eval_dataset=TinyImages(24, seed=1),
+        compute_metrics=build_compute_metrics(
+            3, beta={"dog": 0.5}, id2label=model.config.id2label, report_classes=["dog"]
+        ),
+    )
+    trainer.train()
+    return trainer
+
+
+def test_card_round_trip_matches_test_results(tmp_path):
+    trainer = _run(tmp_path)
+    metrics = trainer.evaluate(TinyImages(30, seed=2), metric_key_prefix="test")
+    trainer.save_metrics("test", metrics)
+    trainer.east_card_info = {
+        "test_metrics": metrics,
+        "dataset_name": "synthetic-tiny-images",
+        "recipe": {"model_name_or_path": "vit-tiny", "east_metric": "fbeta", "hub_token": "hf_SECRET_DO_NOT_LEAK"},
+    }
+    path = trainer.create_model_card()
+    text = path.read_text()
+    card = ModelCard.load(path)
+    saved = json.loads((tmp_path / "test_results.json").read_text())
+    results = {r.metric_type: r.metric_value for r in card.data.eval_results}
+    assert results == {
+        "macro_fbeta": saved["test_fbeta"],
+        "mcc": saved["test_mcc"],
+        "accuracy": saved["test_accuracy"],
+    }
+    assert all(r.dataset_split == "test" and r.dataset_name == "synthetic-tiny-images" for r in card.data.eval_results)
+    assert "east" in card.data.tags and "fbeta" in card.data.tags
+    assert card.data.pipeline_tag == "image-classification" and card.data.library_name == "transformers"
+    png = tmp_path / "annealing.png"
+    assert png.read_bytes()[:8] == PNG_MAGIC and "](annealing.png)" in text
+    assert "| dog | 0.5 |" in text  # the per-class beta table
+    assert "precision_dog" not in text and "| dog |" in text  # the per-class precision/recall table
+    assert text.count("| 3 |") >= 1 and "Annealing trajectory" in text  # an evaluation row at step 3
+    assert "hf_SECRET_DO_NOT_LEAK" not in text
+    assert "Aligning Multiclass Neural Network Classifier Criterion" in text
+
+
+def test_push_uploads_weights_card_and_plot_without_leaking_the_token(tmp_path, caplog):
+    uploads = []
+
+    def fake_upload_folder(self, **kwargs):
+        folder = kwargs["folder_path"]
+        from pathlib import Path
+
+        files = {p.name: p.read_bytes() for p in Path(folder).iterdir() if p.is_file()}
+        uploads.append({"repo_id": kwargs["repo_id"], "files": files})
+        return mock.MagicMock()
+
+    token = "hf_FAKE_TOKEN_1234567890"
+    with (
+        mock.patch("huggingface_hub.constants.HF_HUB_OFFLINE", False),
+        mock.patch("huggingface_hub.HfApi.whoami", return_value={"name": "someone"}),
+        mock.patch(
+            "huggingface_hub.HfApi.create_repo", return_value=RepoUrl("https://huggingface.co/someone/east-tiny")
+        ),
+        mock.patch("huggingface_hub.HfApi.upload_folder", fake_upload_folder),
+    ):
+        trainer = _run(
+            tmp_path, push_to_hub=True, hub_model_id="someone/east-tiny", hub_token=token, hub_strategy="end"
+        )
+        trainer.east_card_info = {
+            "test_metrics": trainer.evaluate(metric_key_prefix="test"),
+            "recipe": {"hub_token": token},
+        }
+        trainer.push_to_hub()
+    final = uploads[-1]
+    assert final["repo_id"] == "someone/east-tiny"
+    assert {"README.md", "annealing.png", "model.safetensors", "config.json"} <= set(final["files"])
+    readme = final["files"]["README.md"].decode()
+    assert "model-index" in readme and token not in readme
+    assert token not in caplog.text
+    assert all(token.encode() not in content for content in final["files"].values() if len(content) < 1_000_000)
+
+
+def test_push_fails_before_training_when_offline_or_without_token(tmp_path):
+    with mock.patch("huggingface_hub.constants.HF_HUB_OFFLINE", True):
+        with pytest.raises(ValueError, match="HF_HUB_OFFLINE"):
+            EASTTrainer(model=tiny_vit(), args=east_args(tmp_path, push_to_hub=True, hub_model_id="a/b"))
+    with (
+        mock.patch("huggingface_hub.constants.HF_HUB_OFFLINE", False),
+        mock.patch("huggingface_hub.get_token", return_value=None),
+    ):
+        with pytest.raises(ValueError, match="token"):
+            EASTTrainer(model=tiny_vit(), args=east_args(tmp_path, push_to_hub=True, hub_model_id="a/b"))
