@@ -114,7 +114,7 @@ def fbeta(
 
     >>> cm = torch.tensor([[5.0, 1.0], [2.0, 2.0]])
     >>> round(fbeta(cm, 1.0).item(), 4), round(fbeta(cm, [1.0, 2.0], average=None)[1].item(), 4)
-    (0.6889, 0.5263)
+    (0.6703, 0.5263)
     """
     confmat = _check_confmat(confmat)
     _check_average(average, confmat.shape[0], pos_label)
