@@ -31,6 +31,8 @@ _LAZY = {
     "EASTTrainer": "east_hf.trainer",
     "TemperatureAnnealingCallback": "east_hf.callbacks",
     "AnnealingSchedule": "east_hf.annealing",
+    "Decision": "east_hf.annealing",
+    "temperature_at": "east_hf.annealing",
     "build_compute_metrics": "east_hf.metrics",
     "load_metric": "east_hf.metrics",
     "models": "east_hf.models",

@@ -1,0 +1,599 @@
+"""The annealing schedule and its Trainer callback: exact temperatures, stage changes and stop points (paper Sec. 4.3).
+
+Schedule and callback tests drive synthetic evaluation sequences; the Trainer-level tests train a tiny MLP on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+from transformers import TrainerCallback, TrainerControl, TrainerState
+
+from east_hf import EASTLoss, accuracy, fbeta, hard_confusion_matrix
+from east_hf.annealing import AnnealingSchedule, Decision, temperature_at
+from east_hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
+from east_hf.config import EASTConfig
+
+CONT, BEST, NEXT, STOP = Decision.CONTINUE, Decision.IMPROVED, Decision.NEXT_STAGE, Decision.STOP
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    # Two shared cores: intra-op threads only add contention for these tiny tensors.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def run(schedule: AnnealingSchedule, values) -> list[Decision]:
+    """Feed (stage_value, anneal_value) pairs at steps 1, 2, ...; stop feeding after STOP."""
+    decisions = []
+    for step, (stage_value, anneal_value) in enumerate(values, start=1):
+        decisions.append(schedule.update(stage_value, anneal_value, step=step))
+        if decisions[-1] is STOP:
+            break
+    return decisions
+
+
+# ---------------------------------------------------------------- the schedule
+def test_temperature_at_is_geometric():
+    assert temperature_at(0) == 0.2
+    assert [temperature_at(k, 0.2, 0.5) for k in range(4)] == [0.2, 0.1, 0.05, 0.025]
+    assert math.isclose(temperature_at(3, 0.2, 0.9), 0.2 * 0.9**3, rel_tol=0, abs_tol=0)
+    assert temperature_at(-1, 0.3, 0.5) == 0.3  # a warm start is logged at T0
+
+
+def test_stage_patience_stops_after_stages_without_improvement():
+    s = AnnealingSchedule(temperature=0.2, decay=0.5, patience=2, stage_patience=2, min_temperature=0.001)
+    # stage 0: best F1 0.6; stage 1: 0.7 (improves); stages 2 and 3: 0.7 again (ties) -> stop after stage 3
+    values = [(1.0, 0.5), (0.9, 0.6), (0.95, 0.6), (0.95, 0.6)]  # stage 0 ends at step 4
+    values += [(0.8, 0.7), (0.9, 0.6), (0.9, 0.6)]  # stage 1 ends at step 7
+    values += [(0.7, 0.7), (0.8, 0.7), (0.8, 0.7)]  # stage 2 ends at step 10
+    values += [(0.6, 0.65), (0.7, 0.7), (0.7, 0.7)]  # stage 3 ends at step 13: stop
+    values += [(0.1, 0.9)]  # never fed
+    temperatures = []
+    decisions = []
+    for step, (loss, f1) in enumerate(values, start=1):
+        decisions.append(s.update(loss, f1, step=step))
+        temperatures.append(s.temperature)
+        if decisions[-1] is STOP:
+            break
+    assert decisions == [BEST, BEST, CONT, NEXT, BEST, CONT, NEXT, BEST, CONT, NEXT, BEST, CONT, STOP]
+    assert temperatures == [0.2] * 3 + [0.1] * 3 + [0.05] * 3 + [0.025] * 4
+    assert (s.finished, s.stop_reason, s.stage) == (True, "stage_patience", 3)
+    assert (s.best_anneal, s.best_anneal_stage, s.stages_without_improvement) == (0.7, 1, 2)
+    assert s.update(0.0, 1.0, step=14) is STOP  # finished is final
+
+
+def test_ties_are_not_improvements_within_a_stage():
+    s = AnnealingSchedule(patience=2, stage_patience=5)
+    assert run(s, [(0.5, 0.1), (0.5, 0.1), (0.5, 0.1)]) == [BEST, CONT, NEXT]
+    assert (s.stage, s.stage_best, s.bad_evaluations) == (1, None, 0)
+
+
+def test_improvements_within_threshold_do_not_count():
+    s = AnnealingSchedule(patience=2, stage_patience=1, threshold=0.01)
+    # within the stage: 0.995 is 0.005 below 1.0 (not enough), 0.985 is 0.015 below (enough)
+    assert run(s, [(1.0, 0.5), (0.995, 0.5), (0.985, 0.5), (0.98, 0.505), (0.976, 0.505)]) == [
+        BEST,
+        CONT,
+        BEST,
+        CONT,
+        NEXT,
+    ]
+    assert s.stage_best is None and s.best_anneal == 0.505
+    # across stages: 0.51 beats 0.505 by 0.005 < threshold -> a stage without improvement -> stop (stage_patience 1)
+    assert run(s, [(0.5, 0.51), (0.5, 0.51), (0.5, 0.51)]) == [BEST, CONT, STOP]
+    assert s.stop_reason == "stage_patience" and s.best_anneal == 0.505
+
+
+def test_min_temperature_stops_after_the_stage_at_it():
+    s = AnnealingSchedule(temperature=0.2, decay=0.5, patience=1, stage_patience=10, min_temperature=0.05)
+    improving = [(1.0, 0.1 * k) for k in range(1, 20)]  # every stage's best anneal value improves
+    decisions = []
+    for pair in improving:
+        decisions.append(s.update(*pair))
+        if decisions[-1] is STOP:
+            break
+    # each stage: one improvement (first value) then one tie of the stage monitor; stages at 0.2, 0.1, 0.05
+    assert decisions == [BEST, NEXT, BEST, NEXT, BEST, STOP]
+    assert (s.stage, s.temperature, s.stop_reason) == (2, 0.05, "min_temperature")
+
+
+def test_min_temperature_tolerates_rounding():
+    assert temperature_at(2, 0.3, 0.8) > 0.192  # 0.19200000000000003: T_2 is "at" 0.192 all the same
+    s = AnnealingSchedule(temperature=0.3, decay=0.8, patience=1, stage_patience=10, min_temperature=0.192)
+    for k in range(1, 20):
+        if s.update(1.0, 0.1 * k) is STOP:
+            break
+    assert s.stage == 2 and s.stop_reason == "min_temperature"
+
+
+def test_max_stages():
+    s = AnnealingSchedule(patience=1, stage_patience=10, max_stages=2)
+    assert run(s, [(1.0, 0.1), (1.0, 0.2), (1.0, 0.3), (1.0, 0.4)]) == [BEST, NEXT, BEST, STOP]
+    assert (s.stage, s.stop_reason) == (1, "max_stages")
+
+
+def test_warm_start_ends_on_its_own_early_stopping_and_sets_the_reference():
+    s = AnnealingSchedule(patience=2, stage_patience=1, warm_start=True)
+    assert (s.stage, s.in_warm_start, s.temperature) == (-1, True, 0.2)
+    assert run(s, [(2.0, 0.6), (2.1, 0.5), (2.1, 0.5)]) == [BEST, CONT, NEXT]
+    assert (s.stage, s.best_anneal, s.best_anneal_stage, s.stages_without_improvement) == (0, 0.6, -1, 0)
+    # EAST stage 0 does not beat the warm start's 0.6: one stage without improvement -> stop
+    assert run(s, [(0.5, 0.55), (0.6, 0.6), (0.6, 0.6)]) == [BEST, CONT, STOP]
+    assert s.stop_reason == "stage_patience"
+
+
+def test_warm_start_of_fixed_length_ignores_its_patience():
+    s = AnnealingSchedule(patience=1, warm_start=True, warm_start_steps=4)
+    assert s.update(1.0, 0.5, step=2) is BEST
+    assert s.update(1.1, 0.5, step=3) is CONT  # patience 1 would end a stage here
+    assert s.update(0.9, 0.5, step=4) is NEXT and s.last_improved  # ends at its step, on an improvement
+    assert s.stage == 0 and s.temperature == 0.2
+    with pytest.raises(ValueError, match="step"):
+        AnnealingSchedule(warm_start=True, warm_start_steps=4).update(1.0, 0.5)
+
+
+def test_nan_is_never_an_improvement():
+    s = AnnealingSchedule(patience=2, stage_patience=1)
+    assert run(s, [(float("nan"), float("nan")), (1.0, 0.5), (float("nan"), float("nan"))]) == [CONT, BEST, CONT]
+    assert (s.stage_best, s.stage_best_anneal, s.bad_evaluations) == (1.0, 0.5, 1)
+
+
+def test_anneal_value_defaults_to_the_stage_value_only_with_equal_modes():
+    s = AnnealingSchedule(patience=1, stage_patience=1, anneal_mode="min")
+    assert run(s, [(1.0, None), (1.0, None), (0.9, None), (0.95, None), (0.9, None), (0.9, None)]) == [
+        BEST,
+        NEXT,
+        BEST,
+        NEXT,
+        BEST,
+        STOP,
+    ]
+    assert (s.best_anneal, s.best_anneal_stage, s.stop_reason) == (0.9, 1, "stage_patience")  # 0.9 ties 0.9
+    with pytest.raises(ValueError, match="anneal_mode"):
+        AnnealingSchedule().update(0.5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(temperature=0.4), "temperature"),
+        (dict(decay=1.0), "decay"),
+        (dict(min_temperature=0.3), "min_temperature"),
+        (dict(patience=0), "patience"),
+        (dict(stage_patience=1.5), "stage_patience"),
+        (dict(max_stages=0), "max_stages"),
+        (dict(threshold=-0.1), "threshold"),
+        (dict(stage_mode="down"), "stage_mode"),
+        (dict(warm_start=True, warm_start_steps=0), "warm_start_steps"),
+    ],
+)
+def test_schedule_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        AnnealingSchedule(**kwargs)
+
+
+def test_schedule_rejects_non_numbers():
+    with pytest.raises(TypeError, match="stage_value"):
+        AnnealingSchedule().update("low", 0.5)
+
+
+def test_state_dict_round_trip_continues_identically():
+    values = [(1.0, 0.5), (0.9, 0.6), (0.95, 0.6), (0.95, 0.6), (0.8, 0.7), (0.9, 0.6), (0.9, 0.6)]
+    values += [(0.7, 0.7), (0.8, 0.7), (0.8, 0.7), (0.6, 0.65), (0.7, 0.6), (0.7, 0.6)]
+    kwargs = dict(decay=0.5, patience=2, stage_patience=2, warm_start=True)
+    reference = AnnealingSchedule(**kwargs)
+    expected = run(reference, values)
+    first = AnnealingSchedule(**kwargs)
+    head = run(first, values[:6])
+    second = AnnealingSchedule(**kwargs)
+    second.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    tail = [second.update(v, a, step=6 + i) for i, (v, a) in enumerate(values[6 : len(expected)], start=1)]
+    assert head + tail == expected
+    assert second.state_dict() == reference.state_dict()
+    with pytest.raises(ValueError, match="missing"):
+        second.load_state_dict({"stage": 1})
+    with pytest.raises(ValueError, match="warm start"):
+        AnnealingSchedule().load_state_dict({**first.state_dict(), "stage": -1})
+
+
+# ---------------------------------------------------------------- the callback, driven by hand
+class FakeTrainer:
+    """What the callback touches on an EASTTrainer."""
+
+    def __init__(self, use_cross_entropy: bool = False):
+        self.east_loss = EASTLoss(temperature=0.3)
+        self.use_cross_entropy = use_cross_entropy
+        self.east_stage = None
+        self.callback_handler = SimpleNamespace(callbacks=[])
+
+
+def fake_args(tmp_path=None, **overrides):
+    args = dict(
+        eval_strategy="steps",
+        output_dir=str(tmp_path or "unused"),
+        load_best_model_at_end=True,
+        metric_for_best_model="fbeta",
+        restore_callback_states_from_checkpoint=True,
+    )
+    args.update(overrides)
+    return SimpleNamespace(**args)
+
+
+class Driver:
+    """One fake training run: a Linear model whose weights are set to the step number before each evaluation."""
+
+    def __init__(self, callback, args=None, trainer=None, step=0, attach=True):
+        self.callback, self.args = callback, args or fake_args()
+        self.trainer = trainer or FakeTrainer()
+        self.model = nn.Linear(2, 2)
+        self.state, self.control = TrainerState(global_step=step), TrainerControl()
+        if attach:
+            callback.attach(self.trainer)
+
+    def begin(self):
+        self.callback.on_train_begin(self.args, self.state, self.control, model=self.model)
+        return self
+
+    def evaluate(self, loss, f1, weights=None):
+        """One training step, then an evaluation; returns the temperature the next step trains at."""
+        self.callback.on_step_begin(self.args, self.state, self.control, model=self.model)
+        self.state.global_step += 1
+        with torch.no_grad():
+            self.model.weight.fill_(self.state.global_step if weights is None else weights)
+        self.callback.on_step_end(self.args, self.state, self.control, model=self.model)
+        metrics = {"eval_loss": loss, "eval_fbeta": f1, "eval_accuracy": 0.0}
+        self.callback.on_evaluate(self.args, self.state, self.control, metrics=metrics, model=self.model)
+        return self.trainer.east_loss.temperature
+
+    def run(self, values):
+        temperatures = []
+        for loss, f1 in values:
+            temperatures.append(self.evaluate(loss, f1))
+            if self.control.should_training_stop:
+                break
+        return temperatures
+
+
+STAGES = [(1.0, 0.5), (0.9, 0.6), (0.95, 0.6)]  # patience 1: each triple is a stage (end on the 3rd)
+
+
+def test_callback_sets_exact_temperatures_and_stops():
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
+    driver = Driver(callback).begin()
+    assert driver.trainer.east_loss.temperature == 0.2 and driver.trainer.east_stage == 0  # attach applies T0
+    # stage 0: steps 1-3 (best F1 0.6); stage 1: same values, a tie (1 stage w/o improvement); stage 2: tie -> stop
+    temperatures = driver.run(STAGES * 4)
+    assert temperatures == [0.2, 0.2, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05]
+    assert driver.state.global_step == 9 and driver.control.should_training_stop
+    assert callback.schedule.stop_reason == "stage_patience" and driver.trainer.east_stage == 2
+    assert driver.trainer.use_cross_entropy is False  # never touched without a warm start
+
+
+def test_callback_restores_the_stage_best_weights_before_the_next_step():
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=2, stage_patience=5)
+    driver = Driver(callback).begin()
+    driver.run([(1.0, 0.5), (0.8, 0.6), (0.9, 0.6), (0.85, 0.6)])  # best at step 2; the stage ends at step 4
+    assert callback.schedule.stage == 1 and callback.restore_pending
+    assert driver.model.weight.unique().tolist() == [4.0]  # deferred: step 4's checkpoint holds step 4's weights
+    callback.on_step_begin(driver.args, driver.state, driver.control, model=driver.model)
+    assert driver.model.weight.unique().tolist() == [2.0] and not callback.restore_pending
+
+
+def test_callback_without_restore_keeps_the_last_weights():
+    callback = TemperatureAnnealingCallback(patience=1, restore_best_per_stage=False)
+    driver = Driver(callback).begin()
+    driver.run(STAGES[:3] + [(1.0, 0.5)])
+    assert callback.schedule.stage == 1 and driver.model.weight.unique().tolist() == [4.0]
+
+
+def test_callback_warm_start_runs_cross_entropy_and_hands_over_its_best_weights():
+    callback = TemperatureAnnealingCallback(patience=2, warm_start="ce")
+    driver = Driver(callback).begin()
+    assert driver.trainer.use_cross_entropy is True and driver.trainer.east_stage == -1
+    assert driver.trainer.east_loss.temperature == 0.2
+    driver.run([(2.0, 0.4), (1.5, 0.6), (1.6, 0.6), (1.7, 0.5)])  # CE best at step 2, ends at step 4
+    assert driver.trainer.use_cross_entropy is False and driver.trainer.east_stage == 0
+    assert callback.schedule.best_anneal == 0.6 and callback.schedule.best_anneal_stage == -1
+    assert driver.model.weight.unique().tolist() == [4.0] and callback.restore_pending
+    callback.on_step_begin(driver.args, driver.state, driver.control, model=driver.model)
+    assert driver.model.weight.unique().tolist() == [2.0]  # the first EAST step starts from the CE best
+    driver.evaluate(0.3, 0.7)
+    assert callback._stage_weights["weight"].unique().tolist() == [5.0]  # stage 0's first best
+    assert driver.trainer.east_loss.temperature == 0.2
+
+
+def test_callback_warm_start_of_fixed_length_requests_the_evaluation_at_its_step():
+    callback = TemperatureAnnealingCallback(patience=1, warm_start="ce", warm_start_steps=3)
+    driver = Driver(callback).begin()
+    driver.evaluate(2.0, 0.4)
+    driver.evaluate(2.5, 0.4)  # patience 1 does not end a fixed-length warm start
+    assert callback.schedule.in_warm_start
+    driver.callback.on_step_begin(driver.args, driver.state, driver.control, model=driver.model)
+    driver.state.global_step = 3
+    callback.on_step_end(driver.args, driver.state, driver.control)
+    assert driver.control.should_evaluate  # the Trainer evaluates at step 3 even off its eval_steps grid
+    callback.on_evaluate(driver.args, driver.state, driver.control, metrics={"eval_loss": 1.0, "eval_fbeta": 0.5})
+    assert callback.schedule.stage == 0 and not driver.trainer.use_cross_entropy
+    assert not callback.restore_pending  # step 3 improved: its own weights are the warm start's best
+
+
+def test_callback_missing_key_names_the_keys_that_appeared():
+    callback = TemperatureAnnealingCallback(anneal_monitor="mcc")
+    driver = Driver(callback).begin()
+    with pytest.raises(ValueError, match=r"\['eval_mcc'\].*\['eval_accuracy', 'eval_fbeta', 'eval_loss'\]"):
+        driver.evaluate(1.0, 0.5)
+
+
+def test_callback_needs_evaluations_and_a_trainer():
+    with pytest.raises(ValueError, match="eval_strategy"):
+        Driver(TemperatureAnnealingCallback(), args=fake_args(eval_strategy="no")).begin()
+    lonely = TemperatureAnnealingCallback()
+    with pytest.raises(RuntimeError, match="attach"):
+        lonely.on_train_begin(fake_args(), TrainerState(), TrainerControl())
+    with pytest.raises(TypeError, match="east_loss"):
+        lonely.attach(SimpleNamespace(use_cross_entropy=False))
+    with pytest.raises(ValueError, match="warm_start"):
+        TemperatureAnnealingCallback(warm_start="dice")
+
+
+def test_callback_ignores_evaluations_outside_training():
+    callback = TemperatureAnnealingCallback(patience=1)
+    driver = Driver(callback)  # no on_train_begin: e.g. trainer.evaluate() before or after train()
+    callback.on_evaluate(driver.args, driver.state, driver.control, metrics={"test_loss": 1.0})
+    assert callback.schedule.state_dict() == AnnealingSchedule().state_dict()
+
+
+def test_callback_logs_temperature_and_stage():
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=1)
+    driver = Driver(callback).begin()
+    driver.run(STAGES)
+    logs = {"eval_loss": 0.9, "epoch": 1.0}
+    driver.state.log_history.append({**logs, "step": driver.state.global_step})  # what Trainer.log does first
+    callback.on_log(driver.args, driver.state, driver.control, logs=logs)
+    assert logs["east_temperature"] == 0.1 and logs["east_stage"] == 1
+    assert driver.state.log_history[-1]["east_temperature"] == 0.1
+    train_logs = {"loss": 0.5, "east_temperature": 0.123, "east_stage": 7}  # EASTTrainer.log's own values win
+    callback.on_log(driver.args, driver.state, driver.control, logs=train_logs)
+    assert train_logs == {"loss": 0.5, "east_temperature": 0.123, "east_stage": 7}
+
+
+def restored(callback):
+    """What Trainer._load_callback_state does: a fresh instance from the JSON state in trainer_state.json."""
+    state = json.loads(json.dumps(callback.state()))
+    fresh = type(callback)(**state["args"])
+    for name, value in state["attributes"].items():
+        setattr(fresh, name, value)
+    return fresh
+
+
+def test_callback_state_round_trip_resumes_stage_counters_and_temperature(tmp_path):
+    values = [(2.0, 0.4), (1.5, 0.5), (1.6, 0.5), (1.7, 0.5)]  # CE warm start: best at step 2, ends at step 4
+    values += [(0.8, 0.6), (0.7, 0.65), (0.75, 0.6), (0.75, 0.6)]  # stage 0 (T=0.2): best at step 6, ends at 8
+    values += [(0.6, 0.7), (0.65, 0.7), (0.65, 0.7)]  # stage 1 (T=0.1): best at step 9, ends at 11
+    values += [(0.5, 0.7), (0.6, 0.7), (0.6, 0.7), (0.4, 0.7), (0.5, 0.7), (0.5, 0.7)]  # two ties: stop at 17
+    kwargs = dict(decay=0.5, patience=2, stage_patience=2, warm_start="ce")
+    reference = Driver(TemperatureAnnealingCallback(**kwargs)).begin()
+    expected = reference.run(values)
+    assert expected == [0.2] * 7 + [0.1] * 3 + [0.05] * 3 + [0.025] * 4 and reference.state.global_step == 17
+
+    first = Driver(TemperatureAnnealingCallback(**kwargs), args=fake_args(tmp_path)).begin()
+    head = first.run(values[:10])  # checkpoint at step 10: stage 1, its best (step 9) is not the current weights
+    (tmp_path / "checkpoint-10").mkdir()
+    first.callback.on_save(first.args, first.state, first.control)
+    assert (tmp_path / "checkpoint-10" / STAGE_BEST_WEIGHTS_NAME).is_file()
+
+    fresh = restored(first.callback)
+    trainer = FakeTrainer(use_cross_entropy=True)  # a new EASTTrainer whose original callback began the warm start
+    TemperatureAnnealingCallback(**kwargs).attach(trainer)
+    trainer.callback_handler.callbacks.append(fresh)  # Trainer._load_callback_state swapped in the fresh one
+    second = Driver(fresh, args=first.args, trainer=trainer, step=10, attach=False)
+    assert fresh.trainer is None
+    second.begin()  # finds its trainer, re-applies stage 1's temperature and CE flag, reloads step 9's weights
+    assert fresh.trainer is trainer
+    assert (trainer.east_loss.temperature, trainer.east_stage, trainer.use_cross_entropy) == (0.1, 1, False)
+    assert fresh._stage_weights["weight"].unique().tolist() == [9.0]
+    tail = second.run(values[10:11])
+    assert fresh.restore_pending and fresh._stage_weights["weight"].unique().tolist() == [9.0]
+    tail += second.run(values[11:])
+    assert head + tail == expected and second.state.global_step == 17
+    assert fresh.schedule.state_dict() == reference.callback.schedule.state_dict()
+
+
+def test_from_config_maps_the_east_fields(tmp_path):
+    args = EASTConfig(
+        output_dir=str(tmp_path),
+        report_to=[],
+        use_cpu=True,
+        east_metric="mcc",
+        east_temperature=0.1,
+        east_decay=0.8,
+        east_patience=2,
+        east_stage_patience=4,
+        east_min_temperature=0.01,
+        east_max_stages=6,
+        east_threshold=0.001,
+        east_warm_start="ce",
+        east_warm_start_steps=10,
+        east_restore_best_per_stage=False,
+    )
+    assert TemperatureAnnealingCallback.from_config(args).state()["args"] == dict(
+        temperature=0.1,
+        decay=0.8,
+        patience=2,
+        stage_patience=4,
+        min_temperature=0.01,
+        max_stages=6,
+        threshold=0.001,
+        stage_monitor="eval_loss",
+        anneal_monitor="eval_mcc",
+        stage_mode="min",
+        anneal_mode="max",
+        warm_start="ce",
+        warm_start_steps=10,
+        restore_best_per_stage=False,
+    )
+    baseline = EASTConfig(
+        output_dir=str(tmp_path), report_to=[], east_loss="ce", east_warm_start="ce", east_anneal_monitor="loss"
+    )
+    callback = TemperatureAnnealingCallback.from_config(baseline, max_stages=1)
+    assert (callback.warm_start, callback.schedule.max_stages) == ("none", 1)  # cross-entropy throughout
+    assert (callback.anneal_monitor, callback.schedule.anneal_mode) == ("eval_loss", "min")  # the paper's letter
+
+
+# ---------------------------------------------------------------- inside EASTTrainer
+class Blobs(torch.utils.data.Dataset):
+    """3 classes from a fixed random linear map plus noise. input_values: (6,)."""
+
+    def __init__(self, n: int, seed: int):
+        g = torch.Generator().manual_seed(seed)
+        self.x = torch.randn(n, 6, generator=g)
+        w = torch.randn(6, 3, generator=torch.Generator().manual_seed(123))
+        self.y = (self.x @ w + 0.5 * torch.randn(n, 3, generator=g)).argmax(1)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return {"input_values": self.x[i], "labels": self.y[i]}
+
+
+class TinyNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+
+    def forward(self, input_values):
+        return self.net(input_values)  # (N, 3)
+
+
+def hard_metrics(pred):
+    cm = hard_confusion_matrix(torch.as_tensor(pred.predictions), torch.as_tensor(pred.label_ids))
+    return {"fbeta": fbeta(cm).item(), "accuracy": accuracy(cm).item()}
+
+
+def make_trainer(output_dir, callbacks=None, **overrides):
+    from east_hf.trainer import EASTTrainer
+
+    kwargs = dict(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        report_to=[],
+        seed=0,
+        disable_tqdm=True,
+        learning_rate=0.05,
+        per_device_train_batch_size=16,
+        per_device_eval_batch_size=64,
+        max_steps=300,
+        logging_steps=2,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_steps=2,
+        load_best_model_at_end=True,
+        metric_for_best_model="fbeta",
+        east_decay=0.5,
+        east_patience=2,
+        east_stage_patience=3,
+        east_min_temperature=0.01,
+    )
+    kwargs.update(overrides)
+    torch.manual_seed(0)
+    return EASTTrainer(
+        model=TinyNet(),
+        args=EASTConfig(**kwargs),
+        train_dataset=Blobs(64, 0),
+        eval_dataset=Blobs(48, 1),
+        compute_metrics=hard_metrics,
+        callbacks=callbacks,
+    )
+
+
+def annealer(trainer) -> TemperatureAnnealingCallback:
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, TemperatureAnnealingCallback)]
+    return callback
+
+
+def evaluations(trainer):
+    return [h for h in trainer.state.log_history if "eval_loss" in h]
+
+
+def test_trainer_cools_down_and_stops_on_the_annealing_criterion(tmp_path):
+    trainer = make_trainer(tmp_path)
+    trainer.train()
+    schedule = annealer(trainer).schedule
+    assert schedule.finished and trainer.state.global_step < trainer.args.max_steps
+    evals = evaluations(trainer)
+    assert evals[-1]["step"] == trainer.state.global_step  # the last evaluation stopped training
+    temperatures = [h["east_temperature"] for h in evals]
+    assert temperatures == sorted(temperatures, reverse=True) and len(set(temperatures)) >= 3
+    assert all(h["east_temperature"] == 0.2 * 0.5 ** h["east_stage"] for h in evals)
+    assert all(h["eval_east_temperature"] == h["east_temperature"] for h in evals)  # eval_loss at that temperature
+    train_logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert {h["east_temperature"] for h in train_logs} == set(temperatures)
+    assert max(h["eval_fbeta"] for h in evals) > evals[0]["eval_fbeta"] + 0.2  # it learned
+    # load_best_model_at_end kept the best evaluated weights, although stages restored others after evaluating
+    assert trainer.evaluate()["eval_fbeta"] == trainer.state.best_metric == max(h["eval_fbeta"] for h in evals)
+
+
+def test_trainer_resumed_mid_stage_2_follows_the_uninterrupted_run(tmp_path):
+    trainer = make_trainer(tmp_path)
+    trainer.train()
+    reference = [(h["step"], h["east_stage"], h["east_temperature"], h["eval_loss"]) for h in evaluations(trainer)]
+
+    def callback_state(step):
+        with open(tmp_path / f"checkpoint-{step}" / "trainer_state.json") as f:
+            return json.load(f)["stateful_callbacks"]["TemperatureAnnealingCallback"]["attributes"]["schedule_state"]
+
+    # The last checkpoint of stage 2: its stage best is an earlier step, restored from east_stage_best.pt at the end.
+    step = max(s for s, stage, _, _ in reference if stage == 2 and callback_state(s)["stage"] == 2)
+    assert callback_state(step)["stage_best_step"] < step
+    assert (tmp_path / f"checkpoint-{step}" / STAGE_BEST_WEIGHTS_NAME).is_file()
+
+    resumed = make_trainer(tmp_path)
+    resumed.train(resume_from_checkpoint=str(tmp_path / f"checkpoint-{step}"))
+    again = [(h["step"], h["east_stage"], h["east_temperature"], h["eval_loss"]) for h in evaluations(resumed)]
+    assert [r[:3] for r in again] == [r[:3] for r in reference]
+    assert [r[3] for r in again] == pytest.approx([r[3] for r in reference], abs=1e-6)
+    assert resumed.state.global_step == trainer.state.global_step
+
+
+class Spy(TrainerCallback):
+    """Records the loss in use and the weights each optimizer step starts from, and the weights of each evaluation."""
+
+    def __init__(self):
+        self.trainer, self.steps, self.evaluated = None, {}, {}
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        # the weights this step started from (global_step counts the steps done before it)
+        self.steps[state.global_step] = (self.trainer.use_cross_entropy, model.state_dict()["net.0.weight"].clone())
+
+    def on_evaluate(self, args, state, control, model=None, **kwargs):
+        self.evaluated[state.global_step] = model.state_dict()["net.0.weight"].clone()
+
+
+def test_trainer_warm_start_trains_with_cross_entropy_and_hands_its_best_weights_to_east(tmp_path):
+    spy = Spy()
+    trainer = make_trainer(
+        tmp_path, callbacks=[spy], east_warm_start="ce", save_strategy="no", load_best_model_at_end=False, max_steps=60
+    )
+    spy.trainer = trainer
+    trainer.train()
+    evals = evaluations(trainer)
+    warm = [h for h in evals if h["east_stage"] == -1]
+    end = warm[-1]["step"]  # the evaluation that ended the warm start
+    assert evals[len(warm)]["east_stage"] == 0 and "eval_east_temperature" not in warm[0]  # CE eval loss
+    assert all(use_ce == (step < end) for step, (use_ce, _) in spy.steps.items())
+    best = min(warm, key=lambda h: h["eval_loss"])["step"]
+    assert best < end
+    assert torch.equal(spy.steps[end][1], spy.evaluated[best])  # EAST's first step starts from the CE best
+    assert not torch.equal(spy.steps[end][1], spy.evaluated[end])
+    train_logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert all(("east_soft_fbeta" in h) == (h["east_stage"] >= 0) for h in train_logs)
