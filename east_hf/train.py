@@ -1,0 +1,302 @@
+"""``east-train``: train a classifier with EAST from a YAML recipe; also ``python -m east_hf.train RECIPE.yaml``.
+
+    east-train recipes/cifar10_f1.yaml                  # the recipe as written
+    east-train recipes/cifar10_f1.yaml --loss ce        # the cross-entropy baseline, everything else equal
+    accelerate launch --multi_gpu -m east_hf.train recipes/cifar10_f1.yaml
+    torchrun --nproc_per_node 4 -m east_hf.train recipes/cifar10_f1.yaml
+
+One run: parse (``east_hf.cli``), load and split the data (``east_hf.data``), build the model, train with
+``EASTTrainer`` (temperature annealing, the best checkpoint by the target metric kept), evaluate the best model on
+the test split, and save into ``output_dir``: ``model.safetensors`` + ``config.json`` (+ the image processor or the
+tabular preprocessor), ``train_results.json``, ``eval_results.json``, ``test_results.json``, ``all_results.json``,
+``trainer_state.json`` and, when ``east_hf.cards`` is installed, the model card ``README.md``. Under several
+processes only the main one prints and writes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from east_hf.cli import EASTArgumentParser, ParsedArguments
+
+__all__ = ["build_model", "main", "resolved_settings"]
+
+logger = logging.getLogger(__name__)
+
+TABULAR_MODEL = "tabular_mlp"
+DEFAULT_IMAGE_MODEL = "darknet19"  # the paper's image architecture (its Appendix E)
+SUMMARY_KEYS = ("accuracy", "fbeta", "mcc", "precision", "recall", "loss")
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _unreachable(kind: str, name: str, error: Exception) -> ValueError:
+    if _offline():
+        return ValueError(
+            f"{kind} {name!r} is not a local folder and could not be reached on the Hub "
+            "(HF_HUB_OFFLINE is set: only checkpoints already in the cache load)"
+        )
+    return ValueError(f"could not load {kind} {name!r}: {' '.join(str(error).split())}")
+
+
+def _is_timm_architecture(name: str) -> bool:
+    import timm
+
+    return "/" not in name and not os.path.exists(name) and timm.is_model(name)
+
+
+def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str | None]:
+    """(model, image processor or None, base model id or None) for the data's modality and ``ModelArguments``.
+
+    Tables: ``tabular_mlp`` (``TabularMLPForClassification``, the paper's 512-256-128 MLP) or a saved checkpoint.
+    Images: a timm architecture name builds a randomly initialised ``TimmWrapperForImageClassification``; a Hub id
+    or folder is fine-tuned with a new ``num_labels`` head and its own image processor.
+    """
+    from east_hf.models import (
+        TabularMLPConfig,
+        TabularMLPForClassification,
+        create_image_model,
+        image_classifier_from_pretrained,
+        label_maps,
+    )
+
+    id2label, label2id = label_maps(data.num_labels, data.label_names)
+    image = data.modality == "image"
+    name = model_args.model_name_or_path or (DEFAULT_IMAGE_MODEL if image else TABULAR_MODEL)
+    if name == TABULAR_MODEL:
+        if image:
+            raise ValueError(
+                f"model {TABULAR_MODEL!r} takes tabular data, got an image data set: use a timm architecture or an image checkpoint"
+            )
+        config = TabularMLPConfig(
+            num_features=len(data.preprocessor.feature_names),
+            hidden_sizes=list(model_args.hidden_sizes),
+            dropout=0.25 if model_args.dropout is None else model_args.dropout,
+            num_labels=data.num_labels,
+            id2label=id2label,
+            label2id=label2id,
+        )
+        return TabularMLPForClassification(config), None, None
+    if image and _is_timm_architecture(name):
+        extra = None if model_args.dropout is None else {"drop_rate": model_args.dropout}
+        return create_image_model(name, data.num_labels, id2label, model_args=extra), None, None
+    if "/" not in name and not os.path.exists(name):
+        import timm
+
+        close = difflib.get_close_matches(name, [TABULAR_MODEL, *timm.list_models()], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"unknown model {name!r}: not a timm architecture, {TABULAR_MODEL!r}, a local folder or a Hub id (owner/name){hint}"
+        )
+    try:
+        if not image:
+            from transformers import AutoModelForSequenceClassification
+
+            model = AutoModelForSequenceClassification.from_pretrained(
+                name,
+                num_labels=data.num_labels,
+                id2label=id2label,
+                label2id=label2id,
+                ignore_mismatched_sizes=True,
+                revision=revision,
+            )
+            return model, None, name
+        model = image_classifier_from_pretrained(name, data.num_labels, id2label, revision=revision)
+        processor = None
+        if getattr(model.config, "model_type", None) != "timm_wrapper":  # timm checkpoints keep their data config
+            from transformers import AutoImageProcessor
+
+            processor = AutoImageProcessor.from_pretrained(name, revision=revision)
+    except OSError as e:
+        raise _unreachable("model", name, e) from None
+    return model, processor, name
+
+
+def _attach_data_config(model, data_config: dict[str, Any] | None) -> None:
+    """Store the timm data config used for training in ``config.pretrained_cfg``: ``config.json`` then reloads
+    with ``AutoImageProcessor.from_pretrained`` (``TimmWrapperImageProcessor``) into the same transforms."""
+    if data_config is None or getattr(model.config, "model_type", None) != "timm_wrapper":
+        return
+    base = dict(getattr(model.timm_model, "pretrained_cfg", None) or {})
+    base.pop("num_classes", None)  # the pretrained head's size, stale after a new head
+    model.config.pretrained_cfg = {**base, **data_config}
+
+
+def resolved_settings(parsed: ParsedArguments) -> dict[str, dict[str, Any]]:
+    """The fields of each dataclass that differ from its defaults (what a dry run prints)."""
+    from east_hf.cli import DataArguments, ModelArguments, ScriptArguments
+    from east_hf.config import EASTConfig
+
+    out = {}
+    for title, obj, cls in (
+        ("script", parsed.script, ScriptArguments),
+        ("data", parsed.data, DataArguments),
+        ("model", parsed.model, ModelArguments),
+    ):
+        default = cls()
+        out[title] = {
+            f.name: getattr(obj, f.name) for f in fields(cls) if getattr(obj, f.name) != getattr(default, f.name)
+        }
+    default, values = EASTConfig(output_dir="x").to_dict(), parsed.training.to_dict()
+    out["training"] = {k: v for k, v in values.items() if v != default.get(k) and "token" not in k}
+    return out
+
+
+def _write_model_card(trainer, parsed: ParsedArguments, data, test_metrics: dict[str, float], base_model: str | None):
+    """The one call site of the model-card hook: ``east_hf.cards.write_model_card`` if that module exists.
+
+    The same information goes to ``trainer.east_card_info``, from which ``EASTTrainer.create_model_card`` writes the
+    card again when ``push_to_hub`` uploads the folder.
+    """
+    try:
+        from east_hf.cards import write_model_card
+    except ImportError:
+        return None
+    offered = {
+        "test_metrics": test_metrics,
+        "metric_prefix": "test",
+        "dataset_name": parsed.data.dataset_name,
+        "dataset_split": "test",
+        "recipe": {**parsed.recipe, **parsed.overrides},  # what reproduces this run
+        "base_model": base_model,
+        "tags": ["east", data.modality],
+        "script_args": parsed.script,
+        "data_args": parsed.data,
+        "model_args": parsed.model,
+    }
+    parameters = inspect.signature(write_model_card).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        offered = {k: v for k, v in offered.items() if k in parameters}
+    if isinstance(getattr(trainer, "east_card_info", None), dict):
+        trainer.east_card_info.update(offered)
+    try:
+        return write_model_card(trainer, parsed.training.output_dir, **offered)
+    except Exception as e:  # noqa: BLE001 - a card must never cost the trained model
+        logger.warning(f"model card not written: {type(e).__name__}: {e}")
+        return None
+
+
+def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extra: Sequence[str]) -> str:
+    keys = [k for k in SUMMARY_KEYS if f"test_{k}" in metrics]
+    keys += [k[len("test_") :] for k in metrics if k.startswith(("test_precision_", "test_recall_", "test_fbeta_"))]
+    lines = [""]
+    if keys:
+        width = max(len(k) for k in keys)
+        lines += ["Test metrics (best model)", "-" * (width + 10)]
+        lines += [f"{k:<{width}}  {metrics[f'test_{k}']:>8.4f}" for k in keys]
+        lines.append("")
+    out = Path(output_dir)
+    lines += [
+        f"model:    {out / 'model.safetensors'}",
+        f"metrics:  {out / 'test_results.json'} (all: {out / 'all_results.json'})"
+        if keys
+        else f"metrics:  {out / 'all_results.json'}",
+    ]
+    lines += list(extra)
+    if card is not None:
+        lines.append(f"card:     {card}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``east-train``; returns 0, exits 2 (one line on stderr) on bad input."""
+    parser = EASTArgumentParser()
+    parsed = parser.parse(argv)
+    script, data_args, model_args, training = parsed.script, parsed.data, parsed.model, parsed.training
+    if script.dry_run:
+        import yaml
+
+        if training.process_index == 0:
+            print(yaml.safe_dump(resolved_settings(parsed), sort_keys=False).rstrip())
+        return 0
+
+    import torch
+    from transformers import set_seed
+
+    from east_hf.data import image_transforms, load_data, set_image_transforms
+    from east_hf.metrics import build_compute_metrics
+    from east_hf.trainer import EASTTrainer
+
+    set_seed(training.seed)
+    try:
+        with training.main_process_first(desc="loading the data set"):
+            data = load_data(data_args)
+        model, processor, base_model = build_model(model_args, data, model_args.model_revision)
+        if data.modality == "image":
+            train_tf, eval_tf, data_config = image_transforms(
+                model, processor, data_args.image_size, data_args.augment
+            )
+            _attach_data_config(model, data_config)
+            set_image_transforms(data, train_tf, eval_tf)
+        training.remove_unused_columns = False  # the on-the-fly transforms need the raw columns
+        if training.dataloader_pin_memory and not torch.accelerator.is_available():
+            training.dataloader_pin_memory = False  # nothing to pin for; torch warns on every data loader otherwise
+        compute_metrics = build_compute_metrics(
+            data.num_labels,
+            beta=training.east_beta,
+            average=training.east_average,
+            pos_label=training.east_pos_label,
+            id2label=data.id2label,
+            report_classes=script.report_classes[0] if script.report_classes == ["all"] else script.report_classes,
+        )
+        trainer = EASTTrainer(
+            model=model,
+            args=training,
+            train_dataset=data.train,
+            eval_dataset=data.validation,
+            compute_metrics=compute_metrics,
+            processing_class=processor,
+        )  # also checks push_to_hub can work (token, network) before any training
+    except ValueError as e:
+        parser.error(str(e))
+
+    main_process = trainer.is_world_process_zero()
+    if main_process:
+        counts = ", ".join(f"{n}: {c}" for n, c in zip(data.label_names, data.class_counts("train")))
+        sizes = f"{len(data.train)} train / {len(data.validation)} validation / {len(data.test or [])} test samples"
+        print(f"{data_args.dataset_name}: {sizes}; training samples per class: {counts}", flush=True)
+    train_result = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
+    trainer.save_model()  # the best model (load_best_model_at_end) and its image processor, into output_dir
+    extra = []
+    if main_process and data.preprocessor is not None:
+        path = data.preprocessor.save(training.output_dir)
+        extra.append(f"inputs:   {path} (feature encoding and training-set standardisation)")
+    metrics = dict(train_result.metrics, train_samples=len(data.train))
+    trainer.save_metrics("train", metrics)
+    eval_metrics = trainer.evaluate(metric_key_prefix="eval")
+    trainer.save_metrics("eval", eval_metrics)
+    test_metrics: dict[str, float] = {}
+    if script.evaluate_test and data.test is not None:
+        test_metrics = trainer.evaluate(data.test, metric_key_prefix="test")
+        test_metrics["test_samples"] = len(data.test)
+        trainer.log_metrics("test", test_metrics)
+        trainer.save_metrics("test", test_metrics)
+    trainer.save_state()
+    card = _write_model_card(trainer, parsed, data, test_metrics, base_model) if script.model_card else None
+    if training.push_to_hub:
+        trainer.push_to_hub()  # on every process: it saves collectively and uploads from the main one
+    if main_process:
+        state = trainer.state
+        if state.best_metric is not None:
+            best = (
+                f"validation {training.metric_for_best_model}={state.best_metric:.4f} ({state.best_model_checkpoint})"
+            )
+            extra.insert(0, f"best:     {best}")
+        print(_summary(test_metrics, training.output_dir, card, extra), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""east-train: the recipe parser, the data pipeline, one tiny end-to-end run, and one-line input errors."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from east_hf.cli import DataArguments, EASTArgumentParser, demo_recipe_path
+from east_hf.data import TabularPreprocessor, load_data
+from east_hf.train import main
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
+DEMO = ROOT / "recipes" / "demo.yaml"
+
+
+@pytest.fixture(scope="module")
+def parser():
+    return EASTArgumentParser()
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _error(capsys, argv) -> str:
+    """Run main(argv), expect exit status 2 and exactly one stderr line; return that line."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("east-train: error: ") and "\n" not in err, err
+    return err
+
+
+# ---- the parser ----
+def test_help_runs_as_a_console_script():
+    script = Path(sys.executable).with_name("east-train")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "east_hf.train"]
+    out = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    for flag in ("--east_loss", "--dataset_name", "--model_name_or_path", "--imbalance_ratio", "--loss = --east_loss"):
+        assert flag in out.stdout
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[p.stem for p in RECIPES])
+def test_every_recipe_parses_and_validates(parser, recipe, tmp_path):
+    parsed = parser.parse([str(recipe), "--output_dir", str(tmp_path)])
+    training, text = parsed.training, recipe.read_text()
+    assert parsed.data.dataset_name
+    for line in text.splitlines():  # every override says why
+        assert not line.strip() or line.startswith("#") or " # " in line, f"{recipe.name}: uncommented {line!r}"
+    assert training.load_best_model_at_end and training.remove_unused_columns is False
+    assert training.metric_for_best_model == f"eval_{training.east_target_key}" and training.greater_is_better
+    assert training.optim == "adamw_torch" and training.east_temperature == 0.2
+    assert training.east_decay in (0.8, 0.9)
+    assert training.per_device_train_batch_size in (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+    assert training.learning_rate in (1e-2, 1e-3, 1e-4)
+    if "fbeta_dog" in recipe.stem or "fbeta_frog" in recipe.stem:
+        cls = "dog" if "dog" in recipe.stem else "frog"
+        assert training.east_beta == {cls: 0.25 if "precision" in recipe.stem else 5}
+    if recipe.stem.endswith(("_ce", "_dice")):
+        assert training.east_loss == recipe.stem.rsplit("_", 1)[1]
+
+
+def test_packaged_demo_is_the_demo_recipe(parser):
+    assert demo_recipe_path().read_text() == DEMO.read_text()
+    assert parser.parse(["--demo"]).data.dataset_name == "sklearn:digits"
+
+
+def test_flags_override_the_recipe_and_aliases_resolve(parser, tmp_path):
+    parsed = parser.parse(
+        [str(DEMO), "--loss", "ce", "--lr=0.05", "--beta", "{'3': 2}", "--metric", "accuracy", "--no_east_annealing"]
+    )
+    t = parsed.training
+    assert (t.east_loss, t.learning_rate, t.east_beta, t.east_metric) == ("ce", 0.05, {"3": 2}, "accuracy")
+    assert t.east_annealing is False and t.metric_for_best_model == "eval_accuracy"
+    assert t.per_device_train_batch_size == 64 and parsed.data.imbalance_ratio == 0.1  # kept from the recipe
+    assert parsed.overrides["east_loss"] == "ce" and "learning_rate" in parsed.overrides
+    # a second parse with the same parser starts from the pristine defaults, not from the last recipe
+    other = parser.parse([str(_write(tmp_path / "r.yaml", "dataset_name: sklearn:iris\n"))])
+    assert other.training.learning_rate == 5e-5 and other.data.imbalance_ratio is None
+    assert other.training.output_dir == "runs/r"
+
+
+def test_dry_run_prints_resolved_settings(capsys):
+    assert main([str(DEMO), "--dry_run", "--loss", "dice"]) == 0
+    out = capsys.readouterr().out
+    assert "dataset_name: sklearn:digits" in out and "east_loss: dice" in out
+
+
+# ---- one-line errors, exit status 2 ----
+def test_unknown_recipe_key_suggests_the_closest(capsys, tmp_path):
+    recipe = _write(tmp_path / "r.yaml", "dataset_name: sklearn:iris\nlearnig_rate: 0.1\n")
+    assert "unknown recipe key learnig_rate; did you mean learning_rate?" in _error(capsys, [recipe])
+
+
+def test_unknown_flag_suggests_the_closest(capsys):
+    assert "unknown argument --east_metirc; did you mean --east_metric?" in _error(
+        capsys, [DEMO, "--east_metirc", "mcc"]
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--east_temperature", "0.9"], "Expected east_temperature in (0, 0.4), got 0.9"),
+        (["--learning_rate", "fast"], "invalid float value: 'fast'"),
+        (["--imbalance_ratio", "2"], "Expected imbalance_ratio in (0, 1], got 2.0"),
+    ],
+)
+def test_invalid_values(capsys, argv, expected):
+    assert expected in _error(capsys, [DEMO, *argv])
+
+
+def test_missing_recipe_and_missing_dataset_path(capsys, tmp_path):
+    assert "recipe" in _error(capsys, [tmp_path / "none.yaml"])
+    recipe = _write(tmp_path / "r.yaml", "dataset_name: ./no/such/data.csv\n")
+    assert "dataset path './no/such/data.csv' does not exist" in _error(capsys, [recipe])
+
+
+def test_unreachable_hub_ids_offline(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    recipe = _write(tmp_path / "r.yaml", "dataset_name: someone/not-a-cached-dataset\n")
+    err = _error(capsys, [recipe])
+    assert "'someone/not-a-cached-dataset'" in err and "could not be reached" in err and "HF_HUB_OFFLINE" in err
+    err = _error(capsys, [DEMO, "--model", "someone/not-a-cached-model"])
+    assert "'someone/not-a-cached-model'" in err and "could not be reached" in err and "HF_HUB_OFFLINE" in err
+    assert "push_to_hub" in _error(capsys, [DEMO, "--push_to_hub", "true", "--hub_model_id", "me/demo"])
+
+
+def test_missing_label_column_names_the_columns(capsys, tmp_path):
+    csv = _write(tmp_path / "d.csv", "a,b,target\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(20)))
+    recipe = _write(tmp_path / "r.yaml", f"dataset_name: {csv}\nlabel_column: y\n")
+    err = _error(capsys, [recipe])
+    assert "label column 'y' not found" in err and "columns are: a, b, target" in err
+
+
+# ---- the data pipeline ----
+def test_tabular_csv_split_encoding_and_training_statistics(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 200
+    rows = ["x,colour,y"] + [
+        f"{rng.normal(5, 2):.4f},{['red', 'blue', 'green'][i % 3]},{'yes' if i % 4 == 0 else 'no'}" for i in range(n)
+    ]
+    csv = _write(tmp_path / "d.csv", "\n".join(rows) + "\n")
+    data = load_data(DataArguments(dataset_name=str(csv), label_column="y", positive_classes=["yes"]))
+    assert data.modality == "tabular" and data.label_names == ["no", "yes"]
+    assert [len(data.train), len(data.validation), len(data.test)] == [128, 32, 40]  # 64 / 16 / 20 %
+    assert data.class_counts("test") == [30, 10]  # stratified: 25 % positive everywhere
+    assert data.preprocessor.feature_names == ["x", "colour=blue", "colour=green", "colour=red"]
+    x_train = torch.stack([row["input_features"] for row in data.train])  # (128, 4)
+    assert torch.allclose(x_train.mean(0), torch.zeros(4), atol=1e-5)
+    assert torch.allclose(x_train.std(0, unbiased=False), torch.ones(4), atol=1e-4)
+    data.preprocessor.save(tmp_path)
+    assert TabularPreprocessor.load(tmp_path) == data.preprocessor
+
+
+def test_imagefolder_directory(tmp_path):
+    from PIL import Image
+
+    for k, name in enumerate(["cat", "dog"]):
+        (tmp_path / "imgs" / name).mkdir(parents=True)
+        for i in range(10):
+            Image.new("RGB", (6, 6), (k * 200, i * 20, 0)).save(tmp_path / "imgs" / name / f"{i}.png")
+    data = load_data(DataArguments(dataset_name=str(tmp_path / "imgs")))
+    assert data.modality == "image" and data.label_names == ["cat", "dog"]
+    assert len(data.train) + len(data.validation) + len(data.test) == 20 and data.class_counts("test") == [2, 2]
+
+
+def test_long_tail_and_binary_relabel_of_bundled_sets():
+    digits = load_data(DataArguments(dataset_name="sklearn:digits", imbalance_ratio=0.1))
+    total = np.sum([digits.class_counts(s) for s in ("train", "validation", "test")], axis=0)
+    assert digits.modality == "image" and digits.train[0]["image"].size == (8, 8)
+    assert list(total) == sorted(total, reverse=True) and 0.08 < total[9] / total[0] < 0.12
+    cancer = load_data(DataArguments(dataset_name="sklearn:breast_cancer", positive_classes=["malignant"]))
+    assert cancer.label_names == ["benign", "malignant"]
+    assert sum(cancer.class_counts(s)[1] for s in ("train", "validation", "test")) == 212
+
+
+# ---- end to end ----
+def test_tiny_run_writes_a_reloadable_model(capsys, tmp_path):
+    out = tmp_path / "run"
+    overrides = {
+        "output_dir": out,
+        "max_steps": 6,
+        "eval_strategy": "steps",
+        "eval_steps": 3,
+        "logging_steps": 3,
+        "per_device_train_batch_size": 32,
+        "max_train_samples": 96,
+        "max_eval_samples": 48,
+        "max_test_samples": 48,
+        "disable_tqdm": "true",
+        "use_cpu": "true",
+        "report_classes": "all",
+    }
+    argv = [str(DEMO), *[str(x) for k, v in overrides.items() for x in (f"--{k}", v)]]
+    assert main(argv) == 0
+    stdout = capsys.readouterr().out
+    assert "Test metrics (best model)" in stdout and str(out / "model.safetensors") in stdout
+    for name in ("model.safetensors", "config.json", "test_results.json", "all_results.json", "trainer_state.json"):
+        assert (out / name).is_file(), name
+    saved = json.loads((out / "test_results.json").read_text())
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["best_metric"] is not None and any("eval_east_temperature" in e for e in state["log_history"])
+    assert "test_fbeta" in json.loads((out / "all_results.json").read_text())
+
+    # Reload: the model from its folder, the transforms from its config.json, the test split from the same recipe.
+    from transformers import AutoImageProcessor
+
+    from east_hf.data import set_image_transforms
+    from east_hf.metrics import build_compute_metrics
+    from east_hf.models import load_pretrained
+
+    model = load_pretrained(str(out)).eval()
+    processor = AutoImageProcessor.from_pretrained(str(out))
+    data = load_data(EASTArgumentParser().parse(argv).data)
+    set_image_transforms(data, processor.val_transforms, processor.val_transforms)
+    batch = [data.test[i] for i in range(len(data.test))]
+    with torch.no_grad():
+        logits = model(pixel_values=torch.stack([b["pixel_values"] for b in batch])).logits
+    labels = torch.tensor([b["labels"] for b in batch])
+    metrics = build_compute_metrics(10, id2label=model.config.id2label)((logits.numpy(), labels.numpy()))
+    assert saved["test_samples"] == len(labels) == 48
+    for key in ("accuracy", "fbeta", "mcc", "precision", "recall"):
+        assert metrics[key] == pytest.approx(saved[f"test_{key}"], abs=1e-6), key
+    assert "test_precision_9" in saved  # report_classes: all
+
+
+def _tiny_args(out, **more):
+    overrides = {
+        "output_dir": out,
+        "max_steps": 2,
+        "eval_strategy": "steps",
+        "eval_steps": 2,
+        "max_train_samples": 64,
+        "max_eval_samples": 32,
+        "max_test_samples": 32,
+        "disable_tqdm": "true",
+        "use_cpu": "true",
+        "model_card": "false",
+        **more,
+    }
+    return [str(x) for k, v in overrides.items() if v is not None for x in (f"--{k}", v)]
+
+
+def test_local_transformers_checkpoint_is_fine_tuned_with_its_image_processor(capsys, tmp_path):
+    from helpers import tiny_vit
+    from transformers import ViTImageProcessor
+
+    checkpoint = tmp_path / "vit"
+    tiny_vit(num_labels=3, size=16).save_pretrained(checkpoint)
+    ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(checkpoint)
+    out = tmp_path / "run"
+    assert main([str(DEMO), *_tiny_args(out, model_name_or_path=checkpoint)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["model_type"] == "vit" and len(config["id2label"]) == 10  # a new 10-way head
+    assert (out / "preprocessor_config.json").is_file() and (out / "test_results.json").is_file()
+
+
+def test_tabular_run_saves_its_input_statistics(capsys, tmp_path):
+    recipe = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
+    out = tmp_path / "run"
+    assert main([str(recipe), *_tiny_args(out, hidden_sizes=16, max_train_samples=None)]) == 0
+    assert str(out / "tabular_preprocessor.json") in capsys.readouterr().out
+    preprocessor = TabularPreprocessor.load(out)
+    assert len(preprocessor.feature_names) == json.loads((out / "config.json").read_text())["num_features"] == 30
+    assert "test_recall_malignant" in json.loads((out / "test_results.json").read_text())  # the positive class
