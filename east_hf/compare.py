@@ -1,0 +1,231 @@
+"""east-compare: train EAST and its baselines with identical settings and seeds, and tabulate the test metrics.
+
+    east-compare recipes/digits_longtail_f1.yaml --losses east,ce,dice --seeds 3
+    east-compare RECIPE.yaml --variants "cold:--east_loss east" "warm:--east_loss east --east_warm_start ce" --seeds 3
+
+Every (variant, seed) is one ``east-train RECIPE.yaml --seed s --output_dir DIR/variant/seed-s [variant flags]``
+run, in this process, so everything ``east-train`` accepts works here too. Seeds vary the weight initialisation
+and the batch order only; the data split (``split_seed``) is the recipe's, the same for every run (the paper's
+protocol: repeated trials over random initialisations). A run whose ``test_results.json`` exists is skipped, and
+one that was interrupted resumes from its last checkpoint, so the command can be re-run until it completes.
+
+Writes ``DIR/results.json`` (every run's test metrics), ``DIR/results.md`` (mean ± sample std over seeds, the layout
+of the paper's Table 1) and ``DIR/results.png`` (the target metric per variant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "summarize", "markdown_table", "parse_variants"]
+
+logger = logging.getLogger(__name__)
+
+LOSSES = {"east": "--east_loss east", "ce": "--east_loss ce", "dice": "--east_loss dice"}
+SUMMARY_KEYS = ("fbeta", "accuracy", "mcc")
+LABELS = {"fbeta": "F-beta", "accuracy": "Accuracy", "mcc": "MCC"}
+
+
+def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[str, list[str]]:
+    """``--losses east,ce`` and ``--variants NAME:FLAGS`` -> {name: east-train flags}, in the order given."""
+    out: dict[str, list[str]] = {}
+    for loss in [x.strip() for x in (losses or "").split(",") if x.strip()]:
+        if loss not in LOSSES:
+            raise ValueError(f"Expected losses among {sorted(LOSSES)}, got {loss!r}")
+        out[loss] = shlex.split(LOSSES[loss])
+    for spec in variants or []:
+        name, sep, flags = spec.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"Expected a variant as NAME:FLAGS (e.g. 'warm:--east_warm_start ce'), got {spec!r}")
+        if name.strip() in out:
+            raise ValueError(f"Expected distinct variant names, got {name.strip()!r} twice")
+        out[name.strip()] = shlex.split(flags)
+    if not out:
+        raise ValueError("Expected at least one variant: pass --losses and/or --variants")
+    return out
+
+
+def _last_checkpoint(run_dir: Path) -> Path | None:
+    checkpoints = sorted(run_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    return checkpoints[-1] if checkpoints else None
+
+
+def _run_one(recipe: str, run_dir: Path, seed: int, flags: list[str], extra: list[str]) -> dict[str, Any]:
+    from east_hf.train import main as east_train
+
+    argv = [recipe, "--seed", str(seed), "--output_dir", str(run_dir), "--report_to", "none", *flags, *extra]
+    checkpoint = _last_checkpoint(run_dir)
+    if checkpoint is not None:
+        argv += ["--resume_from_checkpoint", str(checkpoint)]
+    start = time.time()
+    code = east_train(argv)
+    if code:
+        raise RuntimeError(f"east-train exited with {code} for {' '.join(argv)}")
+    return {"wall_seconds": round(time.time() - start, 1)}
+
+
+def _read_run(run_dir: Path) -> dict[str, Any]:
+    metrics = json.loads((run_dir / "test_results.json").read_text())
+    out = {k[len("test_") :]: v for k, v in metrics.items() if k.startswith("test_") and isinstance(v, (int, float))}
+    state_file = run_dir / "trainer_state.json"
+    if state_file.exists():
+        state = json.loads(state_file.read_text())
+        out["steps"] = state.get("global_step")
+        temps = [e["eval_east_temperature"] for e in state.get("log_history", []) if "eval_east_temperature" in e]
+        out["final_temperature"] = temps[-1] if temps else None
+    return out
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float, int]]]:
+    """{variant: {metric: (mean, sample std, n)}} over the seeds of each variant."""
+    table: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        row = table.setdefault(run["variant"], {})
+        for key, value in run["metrics"].items():
+            if isinstance(value, (int, float)) and value is not None:
+                row.setdefault(key, []).append(float(value))
+    return {
+        variant: {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in row.items()}
+        for variant, row in table.items()
+    }
+
+
+def _columns(summary: dict[str, dict[str, tuple]], metric: str) -> list[str]:
+    keys = list(dict.fromkeys([metric, *SUMMARY_KEYS]))
+    per_class = sorted(
+        {k for row in summary.values() for k in row if k.startswith(("precision_", "recall_"))},
+        key=lambda k: (k.split("_", 1)[1], k),
+    )
+    return [k for k in keys if any(k in row for row in summary.values())] + per_class
+
+
+def markdown_table(summary: dict[str, dict[str, tuple]], metric: str = "fbeta") -> str:
+    """Rows: variants; columns: target metric, F-beta, accuracy, MCC, per-class precision/recall; mean ± std."""
+    columns = _columns(summary, metric)
+    header = ["variant", "n"] + [LABELS.get(c, c.replace("_", " ")) + (" *" if c == metric else "") for c in columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for variant, row in summary.items():
+        n = max((v[2] for v in row.values()), default=0)
+        cells = [f"{row[c][0]:.4f} ± {row[c][1]:.4f}" if c in row else "" for c in columns]
+        lines.append("| " + " | ".join([variant, str(n), *cells]) + " |")
+    return "\n".join(lines)
+
+
+def _plot(summary: dict[str, dict[str, tuple]], metric: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [v for v in summary if metric in summary[v]]
+    if not names:
+        return
+    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(names)), 3.2), dpi=100)
+    means = [summary[v][metric][0] for v in names]
+    stds = [summary[v][metric][1] for v in names]
+    ax.bar(names, means, yerr=stds, capsize=4, color="tab:blue", alpha=0.8)
+    low = min(m - s for m, s in zip(means, stds))
+    ax.set_ylim(max(0.0, low - 0.05), min(1.0, max(m + s for m, s in zip(means, stds)) + 0.03))
+    ax.set_ylabel(f"test {metric} (mean ± std)")
+    ax.tick_params(axis="x", rotation=20)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="east-compare",
+        description="Train EAST and baselines with identical settings and seeds; tabulate mean ± std test metrics.",
+        epilog="Arguments after '--' are passed to every east-train run (e.g. -- --max_steps 50).",
+    )
+    parser.add_argument("recipe", help="an east-train recipe (YAML)")
+    parser.add_argument(
+        "--losses", default=None, help="comma-separated losses among east, ce, dice (default: all three)"
+    )
+    parser.add_argument("--variants", nargs="*", default=None, help="extra variants as NAME:FLAGS")
+    parser.add_argument("--seeds", type=int, default=3, help="number of seeds, 0..N-1 (default 3)")
+    parser.add_argument("--metric", default=None, help="target metric key for the table (default: the recipe's)")
+    parser.add_argument("--output_dir", default=None, help="default: runs/compare-<recipe name>")
+    parser.add_argument("--force", action="store_true", help="re-run runs that already have test results")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not Path(args.recipe).is_file():
+        parser.error(f"expected a recipe file, got {args.recipe!r} (not found)")
+    if args.seeds < 1:
+        parser.error(f"expected --seeds >= 1, got {args.seeds}")
+    try:
+        variants = parse_variants(args.losses if args.losses or args.variants else "east,ce,dice", args.variants)
+    except ValueError as e:
+        parser.error(str(e))
+    from east_hf.cli import load_recipe
+
+    recipe = load_recipe(args.recipe)
+    metric = args.metric or {"f1": "fbeta"}.get(recipe.get("east_metric", "fbeta"), recipe.get("east_metric", "fbeta"))
+    out_dir = Path(args.output_dir or f"runs/compare-{Path(args.recipe).stem}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    runs, total, k = [], len(variants) * args.seeds, 0
+    for name, flags in variants.items():
+        for seed in range(args.seeds):
+            k += 1
+            run_dir = out_dir / name / f"seed-{seed}"
+            done = (run_dir / "test_results.json").exists() and not args.force
+            print(
+                f"[{k}/{total}] {name} seed {seed}: {'done, skipped' if done else 'training'}",
+                file=sys.stderr,
+                flush=True,
+            )
+            info = {} if done else _run_one(args.recipe, run_dir, seed, flags, extra)
+            metrics = _read_run(run_dir)
+            runs.append(
+                {"variant": name, "seed": seed, "flags": flags, "output_dir": str(run_dir), "metrics": metrics, **info}
+            )
+            print(
+                f"[{k}/{total}] {name} seed {seed}: test {metric}={metrics.get(metric, float('nan')):.4f}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    summary = summarize(runs)
+    command = "east-compare " + " ".join(
+        shlex.quote(a) for a in [args.recipe, *argv[1:]] + (["--", *extra] if extra else [])
+    )
+    (out_dir / "results.json").write_text(
+        json.dumps(
+            {"command": command, "recipe": recipe, "metric": metric, "runs": runs, "summary": summary}, indent=2
+        )
+    )
+    table = markdown_table(summary, metric)
+    (out_dir / "results.md").write_text(
+        f"# {Path(args.recipe).stem}: test metrics, mean ± std over {args.seeds} seeds\n\n"
+        f"Command: `{command}`\n\n{table}\n\n* the target metric. Variant flags: "
+        + "; ".join(f"{n}: `{' '.join(f) or '(recipe)'}`" for n, f in variants.items())
+        + "\n"
+    )
+    _plot(summary, metric, out_dir / "results.png")
+    print(table)
+    print(f"\nresults: {out_dir / 'results.md'}, {out_dir / 'results.json'}, {out_dir / 'results.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
