@@ -47,7 +47,8 @@ __all__ = [
     "set_image_transforms",
 ]
 
-SKLEARN_SETS = ("digits", "breast_cancer", "wine", "iris")
+# digits_tabular: the same 1,797 digits as 64 pixel-intensity features (a tabular task of a useful size).
+SKLEARN_SETS = ("digits", "digits_tabular", "breast_cancer", "wine", "iris")
 VALIDATION_NAMES = ("validation", "valid", "val", "dev")
 FILE_BUILDERS = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json"}
 PREPROCESSOR_NAME = "tabular_preprocessor.json"
@@ -99,7 +100,7 @@ def _sklearn(name: str):
             f"unknown bundled data set 'sklearn:{name}'; expected one of "
             + ", ".join(f"sklearn:{n}" for n in SKLEARN_SETS)
         )
-    bunch = getattr(skd, f"load_{name}")()
+    bunch = getattr(skd, f"load_{name.removesuffix('_tabular')}")()
     names = [str(n) for n in bunch.target_names]
     label = datasets.ClassLabel(names=names)
     if name == "digits":  # 8x8 grey levels 0..16 -> 8-bit greyscale PIL images, so they take the image path
@@ -109,7 +110,7 @@ def _sklearn(name: str):
     else:
         columns = {
             str(c).replace(" ", "_"): bunch.data[:, i].astype(np.float32) for i, c in enumerate(bunch.feature_names)
-        }
+        }  # digits_tabular: pixel_0_0 .. pixel_7_7
         features = datasets.Features({**{c: datasets.Value("float32") for c in columns}, "label": label})
         ds = datasets.Dataset.from_dict({**columns, "label": bunch.target.tolist()}, features=features)
     return datasets.DatasetDict({"train": ds})

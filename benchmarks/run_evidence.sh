@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Reproduces benchmarks/results/{digits_longtail,digits9_binary}/ (CPU, offline, about 45 min on 2 cores).
+# Runs go to runs/evidence/<task>/ (resumable: re-run this script after an interruption); tables are copied here.
+#  (a) digits_longtail: EAST vs CE vs Dice, the CE warm start, and (c) per-class beta 0.25 / 5 on digit 3.
+#  (b) digits9_binary: EAST vs CE vs Dice and the ablations (warm start, no best-weight restore, r = 0.8).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1
+BIN=${BIN:-.venv/bin}
+
+run() {  # task, east-compare arguments...
+  local task=$1; shift
+  "$BIN/east-compare" "benchmarks/recipes/$task.yaml" --seeds 3 --output_dir "runs/evidence/$task" "$@" -- --model_card false
+  mkdir -p "benchmarks/results/$task"
+  cp "runs/evidence/$task"/results.{md,json,png} "benchmarks/results/$task/"
+}
+
+run digits9_binary --losses east,ce,dice \
+  --variants "warm_start:--east_warm_start ce" "no_restore:--east_restore_best_per_stage false" "r0.8:--east_decay 0.8"
+run digits_longtail --losses east,ce,dice \
+  --variants "warm_start:--east_warm_start ce" "beta0.25_on_3:--east_beta {3: 0.25}" "beta5_on_3:--east_beta {3: 5}"
