@@ -1,15 +1,17 @@
 """east_hf: EAST (Evaluation Aligned Surrogate Training) for the Hugging Face Trainer and timm.
 
-The functional core (``east_hf.functional``, ``EASTLoss``, the annealing schedule) is pure torch and imported
-eagerly. The Trainer layer (``EASTConfig``, ``EASTTrainer``, the callback, metrics, models) imports transformers,
-timm or evaluate, and is loaded on first access, so ``import east_hf`` stays light for plain-PyTorch users.
-Importing ``east_hf.models`` (or accessing any of its names) registers ``darknet19`` with timm.
+The functional core (``east_hf.functional``, ``east_hf.loss``, ``east_hf.annealing``) is pure torch: those modules
+import nothing from transformers, timm or evaluate. ``import east_hf`` also imports ``east_hf.models`` so that a
+saved model of ours reloads with the usual Auto classes: it registers ``darknet19`` (and ``darknet19_tiny``) in
+timm's registry and the tabular MLP with transformers' ``AutoConfig``/``AutoModelForSequenceClassification``.
+The Trainer layer (``EASTConfig``, ``EASTTrainer``, the callback, the metrics) is loaded on first access.
 """
 
 from __future__ import annotations
 
 import importlib
 
+from east_hf import models  # noqa: E402,F401  (registers darknet19 with timm, the tabular MLP with transformers)
 from east_hf.functional import (
     accuracy,
     dynamic_threshold,
@@ -35,7 +37,6 @@ _LAZY = {
     "temperature_at": "east_hf.annealing",
     "build_compute_metrics": "east_hf.metrics",
     "load_metric": "east_hf.metrics",
-    "models": "east_hf.models",
 }
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "recall",
     "soft_confusion_matrix",
     "soft_predictions",
+    "models",
     *_LAZY,
 ]
 
@@ -57,7 +59,7 @@ __all__ = [
 def __getattr__(name: str):
     if name in _LAZY:
         module = importlib.import_module(_LAZY[name])
-        value = module if name == "models" else getattr(module, name)
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'east_hf' has no attribute {name!r}")

@@ -168,7 +168,7 @@ def test_timm_wrapper_reload_in_fresh_process(saved_darknet19):
             assert "not supported in your version of timm" in str(err), err
         else:
             raise AssertionError("darknet19 loaded without east_hf")
-        import east_hf.models
+        import east_hf  # registers darknet19 with timm
         model = AutoModelForImageClassification.from_pretrained({str(path)!r}).eval()
         batch = torch.load({str(path / "batch.pt")!r})
         with torch.no_grad():
