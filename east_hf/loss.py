@@ -7,9 +7,10 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from east_hf.functional import METRICS, beta_vector, check_temperature, soft_predictions
+from east_hf.functional import METRICS, beta_vector, check_temperature
+from east_hf.functional.fused import soft_confusion_from_logits
 from east_hf.functional.metrics import AVERAGES
-from east_hf.functional.surrogate import _check_labels, _check_weight, _select, confusion_from_memberships
+from east_hf.functional.surrogate import _check_labels, _check_weight, _select
 
 __all__ = ["EASTLoss"]
 
@@ -103,10 +104,7 @@ class EASTLoss(nn.Module):
         valid = _check_labels(labels, logits.shape[0], C, self.ignore_index)
         logits, labels, sample_weight = _select(valid, logits, labels, _check_weight(sample_weight, logits.shape[0]))
         temperature = check_temperature(self.temperature)
-        with torch.autocast(logits.device.type, enabled=False):
-            logits = logits if logits.dtype == torch.float64 else logits.float()
-            g = soft_predictions(logits.softmax(dim=1), temperature, threshold_grad=self.threshold_grad)
-            return confusion_from_memberships(g, labels, sample_weight)
+        return soft_confusion_from_logits(logits, labels, sample_weight, temperature, self.threshold_grad)
 
     def metric_value(self, confmat: torch.Tensor) -> torch.Tensor:
         """M(confmat): the configured metric of a (C, C) confusion matrix (soft or hard)."""
