@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces benchmarks/results/{digits_longtail,digits9_binary}/ (CPU, offline, about 45 min on 2 cores).
+# Reproduces benchmarks/results/{digits_longtail,digits9_binary}/ (CPU, offline, about 40 min on 2 cores).
 # Runs go to runs/evidence/<task>/ (resumable: re-run this script after an interruption); tables are copied here.
 #  (a) digits_longtail: EAST vs CE vs Dice, the CE warm start, and (c) per-class beta 0.25 / 5 on digit 3.
 #  (b) digits9_binary: EAST vs CE vs Dice and the ablations (warm start, no best-weight restore, r = 0.8).
@@ -18,4 +18,5 @@ run() {  # task, east-compare arguments...
 run digits9_binary --losses east,ce,dice \
   --variants "warm_start:--east_warm_start ce" "no_restore:--east_restore_best_per_stage false" "r0.8:--east_decay 0.8"
 run digits_longtail --losses east,ce,dice \
-  --variants "warm_start:--east_warm_start ce" "beta0.25_on_3:--east_beta {3: 0.25}" "beta5_on_3:--east_beta {3: 5}"
+  --variants "warm_start:--east_warm_start ce" "beta0.25_on_3:--east_beta '{3: 0.25}'" "beta5_on_3:--east_beta '{3: 5}'" \
+  "warm_start_70:--east_warm_start ce --east_warm_start_steps 70"

@@ -80,9 +80,14 @@ class EASTConfig(TrainingArguments):
         east_max_stages (`int`, defaults to `None`): an upper bound on the number of stages.
         east_restore_best_per_stage (`bool`, defaults to `True`): load the stage's best weights before cooling.
         east_stage_monitor / east_anneal_monitor: the metric keys watched within and across stages; see
-            ``TemperatureAnnealingCallback``.
+            ``TemperatureAnnealingCallback``. Measured: the validation surrogate keeps improving by small amounts
+            within a stage (the model grows more confident), so a first stage can take a short budget's whole run;
+            ``east_stage_monitor="eval_fbeta"`` (or a positive ``east_threshold``) gives fast stages.
         east_warm_start (`str`, defaults to `"none"`): ``"ce"`` trains a cross-entropy stage first, until its own
-            early stopping or ``east_warm_start_steps``.
+            early stopping or ``east_warm_start_steps``. Cold start is the default from our measurements
+            (README, "Measured results"): on long-tailed digits the cold start beat both warm starts (macro F1
+            0.928 against 0.906 / 0.905) and cross-entropy (0.906); on a binary tabular task the warm start
+            (0.951) beat the cold start (0.936) but only matched cross-entropy (0.951).
     """
 
     # --- the surrogate ---
