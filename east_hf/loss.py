@@ -106,13 +106,21 @@ class EASTLoss(nn.Module):
         temperature = check_temperature(self.temperature)
         return soft_confusion_from_logits(logits, labels, sample_weight, temperature, self.threshold_grad)
 
+    def _beta_tensor(self, confmat: torch.Tensor) -> torch.Tensor:
+        """The validated (C,) beta tensor, built once per (beta, C, dtype, device) and reused on every step."""
+        key = (repr(self.beta), confmat.shape[0], confmat.dtype, confmat.device)
+        if getattr(self, "_beta_key", None) != key:
+            self._beta_cache = beta_vector(self.beta, confmat.shape[0], confmat)
+            self._beta_key = key
+        return self._beta_cache
+
     def metric_value(self, confmat: torch.Tensor) -> torch.Tensor:
         """M(confmat): the configured metric of a (C, C) confusion matrix (soft or hard)."""
         if callable(self.metric):
             return self.metric(confmat)
         kwargs = {}
         if self.metric in ("fbeta", "f1"):
-            kwargs["beta"] = self.beta
+            kwargs["beta"] = self._beta_tensor(confmat)
         if self.metric in ("fbeta", "f1", "precision", "recall"):
             kwargs.update(average=self.average, pos_label=self.pos_label, zero_division=self.zero_division)
         return METRICS[self.metric](confmat, **kwargs)

@@ -45,7 +45,18 @@ def _check_average(average: str | None, num_classes: int, pos_label: int) -> Non
 
 
 def beta_vector(beta: float | Sequence[float] | torch.Tensor, num_classes: int, like: torch.Tensor) -> torch.Tensor:
-    """A (C,) tensor of per-class betas from a float or a length-C sequence; each must be > 0."""
+    """A (C,) tensor of per-class betas from a float or a length-C sequence; each must be > 0.
+
+    A (C,) tensor already of ``like``'s dtype and device is returned as is, unchecked: ``EASTLoss`` validates its
+    betas once and passes such a tensor on every step, so the hot path has no host synchronisation here.
+    """
+    if (
+        isinstance(beta, torch.Tensor)
+        and beta.shape == (num_classes,)
+        and beta.dtype == like.dtype
+        and beta.device == like.device
+    ):
+        return beta
     if isinstance(beta, bool):
         raise TypeError(f"Expected beta as a positive float or a sequence of {num_classes} floats, got bool")
     if isinstance(beta, (int, float)):
