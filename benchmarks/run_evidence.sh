@@ -20,3 +20,14 @@ run digits9_binary --losses east,ce,dice \
 run digits_longtail --losses east,ce,dice \
   --variants "warm_start:--east_warm_start ce" "beta0.25_on_3:--east_beta '{3: 0.25}'" "beta5_on_3:--east_beta '{3: 5}'" \
   "warm_start_70:--east_warm_start ce --east_warm_start_steps 70"
+
+# (b) follow-ups: ten seeds of EAST and CE, and two probes of where the gap comes from (reuses the runs above).
+copy_as() { mkdir -p "benchmarks/results/$2" && cp "runs/evidence/$1"/results.{md,json,png} "benchmarks/results/$2/"; }
+"$BIN/east-compare" benchmarks/recipes/digits9_binary.yaml --losses east,ce --seeds 10 \
+  --output_dir runs/evidence/digits9_binary -- --model_card false
+copy_as digits9_binary digits9_binary_10seeds
+"$BIN/east-compare" benchmarks/recipes/digits9_binary.yaml --losses east,ce --seeds 3 --output_dir runs/evidence/digits9_binary \
+  --variants "fast_stages:--east_stage_monitor eval_fbeta" "no_tau_grad:--east_threshold_grad false" -- --model_card false
+copy_as digits9_binary digits9_binary_probes
+run digits9_binary --losses east,ce,dice \
+  --variants "warm_start:--east_warm_start ce" "no_restore:--east_restore_best_per_stage false" "r0.8:--east_decay 0.8"
