@@ -233,7 +233,7 @@ def write_model_card(
         card_data,
         template_path=str(TEMPLATE_PATH),
         model_name=model_name,
-        task_description="image classifier" if image_model else "tabular classifier",
+        task_description="an image classifier" if image_model else "a tabular classifier",
         target_metric_label=f"{_HUB_METRICS.get(target_key, (None, target_key))[1]}"
         + (f" (beta={args.east_beta})" if target_key == "fbeta" and not betas else ""),
         target_key=target_key,
