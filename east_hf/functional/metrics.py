@@ -75,9 +75,7 @@ def beta_vector(beta: float | Sequence[float] | torch.Tensor, num_classes: int, 
 def _divide(num: torch.Tensor, den: torch.Tensor, zero_division: float) -> torch.Tensor:
     """num / den, with ``zero_division`` where den == 0; gradients stay finite (the masked branch divides by 1)."""
     zero = den == 0
-    return torch.where(
-        zero, torch.as_tensor(zero_division, dtype=num.dtype, device=num.device), num / torch.where(zero, 1.0, den)
-    )
+    return torch.where(zero, zero_division, num / torch.where(zero, 1.0, den))
 
 
 def _stats(confmat: torch.Tensor):
@@ -107,11 +105,16 @@ def precision_recall_fbeta(
     """
     confmat = _check_confmat(confmat)
     tp, support, predicted = _stats(confmat)
-    b2 = beta_vector(beta, confmat.shape[0], confmat) ** 2
     p = _divide(tp, predicted, zero_division)
     r = _divide(tp, support, zero_division)
-    f = _divide((1 + b2) * tp, b2 * support + predicted, zero_division)
-    return p, r, f, support
+    return p, r, _fbeta_per_class(confmat, beta, zero_division), support
+
+
+def _fbeta_per_class(confmat: torch.Tensor, beta, zero_division: float) -> torch.Tensor:
+    """(C,) F-beta from TP, FN, FP alone: the loss's path, a dozen operations (no precision or recall)."""
+    tp, support, predicted = _stats(confmat)
+    b2 = beta_vector(beta, confmat.shape[0], confmat) ** 2
+    return _divide((1 + b2) * tp, b2 * support + predicted, zero_division)
 
 
 def fbeta(
@@ -136,8 +139,7 @@ def fbeta(
         tp, support, predicted = _stats(confmat)
         b2 = b[0] ** 2
         return _divide((1 + b2) * tp.sum(), b2 * support.sum() + predicted.sum(), zero_division)
-    _, _, f, support = precision_recall_fbeta(confmat, beta, zero_division)
-    return _average(f, support, average, pos_label)
+    return _average(_fbeta_per_class(confmat, beta, zero_division), confmat.sum(dim=1), average, pos_label)
 
 
 def precision(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
