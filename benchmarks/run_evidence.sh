@@ -31,3 +31,16 @@ copy_as digits9_binary digits9_binary_10seeds
 copy_as digits9_binary digits9_binary_probes
 run digits9_binary --losses east,ce,dice \
   --variants "warm_start:--east_warm_start ce" "no_restore:--east_restore_best_per_stage false" "r0.8:--east_decay 0.8"
+
+# (b) more probes: batch size 512 (a larger batch for the batch-level surrogate), and a macro (two-class) objective
+# with macro model selection, reporting digit 9's precision and recall.
+"$BIN/east-compare" benchmarks/recipes/digits9_binary.yaml --losses east,ce --seeds 3 --output_dir runs/evidence/digits9_binary \
+  --variants "east_bs512:--per_device_train_batch_size 512" "ce_bs512:--east_loss ce --per_device_train_batch_size 512" \
+  -- --model_card false
+copy_as digits9_binary digits9_binary_probes_batch
+"$BIN/east-compare" benchmarks/recipes/digits9_binary.yaml --seeds 3 --output_dir runs/evidence/digits9_binary_macro \
+  --variants "macro_surrogate:--east_average macro --report_classes 9" \
+  "ce_macro_select:--east_loss ce --east_average macro --report_classes 9" -- --model_card false
+copy_as digits9_binary_macro digits9_binary_probes_macro
+run digits9_binary --losses east,ce,dice \
+  --variants "warm_start:--east_warm_start ce" "no_restore:--east_restore_best_per_stage false" "r0.8:--east_decay 0.8"
