@@ -38,7 +38,7 @@ from transformers import Trainer, TrainingArguments
 from east_hf.cards import hub_preflight, write_model_card
 from east_hf.config import EASTConfig, resolve_beta
 from east_hf.functional.baselines import soft_dice_loss
-from east_hf.functional.surrogate import confusion_from_memberships, soft_predictions
+from east_hf.functional.surrogate import _check_labels, confusion_from_memberships, soft_predictions
 from east_hf.loss import EASTLoss
 
 __all__ = ["EASTTrainer", "logits_of"]
@@ -127,9 +127,8 @@ class EASTTrainer(Trainer):
             from east_hf.callbacks import TemperatureAnnealingCallback
 
             if not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
-                overrides = (
-                    {} if args.east_loss == "east" else {"max_stages": 1}
-                )  # baselines: one stage = early stopping
+                # Baselines (ce, dice) get one stage: plain early stopping with the same patience.
+                overrides = {} if args.east_loss == "east" else {"max_stages": 1}
                 callbacks.append(TemperatureAnnealingCallback.from_config(args, **overrides))
         super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
@@ -180,13 +179,14 @@ class EASTTrainer(Trainer):
             if self.use_cross_entropy or self.args.east_loss != "east":
                 loss = self._loss_from_logits(logits, labels, sync=False)
             else:
-                valid = labels != -100
+                valid = _check_labels(labels, logits.shape[0], logits.shape[1], self.east_loss.ignore_index)
                 g = soft_predictions(logits[valid].float().softmax(1), self.east_loss.temperature)  # (n, C)
                 kept = labels[valid]
-                loss = self.east_loss.loss_from_confusion(confusion_from_memberships(g, kept))  # this batch alone
+                confmat = confusion_from_memberships(g, kept)  # (C, C), this batch alone
+                loss = self.east_loss.loss_from_confusion(confmat)
                 if self.accelerator.num_processes > 1:
                     g, kept = self.accelerator.gather_for_metrics((g, kept))  # drops the padding of uneven shards
-                confmat = confusion_from_memberships(g, kept)  # (C, C)
+                    confmat = confusion_from_memberships(g, kept)  # every process's batch
                 self._eval_confmat = confmat if self._eval_confmat is None else self._eval_confmat + confmat
         if prediction_loss_only:
             return loss, None, None
