@@ -9,6 +9,7 @@ with the same counters and temperature.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import weakref
 from typing import Any
@@ -66,9 +67,11 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             comparable. ``"eval_loss"`` follows the paper to the letter. Keys without ``eval_`` get it.
         stage_mode, anneal_mode: ``"min"`` or ``"max"``; None (default) infers it from the key as the Trainer does
             for ``greater_is_better``: ``"min"`` for keys ending in ``loss``, else ``"max"``.
-        warm_start: ``"ce"`` trains a cross-entropy stage (stage -1, at T0 for logging) first, until its own early
-            stopping on ``stage_monitor`` (then the cross-entropy ``eval_loss``) or ``warm_start_steps``; its best
-            weights start EAST's stage 0 and its best anneal value is the one stage 0 must beat.
+        warm_start: ``"ce"`` trains a cross-entropy stage (stage -1, at T0 for logging) first, for
+            ``warm_start_steps`` optimiser steps, or ``warm_start_epochs`` epochs (turned into steps from the length
+            of the training data loader when training begins), or with neither until its own early stopping on
+            ``stage_monitor`` (then the cross-entropy ``eval_loss``); its best weights start EAST's stage 0 and its
+            best anneal value is the one stage 0 must beat.
         restore_best_per_stage: before training at a lower temperature, load the ended stage's best weights (by
             ``stage_monitor``). Costs one CPU copy of the model's ``state_dict`` (the model's size in host memory),
             taken at each new stage best; a checkpoint saved while the stage best is not the checkpoint's own weights
@@ -112,15 +115,21 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         warm_start: str = "none",
         warm_start_steps: int | None = None,
         restore_best_per_stage: bool = True,
+        warm_start_epochs: float | None = None,
     ):
         if warm_start not in WARM_STARTS:
             raise ValueError(f"Expected warm_start in {WARM_STARTS}, got {warm_start!r}")
+        if warm_start_epochs is not None and (
+            isinstance(warm_start_epochs, bool) or not isinstance(warm_start_epochs, (int, float)) or not warm_start_epochs > 0
+        ):
+            raise ValueError(f"Expected warm_start_epochs as a number > 0 or None, got {warm_start_epochs!r}")
         for name, key in (("stage_monitor", stage_monitor), ("anneal_monitor", anneal_monitor)):
             if not isinstance(key, str) or not key:
                 raise ValueError(f"Expected {name} as a metric key such as 'eval_loss', got {key!r}")
         self.stage_monitor = _eval_key(stage_monitor)
         self.anneal_monitor = _eval_key(anneal_monitor)
         self.warm_start = warm_start
+        self.warm_start_epochs = None if warm_start == "none" or warm_start_steps is not None else warm_start_epochs
         self.restore_best_per_stage = bool(restore_best_per_stage)
         self.schedule = AnnealingSchedule(
             temperature=temperature,
@@ -149,6 +158,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         """
         anneal_monitor = args.east_anneal_monitor or f"eval_{args.east_target_key}"
         warm_start = args.east_warm_start if getattr(args, "east_loss", "east") != "ce" else "none"
+        epochs = getattr(args, "east_warm_start_epochs", None)
         kwargs = dict(
             temperature=args.east_temperature,
             decay=args.east_decay,
@@ -161,6 +171,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             anneal_monitor=anneal_monitor,
             warm_start=warm_start,
             warm_start_steps=args.east_warm_start_steps,
+            warm_start_epochs=epochs if epochs is not None and epochs > 0 else None,  # -1: its own early stopping
             restore_best_per_stage=args.east_restore_best_per_stage,
         )
         kwargs.update(overrides)
@@ -225,6 +236,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "anneal_mode": schedule.anneal_mode,
                 "warm_start": self.warm_start,
                 "warm_start_steps": schedule.warm_start_steps,
+                "warm_start_epochs": self.warm_start_epochs,
                 "restore_best_per_stage": self.restore_best_per_stage,
             },
             "attributes": {"schedule_state": schedule.state_dict(), "restore_pending": self.restore_pending},
@@ -244,6 +256,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "TemperatureAnnealingCallback is not attached to a trainer; use EASTTrainer, or call callback.attach(trainer)"
             )
         self._in_train = True
+        self._warm_start_length(args, kwargs.get("train_dataloader"))
         if state.global_step > 0:
             self._resume(args, state, model)
         if not args.load_best_model_at_end:
@@ -257,6 +270,24 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"{self.anneal_monitor!r}: the model kept at the end is not the one annealing judged best"
             )
         self._apply()
+
+    def _warm_start_length(self, args, train_dataloader) -> None:
+        """Turn ``warm_start_epochs`` into ``schedule.warm_start_steps`` (optimiser steps of this process)."""
+        schedule = self.schedule
+        if not schedule.warm_start or schedule.warm_start_steps is not None or self.warm_start_epochs is None:
+            return
+        try:
+            batches = len(train_dataloader)
+        except TypeError:  # an iterable data set without a length
+            batches = 0
+        if batches <= 0:
+            raise ValueError(
+                f"Expected a training data loader with a length for warm_start_epochs={self.warm_start_epochs}, got "
+                f"{type(train_dataloader).__name__}; set east_warm_start_steps instead"
+            )
+        steps_per_epoch = math.ceil(batches / max(1, args.gradient_accumulation_steps))
+        schedule.warm_start_steps = max(1, math.ceil(self.warm_start_epochs * steps_per_epoch))
+        logger.info(f"Cross-entropy warm start: {schedule.warm_start_steps} steps ({self.warm_start_epochs} epochs)")
 
     def _resume(self, args, state, model) -> None:
         schedule = self.schedule

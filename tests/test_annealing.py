@@ -439,8 +439,13 @@ def test_from_config_maps_the_east_fields(tmp_path):
         anneal_mode="max",
         warm_start="ce",
         warm_start_steps=10,
+        warm_start_epochs=None,  # a fixed number of steps wins over the default epochs
         restore_best_per_stage=False,
     )
+    default = TemperatureAnnealingCallback.from_config(EASTConfig(output_dir=str(tmp_path), report_to=[]))
+    assert (default.warm_start, default.warm_start_epochs, default.schedule.warm_start_steps) == ("ce", 2.0, None)
+    own_stop = EASTConfig(output_dir=str(tmp_path), report_to=[], east_warm_start_epochs=-1)
+    assert TemperatureAnnealingCallback.from_config(own_stop).warm_start_epochs is None  # its own early stopping
     baseline = EASTConfig(
         output_dir=str(tmp_path), report_to=[], east_loss="ce", east_warm_start="ce", east_anneal_monitor="loss"
     )
@@ -503,6 +508,7 @@ def make_trainer(output_dir, callbacks=None, **overrides):
         east_patience=2,
         east_stage_patience=3,
         east_min_temperature=0.01,
+        east_warm_start="none",  # the annealing itself; the warm-start tests ask for theirs
     )
     kwargs.update(overrides)
     torch.manual_seed(0)
@@ -582,7 +588,13 @@ class Spy(TrainerCallback):
 def test_trainer_warm_start_trains_with_cross_entropy_and_hands_its_best_weights_to_east(tmp_path):
     spy = Spy()
     trainer = make_trainer(
-        tmp_path, callbacks=[spy], east_warm_start="ce", save_strategy="no", load_best_model_at_end=False, max_steps=60
+        tmp_path,
+        callbacks=[spy],
+        east_warm_start="ce",
+        east_warm_start_epochs=-1,  # until its own early stopping
+        save_strategy="no",
+        load_best_model_at_end=False,
+        max_steps=60,
     )
     spy.trainer = trainer
     trainer.train()
@@ -597,3 +609,33 @@ def test_trainer_warm_start_trains_with_cross_entropy_and_hands_its_best_weights
     assert not torch.equal(spy.steps[end][1], spy.evaluated[end])
     train_logs = [h for h in trainer.state.log_history if "loss" in h]
     assert all(("east_soft_fbeta" in h) == (h["east_stage"] >= 0) for h in train_logs)
+
+
+def test_trainer_default_warm_start_lasts_two_epochs_of_optimiser_steps(tmp_path):
+    # 64 training samples, batch 8, accumulation 2: 8 batches = 4 optimiser steps per epoch -> 8 steps of CE
+    spy = Spy()
+    trainer = make_trainer(
+        tmp_path,
+        callbacks=[spy],
+        east_warm_start="ce",  # with the default east_warm_start_epochs=2.0
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=2,
+        save_strategy="no",
+        load_best_model_at_end=False,
+        eval_steps=3,
+        max_steps=14,
+    )
+    spy.trainer = trainer
+    trainer.train()
+    callback = next(c for c in trainer.callback_handler.callbacks if isinstance(c, TemperatureAnnealingCallback))
+    assert callback.schedule.warm_start_steps == 8
+    assert [step for step, (use_ce, _) in spy.steps.items() if use_ce] == list(range(8))
+    stages = {h["step"]: h["east_stage"] for h in evaluations(trainer)}
+    assert stages[8] == -1 and stages[9] == 0  # the warm start ends with an evaluation on its last step
+
+
+def test_warm_start_epochs_are_checked():
+    with pytest.raises(ValueError, match="warm_start_epochs"):
+        TemperatureAnnealingCallback(warm_start="ce", warm_start_epochs=0)
+    with pytest.raises(ValueError, match="east_warm_start_epochs"):
+        EASTConfig(output_dir="out", report_to=[], east_warm_start_epochs=0)
