@@ -6,11 +6,14 @@
 Every (variant, seed) is one ``east-train RECIPE.yaml --seed s --output_dir DIR/variant/seed-s [variant flags]``
 run, in this process, so everything ``east-train`` accepts works here too. Seeds vary the weight initialisation
 and the batch order only; the data split (``split_seed``) is the recipe's, the same for every run (the paper's
-protocol: repeated trials over random initialisations). A run whose ``test_results.json`` exists is skipped, and
+protocol: repeated trials over random initialisations). ``--vary_split`` also passes ``--split_seed s``, so each
+seed draws its own split (and long-tail subsample): the mean is then over test sets too, which matters when the
+test split is small. A run whose ``test_results.json`` exists is skipped, and
 one that was interrupted resumes from its last checkpoint, so the command can be re-run until it completes.
 
 Writes ``DIR/results.json`` (every run's test metrics), ``DIR/results.md`` (mean ± sample std over seeds, the layout
-of the paper's Table 1) and ``DIR/results.png`` (the target metric per variant).
+of the paper's Table 1, then each variant's difference from a reference variant, ``ce`` by default, paired by seed:
+mean ± standard error and wins / ties / losses) and ``DIR/results.png`` (the target metric per variant).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "summarize", "markdown_table", "parse_variants"]
+__all__ = ["main", "summarize", "markdown_table", "paired_differences", "parse_variants"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +62,14 @@ def _last_checkpoint(run_dir: Path) -> Path | None:
     return checkpoints[-1] if checkpoints else None
 
 
-def _run_one(recipe: str, run_dir: Path, seed: int, flags: list[str], extra: list[str]) -> dict[str, Any]:
+def _run_one(
+    recipe: str, run_dir: Path, seed: int, flags: list[str], extra: list[str], vary_split: bool = False
+) -> dict[str, Any]:
     from east_hf.train import main as east_train
 
     argv = [recipe, "--seed", str(seed), "--output_dir", str(run_dir), "--report_to", "none", *flags, *extra]
+    if vary_split:
+        argv += ["--split_seed", str(seed)]
     checkpoint = _last_checkpoint(run_dir)
     if checkpoint is not None:
         argv += ["--resume_from_checkpoint", str(checkpoint)]
@@ -97,6 +104,48 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, fl
         variant: {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in row.items()}
         for variant, row in table.items()
     }
+
+
+def paired_differences(
+    runs: list[dict[str, Any]], metric: str, reference: str
+) -> dict[str, tuple[float, float, int, int, int, int]]:
+    """{variant: (mean, standard error, wins, ties, losses, n)} of ``metric(variant) - metric(reference)`` over the
+    seeds both have. Pairing by seed removes what a seed shares across variants (the initial weights, the batch order,
+    with ``--vary_split`` the test set), so the difference is measured more tightly than by comparing two means.
+
+    >>> runs = [{"variant": v, "seed": s, "metrics": {"f1": m}}
+    ...         for v, ms in (("ce", [0.8, 0.9, 0.7]), ("east", [0.85, 0.9, 0.8])) for s, m in enumerate(ms)]
+    >>> {k: tuple(round(x, 4) for x in v) for k, v in paired_differences(runs, "f1", "ce").items()}
+    {'east': (0.05, 0.0289, 2, 1, 0, 3)}
+    """
+    by_variant: dict[str, dict[int, float]] = {}
+    for run in runs:
+        value = run["metrics"].get(metric)
+        if isinstance(value, (int, float)):
+            by_variant.setdefault(run["variant"], {})[run["seed"]] = float(value)
+    base = by_variant.get(reference, {})
+    out = {}
+    for variant, values in by_variant.items():
+        seeds = sorted(set(values) & set(base))
+        if variant == reference or not seeds:
+            continue
+        diffs = [values[s] - base[s] for s in seeds]
+        se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
+        wins = sum(d > 1e-12 for d in diffs)
+        losses = sum(d < -1e-12 for d in diffs)
+        out[variant] = (statistics.fmean(diffs), se, wins, len(diffs) - wins - losses, losses, len(diffs))
+    return out
+
+
+def paired_table(pairs: dict[str, tuple], metric: str, reference: str) -> str:
+    label = LABELS.get(metric, metric)
+    lines = [
+        f"| variant | {label} − {reference} (paired, mean ± s.e.) | wins / ties / losses | seeds |",
+        "|---|---|---|---|",
+    ]
+    for variant, (mean, se, wins, ties, losses, n) in pairs.items():
+        lines.append(f"| {variant} | {mean:+.4f} ± {se:.4f} | {wins} / {ties} / {losses} | {n} |")
+    return "\n".join(lines)
 
 
 def _columns(summary: dict[str, dict[str, tuple]], metric: str) -> list[str]:
@@ -157,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metric", default=None, help="target metric key for the table (default: the recipe's)")
     parser.add_argument("--output_dir", default=None, help="default: runs/compare-<recipe name>")
     parser.add_argument("--force", action="store_true", help="re-run runs that already have test results")
+    parser.add_argument(
+        "--vary_split", action="store_true", help="seed s also draws the data split: --split_seed s for each run"
+    )
+    parser.add_argument(
+        "--reference", default="ce", help="variant the others are compared with, paired by seed (default: ce)"
+    )
     return parser
 
 
@@ -194,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-            info = {} if done else _run_one(args.recipe, run_dir, seed, flags, extra)
+            info = {} if done else _run_one(args.recipe, run_dir, seed, flags, extra, args.vary_split)
             metrics = _read_run(run_dir)
             runs.append(
                 {"variant": name, "seed": seed, "flags": flags, "output_dir": str(run_dir), "metrics": metrics, **info}
@@ -206,23 +261,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
 
     summary = summarize(runs)
+    pairs = paired_differences(runs, metric, args.reference) if args.reference in variants else {}
     command = "east-compare " + " ".join(
         shlex.quote(a) for a in [args.recipe, *argv[1:]] + (["--", *extra] if extra else [])
     )
     (out_dir / "results.json").write_text(
         json.dumps(
-            {"command": command, "recipe": recipe, "metric": metric, "runs": runs, "summary": summary}, indent=2
+            {
+                "command": command,
+                "recipe": recipe,
+                "metric": metric,
+                "runs": runs,
+                "summary": summary,
+                "paired": {"reference": args.reference, "differences": pairs},
+            },
+            indent=2,
         )
     )
     table = markdown_table(summary, metric)
+    split = "each seed with its own data split" if args.vary_split else "one data split"
+    paired = f"\n\n{paired_table(pairs, metric, args.reference)}" if pairs else ""
     (out_dir / "results.md").write_text(
-        f"# {Path(args.recipe).stem}: test metrics, mean ± std over {args.seeds} seeds\n\n"
-        f"Command: `{command}`\n\n{table}\n\n* the target metric. Variant flags: "
+        f"# {Path(args.recipe).stem}: test metrics, mean ± std over {args.seeds} seeds ({split})\n\n"
+        f"Command: `{command}`\n\n{table}{paired}\n\n* the target metric. Variant flags: "
         + "; ".join(f"{n}: `{' '.join(f) or '(recipe)'}`" for n, f in variants.items())
         + "\n"
     )
     _plot(summary, metric, out_dir / "results.png")
-    print(table)
+    print(table + paired)
     print(f"\nresults: {out_dir / 'results.md'}, {out_dir / 'results.json'}, {out_dir / 'results.png'}")
     return 0
 

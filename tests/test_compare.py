@@ -50,7 +50,8 @@ def test_compare_tiny_run_table_matches_runs(tmp_path, capsys):
         (v, s) for v in ("east", "ce", "warm") for s in (0, 1)
     ]
     table = (out / "results.md").read_text()
-    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| variant")]
+    main_table, paired_table = table.split("\n\n")[2:4]
+    rows = [line for line in main_table.splitlines() if line.startswith("| ") and not line.startswith("| variant")]
     assert [row.split(" | ")[0].strip("| ") for row in rows] == ["east", "ce", "warm"]
     for row, variant in zip(rows, ("east", "ce", "warm")):
         values = [r["metrics"]["fbeta"] for r in result["runs"] if r["variant"] == variant]
@@ -59,6 +60,17 @@ def test_compare_tiny_run_table_matches_runs(tmp_path, capsys):
         ]
         assert values == per_run
         assert f"{statistics.fmean(values):.4f} ± {statistics.stdev(values):.4f}" == row.split(" | ")[2]
+    # the paired table: each variant minus ce, seed by seed, from the same per-run numbers
+    paired = [line.split(" | ") for line in paired_table.splitlines()[2:]]
+    assert [row[0].strip("| ") for row in paired] == ["east", "warm"]
+    for row in paired:
+        diffs = [
+            json.loads((out / row[0].strip("| ") / f"seed-{s}" / "test_results.json").read_text())["test_fbeta"]
+            - json.loads((out / "ce" / f"seed-{s}" / "test_results.json").read_text())["test_fbeta"]
+            for s in (0, 1)
+        ]
+        assert row[1] == f"{statistics.fmean(diffs):+.4f} ± {statistics.stdev(diffs) / 2**0.5:.4f}"
+        assert sum(map(int, row[2].split(" / "))) == 2 and row[3].strip(" |") == "2"
     assert (out / "results.png").read_bytes()[:4] == b"\x89PNG"
     capsys.readouterr()
     assert main([*argv, "--", *TINY]) == 0  # everything done: skipped, same table
@@ -79,3 +91,18 @@ def test_summary_and_variant_parsing():
         parse_variants("focal", None)
     with pytest.raises(ValueError, match="NAME:FLAGS"):
         parse_variants(None, ["no-colon"])
+
+
+def test_vary_split_gives_each_seed_its_own_split(tmp_path, monkeypatch):
+    import east_hf.train
+
+    seen = []
+    monkeypatch.setattr(east_hf.train, "main", lambda argv: seen.append(argv) or 1)
+    from east_hf.compare import _run_one
+
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        _run_one(RECIPE, tmp_path / "run", 3, ["--east_loss", "ce"], [], vary_split=True)
+    assert seen[0][-2:] == ["--split_seed", "3"] and seen[0][seen[0].index("--seed") + 1] == "3"
+    with pytest.raises(RuntimeError):
+        _run_one(RECIPE, tmp_path / "run", 3, [], [])
+    assert "--split_seed" not in seen[1]
