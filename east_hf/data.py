@@ -6,7 +6,10 @@ Sources (``DataArguments.dataset_name``):
 - a local folder: an ``imagefolder`` (one sub-folder per class) or CSV / Parquet / JSON files, split by file name
   (``train.csv``, ``test.csv``, ...), as ``datasets`` infers them; or one local CSV / TSV / Parquet / JSON file;
 - ``sklearn:<name>``: a set bundled with scikit-learn, offline: ``digits`` (1,797 8x8 grey images, 10 classes, as
-  an image data set), ``breast_cancer`` (2 classes), ``wine`` (3) and ``iris`` (3), tabular.
+  an image data set), ``digits_tabular`` (the same as 64 features), ``breast_cancer`` (2 classes), ``wine`` (3) and
+  ``iris`` (3), tabular; and ``make_classification``, a fixed synthetic imbalanced binary task made by scikit-learn
+  (``SYNTHETIC_BINARY``: 20,000 rows, 20 features, 10 % positives, 2 % flipped labels), large enough for a test
+  split of 400 positives.
 
 The pipeline (``load_data``): the label column becomes a ``ClassLabel`` named ``label``; ``positive_classes``
 relabels to binary (those classes 1, the rest 0); ``imbalance_ratio`` keeps a fraction ratio**(k/(C-1)) of class
@@ -48,7 +51,19 @@ __all__ = [
 ]
 
 # digits_tabular: the same 1,797 digits as 64 pixel-intensity features (a tabular task of a useful size).
-SKLEARN_SETS = ("digits", "digits_tabular", "breast_cancer", "wine", "iris")
+SKLEARN_SETS = ("digits", "digits_tabular", "breast_cancer", "wine", "iris", "make_classification")
+# sklearn:make_classification, always the same rows: an imbalanced binary task with overlapping classes.
+SYNTHETIC_BINARY = dict(
+    n_samples=20_000,
+    n_features=20,
+    n_informative=8,
+    n_redundant=4,
+    n_clusters_per_class=2,
+    weights=[0.9],
+    flip_y=0.02,
+    class_sep=1.0,
+    random_state=0,
+)
 VALIDATION_NAMES = ("validation", "valid", "val", "dev")
 FILE_BUILDERS = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json"}
 PREPROCESSOR_NAME = "tabular_preprocessor.json"
@@ -100,6 +115,12 @@ def _sklearn(name: str):
             f"unknown bundled data set 'sklearn:{name}'; expected one of "
             + ", ".join(f"sklearn:{n}" for n in SKLEARN_SETS)
         )
+    if name == "make_classification":
+        x, y = skd.make_classification(**SYNTHETIC_BINARY)
+        columns = {f"x{i}": x[:, i].astype(np.float32) for i in range(x.shape[1])}
+        label = datasets.ClassLabel(names=["negative", "positive"])
+        features = datasets.Features({**{c: datasets.Value("float32") for c in columns}, "label": label})
+        return datasets.DatasetDict({"train": datasets.Dataset.from_dict({**columns, "label": y.tolist()}, features=features)})
     bunch = getattr(skd, f"load_{name.removesuffix('_tabular')}")()
     names = [str(n) for n in bunch.target_names]
     label = datasets.ClassLabel(names=names)

@@ -184,6 +184,16 @@ def test_long_tail_and_binary_relabel_of_bundled_sets():
     assert sum(cancer.class_counts(s)[1] for s in ("train", "validation", "test")) == 212
 
 
+def test_synthetic_binary_set_is_fixed_imbalanced_and_split_64_16_20():
+    first, again = (load_data(DataArguments(dataset_name="sklearn:make_classification")) for _ in range(2))
+    assert first.modality == "tabular" and first.label_names == ["negative", "positive"]
+    assert [len(first.train), len(first.validation), len(first.test)] == [12_800, 3_200, 4_000]
+    positives = first.class_counts("test")[1]
+    assert 380 < positives < 460 and first.class_counts("train")[1] / 12_800 == pytest.approx(positives / 4_000, abs=0.002)
+    assert first.train[0]["input_features"].shape == (20,)
+    assert np.array_equal(first.test[:5]["input_features"], again.test[:5]["input_features"])  # same rows every time
+
+
 # ---- end to end ----
 def test_tiny_run_writes_a_reloadable_model(capsys, tmp_path):
     out = tmp_path / "run"
