@@ -149,6 +149,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self.restore_pending = False
         self._stage_weights: dict[str, torch.Tensor] | None = None
         self._in_train = False
+        self._steps_per_epoch: int | None = None  # optimiser steps per epoch, from the training data loader
 
     @classmethod
     def from_config(cls, args: Any, **overrides: Any) -> TemperatureAnnealingCallback:
@@ -274,19 +275,19 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     def _warm_start_length(self, args, train_dataloader) -> None:
         """Turn ``warm_start_epochs`` into ``schedule.warm_start_steps`` (optimiser steps of this process)."""
         schedule = self.schedule
-        if not schedule.warm_start or schedule.warm_start_steps is not None or self.warm_start_epochs is None:
-            return
         try:
             batches = len(train_dataloader)
         except TypeError:  # an iterable data set without a length
             batches = 0
-        if batches <= 0:
+        self._steps_per_epoch = math.ceil(batches / max(1, args.gradient_accumulation_steps)) if batches > 0 else None
+        if not schedule.warm_start or schedule.warm_start_steps is not None or self.warm_start_epochs is None:
+            return
+        if self._steps_per_epoch is None:
             raise ValueError(
                 f"Expected a training data loader with a length for warm_start_epochs={self.warm_start_epochs}, got "
                 f"{type(train_dataloader).__name__}; set east_warm_start_steps instead"
             )
-        steps_per_epoch = math.ceil(batches / max(1, args.gradient_accumulation_steps))
-        schedule.warm_start_steps = max(1, math.ceil(self.warm_start_epochs * steps_per_epoch))
+        schedule.warm_start_steps = max(1, math.ceil(self.warm_start_epochs * self._steps_per_epoch))
         logger.info(f"Cross-entropy warm start: {schedule.warm_start_steps} steps ({self.warm_start_epochs} epochs)")
 
     def _resume(self, args, state, model) -> None:
@@ -322,7 +323,11 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             and schedule.warm_start_steps is not None
             and state.global_step >= schedule.warm_start_steps
         ):
-            control.should_evaluate = True  # end the warm start on the step it is due, not at the next evaluation
+            # End the warm start on the step it is due, not at the next evaluation; an epoch's last step under
+            # eval_strategy="epoch" is evaluated at the epoch's end anyway (asking here would evaluate it twice).
+            epoch_end = self._steps_per_epoch and state.global_step % self._steps_per_epoch == 0
+            if not (args.eval_strategy == "epoch" and epoch_end):
+                control.should_evaluate = True
 
     def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
         if not self._in_train or self.schedule.finished:  # e.g. trainer.evaluate(test_set) after training

@@ -65,15 +65,20 @@ def hub_preflight(args) -> None:
 
 
 def annealing_trajectory(log_history: list[dict[str, Any]], target_key: str) -> list[dict[str, Any]]:
-    """One row per evaluation: step, stage, temperature, validation surrogate loss and validation target metric."""
+    """One row per evaluation: step, stage, temperature, validation surrogate loss and validation target metric.
+
+    Evaluations of a cross-entropy warm start (stage -1) have the stage ``"CE warm start"``, no temperature, and the
+    cross-entropy validation loss in the loss column.
+    """
     rows = []
     for entry in log_history:
         if "eval_loss" not in entry:
             continue
+        stage = entry.get("eval_east_stage", entry.get("east_stage", ""))
         rows.append(
             {
                 "step": entry.get("step"),
-                "stage": entry.get("eval_east_stage", ""),
+                "stage": "CE warm start" if stage == -1 else stage,
                 "temperature": entry.get("eval_east_temperature"),
                 "loss": entry.get("eval_loss"),
                 "metric": entry.get(f"eval_{target_key}"),

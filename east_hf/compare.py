@@ -13,7 +13,8 @@ one that was interrupted resumes from its last checkpoint, so the command can be
 
 Writes ``DIR/results.json`` (every run's test metrics), ``DIR/results.md`` (mean ± sample std over seeds, the layout
 of the paper's Table 1, then each variant's difference from a reference variant, ``ce`` by default, paired by seed:
-mean ± standard error and wins / ties / losses) and ``DIR/results.png`` (the target metric per variant).
+mean ± standard error and wins / ties / losses; variants that change the target's beta, metric or average are left
+out of it, their F-beta being another metric) and ``DIR/results.png`` (the target metric per variant).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 LOSSES = {"east": "--east_loss east", "ce": "--east_loss ce", "dice": "--east_loss dice"}
 SUMMARY_KEYS = ("fbeta", "accuracy", "mcc")
 LABELS = {"fbeta": "F-beta", "accuracy": "Accuracy", "mcc": "MCC"}
+TARGET_FLAGS = {"--east_beta", "--beta", "--east_metric", "--metric", "--east_average", "--east_pos_label"}
 
 
 def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[str, list[str]]:
@@ -261,7 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
 
     summary = summarize(runs)
-    pairs = paired_differences(runs, metric, args.reference) if args.reference in variants else {}
+    # variants that redefine the target (another beta, metric or average) score a different F-beta: not paired
+    redefines = {n for n, f in variants.items() if any(x.split("=")[0] in TARGET_FLAGS for x in f)}
+    paired_runs = [r for r in runs if r["variant"] not in redefines]
+    pairs = paired_differences(paired_runs, metric, args.reference) if args.reference in variants else {}
     command = "east-compare " + " ".join(
         shlex.quote(a) for a in [args.recipe, *argv[1:]] + (["--", *extra] if extra else [])
     )

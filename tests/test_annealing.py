@@ -634,6 +634,23 @@ def test_trainer_default_warm_start_lasts_two_epochs_of_optimiser_steps(tmp_path
     assert stages[8] == -1 and stages[9] == 0  # the warm start ends with an evaluation on its last step
 
 
+def test_trainer_warm_start_ending_on_an_epoch_end_is_evaluated_once(tmp_path):
+    # eval_strategy="epoch": the warm start's last step is an epoch's last step, evaluated once, by the epoch's end
+    trainer = make_trainer(
+        tmp_path,
+        east_warm_start="ce",
+        east_warm_start_epochs=1,
+        eval_strategy="epoch",
+        save_strategy="no",
+        load_best_model_at_end=False,
+        max_steps=12,
+    )
+    trainer.train()
+    steps = [h["step"] for h in evaluations(trainer)]
+    assert steps == sorted(set(steps)) == [4, 8, 12]  # 64 samples / batch 16 = 4 steps per epoch
+    assert [h["east_stage"] for h in evaluations(trainer)][:2] == [-1, 0]
+
+
 def test_warm_start_epochs_are_checked():
     with pytest.raises(ValueError, match="warm_start_epochs"):
         TemperatureAnnealingCallback(warm_start="ce", warm_start_epochs=0)

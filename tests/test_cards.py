@@ -108,3 +108,18 @@ def test_push_fails_before_training_when_offline_or_without_token(tmp_path):
     ):
         with pytest.raises(ValueError, match="token"):
             EASTTrainer(model=tiny_vit(), args=east_args(tmp_path, push_to_hub=True, hub_model_id="a/b"))
+
+
+def test_trajectory_names_the_warm_start_rows():
+    from east_hf.cards import annealing_trajectory
+
+    history = [
+        {"step": 8, "east_stage": -1, "east_temperature": 0.2, "eval_loss": 2.29, "eval_fbeta": 0.1},
+        {"step": 8, "loss": 2.3, "east_stage": -1},  # a training log: not a row
+        {"step": 16, "east_stage": 0, "eval_east_stage": 0, "eval_east_temperature": 0.2, "eval_loss": 0.9, "eval_fbeta": 0.5},
+    ]
+    rows = annealing_trajectory(history, "fbeta")
+    assert [(r["step"], r["stage"], r["temperature"], r["metric"]) for r in rows] == [
+        (8, "CE warm start", None, 0.1),
+        (16, 0, 0.2, 0.5),
+    ]
