@@ -227,6 +227,12 @@ def write_model_card(
         "ce": "cross-entropy (baseline)",
         "dice": "soft Dice (baseline)",
     }[args.east_loss]
+    warm_start = "none"
+    if args.east_loss != "ce" and args.east_annealing and getattr(args, "east_warm_start", "none") == "ce":
+        steps, epochs = args.east_warm_start_steps, getattr(args, "east_warm_start_epochs", -1)
+        warm_start = "cross-entropy for " + (
+            f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"
+        )
     summary = ("accuracy", "fbeta", "mcc", "precision", "recall", "loss")
     results = [
         (name, _fmt(test_metrics[f"{metric_prefix}_{name}"]))
@@ -244,10 +250,11 @@ def write_model_card(
         target_key=target_key,
         average=args.east_average,
         loss_description=loss_description,
+        warm_start=warm_start,
         initial_temperature=args.east_temperature,
         decay=args.east_decay,
         final_temperature=_fmt(temperatures[-1]) if temperatures else args.east_temperature,
-        num_stages=len({r["stage"] for r in rows}) or 1,
+        num_stages=len({r["stage"] for r in rows if isinstance(r["stage"], int)}) or 1,
         betas=betas,
         results=results,
         per_class=_per_class(test_metrics, metric_prefix),

@@ -58,7 +58,18 @@ def test_card_round_trip_matches_test_results(tmp_path):
     assert "precision_dog" not in text and "| dog |" in text  # the per-class precision/recall table
     assert text.count("| 3 |") >= 1 and "Annealing trajectory" in text  # an evaluation row at step 3
     assert "hf_SECRET_DO_NOT_LEAK" not in text
+    assert "| warm start | none |" in text  # the warm start belongs to the annealing, off here
     assert "Aligning Multiclass Neural Network Classifier Criterion" in text
+
+
+def test_card_names_the_default_warm_start_and_its_evaluations(tmp_path):
+    # 48 samples, batch 16: 3 steps per epoch, so the default 2-epoch warm start is steps 1-6
+    trainer = _run(tmp_path, east_annealing=True)
+    trainer.east_card_info = {"test_metrics": trainer.evaluate(metric_key_prefix="test")}
+    text = trainer.create_model_card().read_text()
+    assert "| warm start | cross-entropy for 2 epochs |" in text
+    assert "| 3 | CE warm start |" in text and "| 6 | CE warm start |" in text and "| 9 | 0 |" in text
+    assert "| stages | 1 |" in text  # the warm start is not an annealing stage
 
 
 def test_push_uploads_weights_card_and_plot_without_leaking_the_token(tmp_path, caplog):
