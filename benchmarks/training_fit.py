@@ -73,7 +73,7 @@ def main() -> None:
         if not seeds:
             raise SystemExit(f"Expected saved models under {args.runs}/{variant}/seed-*, found none")
 
-        def cell(split: str, k: int) -> str:
+        def cell(split: str, k: int, fits=fits) -> str:
             values = [f[k] for f in fits[split]]
             fmt = "{:.3f}" if k == 0 else "{:.1f}"
             return f"{fmt.format(statistics.mean(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"

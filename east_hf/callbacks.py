@@ -120,7 +120,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if warm_start not in WARM_STARTS:
             raise ValueError(f"Expected warm_start in {WARM_STARTS}, got {warm_start!r}")
         if warm_start_epochs is not None and (
-            isinstance(warm_start_epochs, bool) or not isinstance(warm_start_epochs, (int, float)) or not warm_start_epochs > 0
+            isinstance(warm_start_epochs, bool)
+            or not isinstance(warm_start_epochs, (int, float))
+            or not warm_start_epochs > 0
         ):
             raise ValueError(f"Expected warm_start_epochs as a number > 0 or None, got {warm_start_epochs!r}")
         for name, key in (("stage_monitor", stage_monitor), ("anneal_monitor", anneal_monitor)):

@@ -120,7 +120,9 @@ def _sklearn(name: str):
         columns = {f"x{i}": x[:, i].astype(np.float32) for i in range(x.shape[1])}
         label = datasets.ClassLabel(names=["negative", "positive"])
         features = datasets.Features({**{c: datasets.Value("float32") for c in columns}, "label": label})
-        return datasets.DatasetDict({"train": datasets.Dataset.from_dict({**columns, "label": y.tolist()}, features=features)})
+        return datasets.DatasetDict(
+            {"train": datasets.Dataset.from_dict({**columns, "label": y.tolist()}, features=features)}
+        )
     bunch = getattr(skd, f"load_{name.removesuffix('_tabular')}")()
     names = [str(n) for n in bunch.target_names]
     label = datasets.ClassLabel(names=names)

@@ -127,7 +127,14 @@ def test_trajectory_names_the_warm_start_rows():
     history = [
         {"step": 8, "east_stage": -1, "east_temperature": 0.2, "eval_loss": 2.29, "eval_fbeta": 0.1},
         {"step": 8, "loss": 2.3, "east_stage": -1},  # a training log: not a row
-        {"step": 16, "east_stage": 0, "eval_east_stage": 0, "eval_east_temperature": 0.2, "eval_loss": 0.9, "eval_fbeta": 0.5},
+        {
+            "step": 16,
+            "east_stage": 0,
+            "eval_east_stage": 0,
+            "eval_east_temperature": 0.2,
+            "eval_loss": 0.9,
+            "eval_fbeta": 0.5,
+        },
     ]
     rows = annealing_trajectory(history, "fbeta")
     assert [(r["step"], r["stage"], r["temperature"], r["metric"]) for r in rows] == [

@@ -189,7 +189,9 @@ def test_synthetic_binary_set_is_fixed_imbalanced_and_split_64_16_20():
     assert first.modality == "tabular" and first.label_names == ["negative", "positive"]
     assert [len(first.train), len(first.validation), len(first.test)] == [12_800, 3_200, 4_000]
     positives = first.class_counts("test")[1]
-    assert 380 < positives < 460 and first.class_counts("train")[1] / 12_800 == pytest.approx(positives / 4_000, abs=0.002)
+    assert 380 < positives < 460 and first.class_counts("train")[1] / 12_800 == pytest.approx(
+        positives / 4_000, abs=0.002
+    )
     assert first.train[0]["input_features"].shape == (20,)
     assert np.array_equal(first.test[:5]["input_features"], again.test[:5]["input_features"])  # same rows every time
 

@@ -157,13 +157,19 @@ def _tabular():
 
 @pytest.mark.parametrize(
     "make_model, data",
-    [(_darknet, lambda: TinyImages(8, size=32)), (_tabular, lambda: _TabularFeatures(16)), (tiny_timm, lambda: TinyImages(8))],
+    [
+        (_darknet, lambda: TinyImages(8, size=32)),
+        (_tabular, lambda: _TabularFeatures(16)),
+        (tiny_timm, lambda: TinyImages(8)),
+    ],
     ids=["darknet19_tiny", "tabular_mlp", "timm_test_resnet"],
 )
 def test_one_east_step_for_each_model_family(tmp_path, make_model, data):
     model = make_model()
     before = [p.detach().clone() for p in model.parameters()]
-    trainer = EASTTrainer(model=model, args=east_args(tmp_path, max_steps=1, per_device_train_batch_size=8), train_dataset=data())
+    trainer = EASTTrainer(
+        model=model, args=east_args(tmp_path, max_steps=1, per_device_train_batch_size=8), train_dataset=data()
+    )
     trainer.train()
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert torch.isfinite(torch.tensor(trainer.state.log_history[-1]["train_loss"]))
