@@ -4,19 +4,18 @@
 # (CPU, offline, about 75 min on a 2-core machine: two chains of runs side by side).
 # Runs go to runs/evidence/<task>/ (resumable: re-run this script after an interruption); tables are copied here.
 #  (a) digits_longtail: EAST vs CE vs Dice, (c) per-class beta 0.25 / 5 on digit 3, and the ablations (cold start, a
-#      5-epoch warm start, a warm start until its own early stopping, no best-weight restore, r = 0.8).
+#      5-epoch warm start, a warm start until its own early stopping, no best-weight restore, r = 0.8; 5 seeds).
 #  (b) digits9_binary: EAST vs CE vs Dice, the same ablations, how the selected models fit the training positives,
 #      and a "resplit" table where seed s also draws the split (--vary_split), so the means are over ten test sets.
 #  (b2) synthetic_binary: the same question on 20,000 synthetic rows (~400 test positives), and (c) again there
 #      (beta 0.25 / 5 on the positive class); 5 seeds.
 # 10 seeds unless said (weight initialisation and batch order; the data split is fixed unless --vary_split).
 # One intra-op thread per run: the results depend on the thread count (float summation order), so the committed
-# numbers are reproducible with it; run with TASKS=a or TASKS=b to do one task only.
+# numbers are reproducible with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 BIN=${BIN:-.venv/bin}
-TASKS=${TASKS:-ab}
 
 compare() {  # task, results folder, runs folder, east-compare arguments...
   local task=$1 results=$2 runs=runs/evidence/$3; shift 3
@@ -28,10 +27,14 @@ compare() {  # task, results folder, runs folder, east-compare arguments...
 ABLATIONS=("cold_start:--east_warm_start none" "warm_5_epochs:--east_warm_start_epochs 5"
   "warm_until_stop:--east_warm_start_epochs -1"
   "no_restore:--east_restore_best_per_stage false" "r0.8:--east_decay 0.8")
+A_BETA=("beta0.25_on_3:--east_beta '{3: 0.25}'" "beta5_on_3:--east_beta '{3: 5}'")
+S_BETA=("beta0.25:--east_beta '{positive: 0.25}'" "beta5:--east_beta '{positive: 5}'")
+A=(digits_longtail digits_longtail digits_longtail)
+S=(synthetic_binary synthetic_binary synthetic_binary --seeds 5)
 
-SYNTHETIC=(synthetic_binary synthetic_binary synthetic_binary --seeds 5)
-
-task_b() {
+# Two chains of runs side by side (one per core); a variant's runs are never shared between chains.
+chain1() {
+  compare "${A[@]}" --seeds 10 --losses east,ce,dice --variants "cold_start:--east_warm_start none"
   compare digits9_binary digits9_binary digits9_binary --seeds 10 --losses east,ce,dice \
     --variants "cold_start:--east_warm_start none"
   compare digits9_binary digits9_binary_ablations digits9_binary --seeds 10 --losses east,ce --variants "${ABLATIONS[@]}"
@@ -39,23 +42,26 @@ task_b() {
     --variants east,ce,dice,cold_start,warm_5_epochs,warm_until_stop --markdown benchmarks/results/digits9_binary/training_fit.md
   compare digits9_binary digits9_binary_resplit digits9_binary_resplit --seeds 10 --vary_split --losses east,ce,dice \
     --variants "cold_start:--east_warm_start none"
-  compare "${SYNTHETIC[@]}" --losses east,ce,dice  # the rest of the synthetic runs are on the other chain
+  compare "${S[@]}" --losses east,ce,dice
 }
-task_a() {
-  compare digits_longtail digits_longtail digits_longtail --seeds 10 --losses east,ce,dice \
-    --variants "cold_start:--east_warm_start none" "beta0.25_on_3:--east_beta '{3: 0.25}'" "beta5_on_3:--east_beta '{3: 5}'"
-  compare digits_longtail digits_longtail_ablations digits_longtail --seeds 10 --losses east,ce --variants "${ABLATIONS[@]}"
-  compare "${SYNTHETIC[@]}" --variants "beta0.25:--east_beta '{positive: 0.25}'" "beta5:--east_beta '{positive: 5}'"
+chain2() {
+  compare "${A[@]}" --seeds 10 --variants "${A_BETA[@]}"
+  compare "${A[@]}" --seeds 5 --variants "${ABLATIONS[@]:1}"  # cold_start: chain 1
+  compare "${S[@]}" --variants "${S_BETA[@]}"
 }
 
 mkdir -p runs/evidence
 pids=()
-if [[ $TASKS == *b* ]]; then task_b > runs/evidence/b.log 2>&1 & pids+=($!); fi
-if [[ $TASKS == *a* ]]; then task_a > runs/evidence/a.log 2>&1 & pids+=($!); fi
-echo "running; progress in runs/evidence/{a,b}.log"
+chain1 > runs/evidence/chain1.log 2>&1 &
+pids+=($!)
+chain2 > runs/evidence/chain2.log 2>&1 &
+pids+=($!)
+echo "running; progress in runs/evidence/chain{1,2}.log"
 for pid in "${pids[@]}"; do wait "$pid"; done
-# the synthetic table with every variant (all runs done by now: nothing is retrained)
-if [[ $TASKS == *a* && $TASKS == *b* ]]; then
-  compare "${SYNTHETIC[@]}" --losses east,ce,dice \
-    --variants "beta0.25:--east_beta '{positive: 0.25}'" "beta5:--east_beta '{positive: 5}'" > runs/evidence/synthetic.log 2>&1
-fi
+# The tables that combine both chains (every run is done by now: nothing is retrained).
+{
+  compare "${A[@]}" --seeds 10 --losses east,ce,dice --variants "cold_start:--east_warm_start none" "${A_BETA[@]}"
+  compare digits_longtail digits_longtail_ablations digits_longtail --seeds 5 --losses east,ce --variants "${ABLATIONS[@]}"
+  compare "${S[@]}" --losses east,ce,dice --variants "${S_BETA[@]}"
+} > runs/evidence/tables.log 2>&1
+echo "tables: benchmarks/results/"

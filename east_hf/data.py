@@ -439,8 +439,9 @@ def _prepare(dsd, args) -> EASTData:
         "validation": dsd[val_name] if val_name else None,
         "test": dsd[test_name] if test_name else None,
     }
-    if args.imbalance_ratio is not None and args.imbalance_ratio < 1:
-        for key in ("train",) if args.imbalance_splits == "train" else ("train", "validation", "test"):
+    long_tail = args.imbalance_ratio is not None and args.imbalance_ratio < 1
+    if long_tail and args.imbalance_splits != "train":  # "all": before carving, so every split has the long tail
+        for key in ("train", "validation", "test"):
             if splits[key] is not None:
                 splits[key] = _imbalance(splits[key], args.imbalance_ratio, len(names), args.split_seed)
     seed, val, test = args.split_seed, args.val_size, args.test_size
@@ -452,6 +453,8 @@ def _prepare(dsd, args) -> EASTData:
         splits["train"], splits["validation"] = _stratified_split(
             splits["train"], val / (1 - test), seed, "validation"
         )
+    if long_tail and args.imbalance_splits == "train":  # after carving: validation and test keep the original mix
+        splits["train"] = _imbalance(splits["train"], args.imbalance_ratio, len(names), args.split_seed)
     for key, cap in (
         ("train", args.max_train_samples),
         ("validation", args.max_eval_samples),

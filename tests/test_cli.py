@@ -184,6 +184,14 @@ def test_long_tail_and_binary_relabel_of_bundled_sets():
     assert sum(cancer.class_counts(s)[1] for s in ("train", "validation", "test")) == 212
 
 
+def test_long_tail_on_the_training_split_only_keeps_validation_and_test_balanced():
+    data = load_data(DataArguments(dataset_name="sklearn:digits", imbalance_ratio=0.05, imbalance_splits="train"))
+    train, val, test = (np.array(data.class_counts(s)) for s in ("train", "validation", "test"))
+    assert test.sum() == 360 and test.max() - test.min() <= 2  # 20 % of 1,797, carved before the long tail
+    assert val.sum() == 288 and val.max() - val.min() <= 2
+    assert list(train) == sorted(train, reverse=True) and 0.03 < train[9] / train[0] < 0.07
+
+
 def test_synthetic_binary_set_is_fixed_imbalanced_and_split_64_16_20():
     first, again = (load_data(DataArguments(dataset_name="sklearn:make_classification")) for _ in range(2))
     assert first.modality == "tabular" and first.label_names == ["negative", "positive"]
