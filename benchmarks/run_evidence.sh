@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Reproduces benchmarks/results/{digits9_binary,digits9_binary_ablations,digits9_binary_resplit,digits_longtail,
-# digits_longtail_ablations,synthetic_binary}/
-# (CPU, offline, about 75 min on a 2-core machine: two chains of runs side by side).
+# digits_longtail_ablations,synthetic_binary,synthetic_binary_probes}/
+# (CPU, offline, about 90 min on a 2-core machine: two chains of runs side by side).
 # Runs go to runs/evidence/<task>/ (resumable: re-run this script after an interruption); tables are copied here.
 #  (a) digits_longtail: EAST vs CE vs Dice, (c) per-class beta 0.25 / 5 on digit 3, and the ablations (cold start, a
 #      5-epoch warm start, a warm start until its own early stopping, no best-weight restore, r = 0.8; 5 seeds).
 #  (b) digits9_binary: EAST vs CE vs Dice, the same ablations, how the selected models fit the training positives,
 #      and a "resplit" table where seed s also draws the split (--vary_split), so the means are over ten test sets.
 #  (b2) synthetic_binary: the same question on 20,000 synthetic rows (~400 test positives), and (c) again there
-#      (beta 0.25 / 5 on the positive class); 5 seeds.
+#      (beta 0.25 / 5 on the positive class); 5 seeds; then two probes of EAST's remaining gap there.
 # 10 seeds unless said (weight initialisation and batch order; the data split is fixed unless --vary_split).
 # One intra-op thread per run: the results depend on the thread count (float summation order), so the committed
 # numbers are reproducible with it.
@@ -64,4 +64,11 @@ for pid in "${pids[@]}"; do wait "$pid"; done
   compare digits_longtail digits_longtail_ablations digits_longtail --seeds 5 --losses east,ce --variants "${ABLATIONS[@]}"
   compare "${S[@]}" --losses east,ce,dice --variants "${S_BETA[@]}"
 } > runs/evidence/tables.log 2>&1
+# Probes of the remaining gap on the synthetic task: one stage at T0 only, and the paper's letter across stages.
+P=(synthetic_binary synthetic_binary_probes synthetic_binary --seeds 5)
+compare "${P[@]}" --variants "one_stage:--east_max_stages 1" > runs/evidence/probes.log 2>&1 &
+compare "${P[@]}" --variants "anneal_on_loss:--east_anneal_monitor eval_loss" >> runs/evidence/probes.log 2>&1
+wait
+compare "${P[@]}" --losses east,ce,dice \
+  --variants "one_stage:--east_max_stages 1" "anneal_on_loss:--east_anneal_monitor eval_loss" >> runs/evidence/probes.log 2>&1
 echo "tables: benchmarks/results/"
