@@ -161,7 +161,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         """
         anneal_monitor = args.east_anneal_monitor or f"eval_{args.east_target_key}"
         warm_start = args.east_warm_start if getattr(args, "east_loss", "east") != "ce" else "none"
-        epochs = getattr(args, "east_warm_start_epochs", None)
+        epochs = args.east_warm_start_epochs
         kwargs = dict(
             temperature=args.east_temperature,
             decay=args.east_decay,
@@ -174,7 +174,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             anneal_monitor=anneal_monitor,
             warm_start=warm_start,
             warm_start_steps=args.east_warm_start_steps,
-            warm_start_epochs=epochs if epochs is not None and epochs > 0 else None,  # -1: its own early stopping
+            warm_start_epochs=epochs if epochs > 0 else None,  # -1: its own early stopping
             restore_best_per_stage=args.east_restore_best_per_stage,
         )
         kwargs.update(overrides)

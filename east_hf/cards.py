@@ -228,8 +228,8 @@ def write_model_card(
         "dice": "soft Dice (baseline)",
     }[args.east_loss]
     warm_start = "none"
-    if args.east_loss != "ce" and args.east_annealing and getattr(args, "east_warm_start", "none") == "ce":
-        steps, epochs = args.east_warm_start_steps, getattr(args, "east_warm_start_epochs", -1)
+    if args.east_loss != "ce" and args.east_annealing and args.east_warm_start == "ce":
+        steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
         warm_start = "cross-entropy for " + (
             f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"
         )
