@@ -14,7 +14,8 @@ one that was interrupted resumes from its last checkpoint, so the command can be
 Writes ``DIR/results.json`` (every run's test metrics), ``DIR/results.md`` (mean ± sample std over seeds, the layout
 of the paper's Table 1, then each variant's difference from a reference variant, ``ce`` by default, paired by seed:
 mean ± standard error and wins / ties / losses; variants that change the target's beta, metric or average are left
-out of it, their F-beta being another metric) and ``DIR/results.png`` (the target metric per variant).
+out of it, their F-beta being another metric; with a per-class ``--metric`` such as ``fbeta_positive`` only a change
+of beta or metric is) and ``DIR/results.png`` (the target metric per variant).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "summarize", "markdown_table", "paired_differences", "parse_variants"]
+__all__ = ["main", "summarize", "markdown_table", "paired_differences", "parse_variants", "redefining_flags"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,20 @@ LOSSES = {"east": "--east_loss east", "ce": "--east_loss ce", "dice": "--east_lo
 SUMMARY_KEYS = ("fbeta", "accuracy", "mcc")
 LABELS = {"fbeta": "F-beta", "accuracy": "Accuracy", "mcc": "MCC"}
 TARGET_FLAGS = {"--east_beta", "--beta", "--east_metric", "--metric", "--east_average", "--east_pos_label"}
+AVERAGE_FLAGS = {"--east_average", "--east_pos_label"}
+
+
+def redefining_flags(metric: str) -> set[str]:
+    """The flags that make a variant's ``metric`` another quantity than the reference's, so it is not paired.
+
+    An averaged key (``fbeta``) changes with the average; a per-class key (``fbeta_positive``) names its class and
+    does not, so a variant that trains another average can still be paired on it.
+
+    >>> sorted(redefining_flags("fbeta_positive"))
+    ['--beta', '--east_beta', '--east_metric', '--metric']
+    """
+    per_class = metric.startswith(("fbeta_", "precision_", "recall_"))
+    return TARGET_FLAGS - AVERAGE_FLAGS if per_class else TARGET_FLAGS
 
 
 def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[str, list[str]]:
@@ -264,7 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     summary = summarize(runs)
     # variants that redefine the target (another beta, metric or average) score a different F-beta: not paired
-    redefines = {n for n, f in variants.items() if any(x.split("=")[0] in TARGET_FLAGS for x in f)}
+    flags_that_redefine = redefining_flags(metric)
+    redefines = {n for n, f in variants.items() if any(x.split("=")[0] in flags_that_redefine for x in f)}
     paired_runs = [r for r in runs if r["variant"] not in redefines]
     pairs = paired_differences(paired_runs, metric, args.reference) if args.reference in variants else {}
     command = "east-compare " + " ".join(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from east_hf.compare import main, markdown_table, parse_variants, summarize
+from east_hf.compare import main, markdown_table, parse_variants, redefining_flags, summarize
 
 RECIPE = str(Path(__file__).parents[1] / "recipes" / "demo.yaml")
 TINY = [
@@ -91,6 +91,9 @@ def test_summary_and_variant_parsing():
         parse_variants("focal", None)
     with pytest.raises(ValueError, match="NAME:FLAGS"):
         parse_variants(None, ["no-colon"])
+    # another average redefines macro F-beta but not a class's own F-beta; another beta redefines both
+    assert "--east_average" in redefining_flags("fbeta") and "--east_average" not in redefining_flags("fbeta_positive")
+    assert "--east_beta" in redefining_flags("fbeta_positive")
 
 
 def test_vary_split_gives_each_seed_its_own_split(tmp_path, monkeypatch):
