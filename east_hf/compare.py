@@ -154,8 +154,14 @@ def paired_differences(
     return out
 
 
+def _label(key: str) -> str:
+    """A column's name: ``fbeta`` -> ``F-beta``, ``fbeta_positive`` -> ``F-beta positive``."""
+    name, _, cls = key.partition("_")
+    return " ".join([LABELS.get(name, name), cls]).strip() if name in LABELS else key.replace("_", " ")
+
+
 def paired_table(pairs: dict[str, tuple], metric: str, reference: str) -> str:
-    label = LABELS.get(metric, metric)
+    label = _label(metric)
     lines = [
         f"| variant | {label} − {reference} (paired, mean ± s.e.) | wins / ties / losses | seeds |",
         "|---|---|---|---|",
@@ -177,7 +183,7 @@ def _columns(summary: dict[str, dict[str, tuple]], metric: str) -> list[str]:
 def markdown_table(summary: dict[str, dict[str, tuple]], metric: str = "fbeta") -> str:
     """Rows: variants; columns: target metric, F-beta, accuracy, MCC, per-class precision/recall; mean ± std."""
     columns = _columns(summary, metric)
-    header = ["variant", "n"] + [LABELS.get(c, c.replace("_", " ")) + (" *" if c == metric else "") for c in columns]
+    header = ["variant", "n"] + [_label(c) + (" *" if c == metric else "") for c in columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for variant, row in summary.items():
         n = max((v[2] for v in row.values()), default=0)

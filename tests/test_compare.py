@@ -83,6 +83,8 @@ def test_summary_and_variant_parsing():
     summary = summarize(runs)
     assert summary["east"]["fbeta"][0] == pytest.approx(0.6) and summary["east"]["fbeta"][2] == 2
     assert "precision dog" in markdown_table(summary)
+    per_class = summarize([{"variant": "ce", "metrics": {"fbeta": 0.9, "fbeta_dog": 0.8}}])
+    assert markdown_table(per_class, "fbeta_dog").splitlines()[0] == "| variant | n | F-beta dog * | F-beta |"
     assert parse_variants("ce", ["r08:--east_decay 0.8"]) == {
         "ce": ["--east_loss", "ce"],
         "r08": ["--east_decay", "0.8"],
