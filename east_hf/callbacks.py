@@ -398,5 +398,19 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         logs.update(new)
 
     def on_train_end(self, args, state, control, **kwargs):
+        schedule = self.schedule
+        if self._in_train and not schedule.finished and state.max_steps and state.global_step >= state.max_steps:
+            # Measured on the synthetic binary task: 8 of 10 EAST runs ended on a 100-epoch budget in stages 5-8 that
+            # the recipe meant as a loose upper bound; the budget, not the annealing, chose where they stopped.
+            where = (
+                "the warm start"
+                if schedule.in_warm_start
+                else f"stage {schedule.stage} (T={schedule.temperature:.4g})"
+            )
+            ending = "its early stopping" if schedule.max_stages == 1 else "the annealing's stopping criterion"
+            logger.warning(
+                f"Training used its whole budget (max_steps={state.max_steps}) in {where}, before {ending}: "
+                "raise num_train_epochs or max_steps to let it end on the validation set"
+            )
         self._in_train = False
         self._stage_weights, self.restore_pending = None, False

@@ -6,6 +6,7 @@ Schedule and callback tests drive synthetic evaluation sequences; the Trainer-le
 from __future__ import annotations
 
 import json
+import logging
 import math
 from types import SimpleNamespace
 
@@ -324,6 +325,24 @@ def test_callback_warm_start_of_fixed_length_requests_the_evaluation_at_its_step
     callback.on_evaluate(driver.args, driver.state, driver.control, metrics={"eval_loss": 1.0, "eval_fbeta": 0.5})
     assert callback.schedule.stage == 0 and not driver.trainer.use_cross_entropy
     assert not callback.restore_pending  # step 3 improved: its own weights are the warm start's best
+
+
+def test_callback_warns_when_the_budget_ends_training_before_the_annealing(caplog):
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
+    driver = Driver(callback).begin()
+    driver.state.max_steps = 4
+    driver.run(STAGES + STAGES[:1])  # stage 0 ends at step 3; the budget ends stage 1 at step 4
+    with caplog.at_level(logging.WARNING, logger="east_hf.callbacks"):
+        callback.on_train_end(driver.args, driver.state, driver.control)
+    assert "whole budget (max_steps=4) in stage 1 (T=0.1), before the annealing's stopping" in caplog.text
+    caplog.clear()
+    finished = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
+    driver = Driver(finished).begin()
+    driver.run(STAGES * 4)  # ends on the annealing criterion at step 9
+    driver.state.max_steps = 9
+    with caplog.at_level(logging.WARNING, logger="east_hf.callbacks"):
+        finished.on_train_end(driver.args, driver.state, driver.control)
+    assert finished.schedule.finished and "budget" not in caplog.text
 
 
 def test_callback_missing_key_names_the_keys_that_appeared():
