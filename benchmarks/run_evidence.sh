@@ -9,7 +9,8 @@
 #      and a "resplit" table where seed s also draws the split (--vary_split), so the means are over ten test sets.
 #  (b2) synthetic_binary: the same question on 20,000 synthetic rows (~400 test positives), and (c) again there
 #      (beta 0.25 / 5 on the positive class); then probes of EAST against Dice there: one stage at T0 only, the
-#      annealing judged on the validation surrogate, a two-class (macro) surrogate, a 4x larger batch (5 seeds), and
+#      annealing judged on the validation surrogate, the annealing stopped at T = 0.15, T0 = 2/9, a two-class (macro)
+#      surrogate, a 4x larger batch (5 seeds), and
 #      a 200-epoch budget (with the recipe's 100, 8 of 10 EAST runs end on the budget instead of the annealing).
 # 10 seeds unless said (weight initialisation and batch order; the data split is fixed unless --vary_split).
 # One intra-op thread per run: the results depend on the thread count (float summation order), so the committed
@@ -36,7 +37,9 @@ A=(digits_longtail digits_longtail digits_longtail)
 S=(synthetic_binary synthetic_binary synthetic_binary --seeds 10)
 S200=(synthetic_binary synthetic_binary_e200 synthetic_binary_e200 --seeds 10)
 PROBES=("one_stage:--east_max_stages 1" "anneal_on_loss:--east_anneal_monitor eval_loss"
-  "macro_surrogate:--east_average macro --east_anneal_monitor eval_fbeta_positive --report_classes positive")
+  "min_t0.15:--east_min_temperature 0.15"
+  "macro_surrogate:--east_average macro --east_anneal_monitor eval_fbeta_positive --report_classes positive"
+  "t0_0.2222:--east_temperature 0.2222")  # T0 ~ 2/9: H_T(p) = p (to 1e-4) for two classes
 
 # Two chains of runs side by side (one per core); a variant's runs are never shared between chains.
 chain1() {
@@ -49,14 +52,14 @@ chain1() {
   compare digits9_binary digits9_binary_resplit digits9_binary_resplit --seeds 10 --vary_split --losses east,ce,dice \
     --variants "cold_start:--east_warm_start none"
   compare "${S[@]}" --losses east,ce,dice
-  compare "${S[@]}" --variants "${PROBES[@]:0:2}"
+  compare "${S[@]}" --variants "${PROBES[@]:0:3}"
   EXTRA="--num_train_epochs 200" compare "${S200[@]}" --losses ce,dice  # east: chain 2
 }
 chain2() {
   compare "${A[@]}" --seeds 10 --variants "${A_BETA[@]}"
   compare "${A[@]}" --seeds 5 --variants "${ABLATIONS[@]:1}"  # cold_start: chain 1
   compare "${S[@]}" --variants "${S_BETA[@]}"
-  compare "${S[@]}" --variants "${PROBES[@]:2}"  # the first two probes: chain 1
+  compare "${S[@]}" --variants "${PROBES[@]:3}"  # the first three probes: chain 1
   EXTRA="--per_device_train_batch_size 2048" compare synthetic_binary synthetic_binary_b2048 synthetic_binary_b2048 \
     --seeds 5 --losses east,ce,dice
   EXTRA="--num_train_epochs 200" compare "${S200[@]}" --losses east
