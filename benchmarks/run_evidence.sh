@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces benchmarks/results/{digits9_binary,digits9_binary_ablations,digits9_binary_resplit,digits_longtail,
-# digits_longtail_ablations,synthetic_binary,synthetic_binary_probes,synthetic_binary_b2048}/
-# (CPU, offline, about 2 h on a 2-core machine: two chains of runs side by side).
+# digits_longtail_ablations,synthetic_binary,synthetic_binary_probes,synthetic_binary_b2048,synthetic_binary_e200}/
+# (CPU, offline, about 2.5 h on a 2-core machine: two chains of runs side by side).
 # Runs go to runs/evidence/<task>/ (resumable: re-run this script after an interruption); tables are copied here.
 #  (a) digits_longtail: EAST vs CE vs Dice, (c) per-class beta 0.25 / 5 on digit 3, and the ablations (cold start, a
 #      5-epoch warm start, a warm start until its own early stopping, no best-weight restore, r = 0.8; 5 seeds).
@@ -10,8 +10,8 @@
 #  (b2) synthetic_binary: the same question on 20,000 synthetic rows (~400 test positives), and (c) again there
 #      (beta 0.25 / 5 on the positive class); then probes of EAST against Dice there: one stage at T0 only, the
 #      annealing judged on the validation surrogate, the annealing stopped at T = 0.15, T0 = 2/9, a two-class (macro)
-#      surrogate, a 4x larger batch (5 seeds), and
-#      a 200-epoch budget (with the recipe's 100, 8 of 10 EAST runs end on the budget instead of the annealing).
+#      surrogate, a 4x larger batch (5 seeds), and a 200-epoch budget (with the recipe's 100, 8 of 10 EAST runs end
+#      on the budget instead of the annealing).
 # 10 seeds unless said (weight initialisation and batch order; the data split is fixed unless --vary_split).
 # One intra-op thread per run: the results depend on the thread count (float summation order), so the committed
 # numbers are reproducible with it.

@@ -157,7 +157,7 @@ def paired_differences(
 def _label(key: str) -> str:
     """A column's name: ``fbeta`` -> ``F-beta``, ``fbeta_positive`` -> ``F-beta positive``."""
     name, _, cls = key.partition("_")
-    return " ".join([LABELS.get(name, name), cls]).strip() if name in LABELS else key.replace("_", " ")
+    return f"{LABELS[name]} {cls}".strip() if name in LABELS else key.replace("_", " ")
 
 
 def paired_table(pairs: dict[str, tuple], metric: str, reference: str) -> str:
