@@ -1,17 +1,19 @@
 """east_hf: EAST (Evaluation Aligned Surrogate Training) for the Hugging Face Trainer and timm.
 
-The functional core (``east_hf.functional``, ``east_hf.loss``, ``east_hf.annealing``) is pure torch: those modules
-import nothing from transformers, timm or evaluate. ``import east_hf`` also imports ``east_hf.models`` so that a
-saved model of ours reloads with the usual Auto classes: it registers ``darknet19`` (and ``darknet19_tiny``) in
-timm's registry and the tabular MLP with transformers' ``AutoConfig``/``AutoModelForSequenceClassification``.
-The Trainer layer (``EASTConfig``, ``EASTTrainer``, the callback, the metrics) is loaded on first access.
+The functional core (``east_hf.functional``, ``east_hf.loss``, ``east_hf.annealing``, ``east_hf.decision``) is pure
+torch: importing it loads neither transformers nor timm. Everything else is loaded on first access
+(``east_hf.EASTTrainer``, ``east_hf.EASTConfig``, ...).
+
+Our architectures are registered where they are defined: importing ``east_hf.models`` (which ``east_hf.trainer``
+and ``east-train`` do) registers ``darknet19`` / ``darknet19_tiny`` in timm's registry and the tabular MLP with
+transformers' ``AutoConfig`` / ``AutoModelForSequenceClassification``. To reload a saved model with the Auto classes
+in a fresh interpreter, ``import east_hf.models`` first.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from east_hf import models  # noqa: E402,F401  (registers darknet19 with timm, the tabular MLP with transformers)
 from east_hf.functional import (
     accuracy,
     dynamic_threshold,
@@ -24,7 +26,7 @@ from east_hf.functional import (
     soft_confusion_matrix,
     soft_predictions,
 )
-from east_hf.loss import EASTLoss
+from east_hf.loss import CrossEntropySetLoss, EASTLoss, SetLoss, SoftDiceLoss, build_loss
 
 __version__ = "0.1.0"
 
@@ -38,10 +40,15 @@ _LAZY = {
     "build_compute_metrics": "east_hf.metrics",
     "load_metric": "east_hf.metrics",
 }
+_SUBMODULES = ("models", "metrics", "trainer", "callbacks", "config", "annealing", "cards", "compare", "train")
 
 __all__ = [
+    "CrossEntropySetLoss",
     "EASTLoss",
+    "SetLoss",
+    "SoftDiceLoss",
     "accuracy",
+    "build_loss",
     "dynamic_threshold",
     "fbeta",
     "hard_confusion_matrix",
@@ -51,15 +58,16 @@ __all__ = [
     "recall",
     "soft_confusion_matrix",
     "soft_predictions",
-    "models",
     *_LAZY,
 ]
 
 
 def __getattr__(name: str):
     if name in _LAZY:
-        module = importlib.import_module(_LAZY[name])
-        value = getattr(module, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'east_hf' has no attribute {name!r}")
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"east_hf.{name}")
+    else:
+        raise AttributeError(f"module 'east_hf' has no attribute {name!r}")
+    globals()[name] = value
+    return value

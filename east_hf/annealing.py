@@ -50,9 +50,10 @@ from typing import Any
 
 from east_hf.functional.surrogate import check_temperature
 
-__all__ = ["AnnealingSchedule", "Decision", "temperature_at"]
+__all__ = ["MODES", "WARM_STARTS", "AnnealingSchedule", "Decision", "monitor_mode", "temperature_at"]
 
 MODES = ("min", "max")
+WARM_STARTS = ("none", "ce")  # "ce": a cross-entropy stage before EAST's first
 WARM_START_STAGE = -1
 _STATE_KEYS = (
     "stage",
@@ -66,6 +67,15 @@ _STATE_KEYS = (
     "finished",
     "stop_reason",
 )
+
+
+def monitor_mode(key: str) -> str:
+    """``"min"`` for a metric key ending in ``loss``, else ``"max"``: the Trainer's ``greater_is_better`` default.
+
+    >>> monitor_mode("eval_loss"), monitor_mode("eval_fbeta")
+    ('min', 'max')
+    """
+    return "min" if key.endswith("loss") else "max"
 
 
 def temperature_at(stage: int, temperature: float = 0.2, decay: float = 0.9) -> float:
@@ -122,9 +132,12 @@ class AnnealingSchedule:
         threshold: an improvement (of either monitor) must exceed it; absolute, as ``EarlyStoppingCallback``.
         stage_mode: ``"min"`` (default, the surrogate loss) or ``"max"``.
         anneal_mode: ``"max"`` (default, a hard metric such as F1) or ``"min"`` (the surrogate).
-        warm_start: begin with stage -1 (e.g. cross-entropy training); it does not count as a stage.
+        warm_start: ``"none"`` (default) or ``"ce"``: begin with stage -1, trained with cross-entropy by the Trainer
+            layer; it does not count as a stage. ``True`` / ``False`` stand for ``"ce"`` / ``"none"``.
         warm_start_steps: the warm start ends at the first evaluation at or after this step; None (default): it
-            ends on its own early stopping (``patience``).
+            ends after ``warm_start_epochs`` if given (the Trainer layer turns them into steps, ``set_steps_per_epoch``)
+            else on its own early stopping (``patience``).
+        warm_start_epochs: length of the warm start in epochs (> 0), used when ``warm_start_steps`` is None.
 
     The warm start's best anneal value is the reference the first EAST stage must beat.
 
@@ -146,8 +159,9 @@ class AnnealingSchedule:
         threshold: float = 0.0,
         stage_mode: str = "min",
         anneal_mode: str = "max",
-        warm_start: bool = False,
+        warm_start: str | bool = "none",
         warm_start_steps: int | None = None,
+        warm_start_epochs: float | None = None,
     ):
         self.temperature0 = check_temperature(temperature)
         if not 0 < decay < 1:
@@ -172,6 +186,16 @@ class AnnealingSchedule:
             isinstance(warm_start_steps, bool) or not isinstance(warm_start_steps, int) or warm_start_steps < 1
         ):
             raise ValueError(f"Expected warm_start_steps as an int >= 1 or None, got {warm_start_steps!r}")
+        if isinstance(warm_start, bool):
+            warm_start = "ce" if warm_start else "none"
+        if warm_start not in WARM_STARTS:
+            raise ValueError(f"Expected warm_start in {WARM_STARTS}, got {warm_start!r}")
+        if warm_start_epochs is not None and (
+            isinstance(warm_start_epochs, bool)
+            or not isinstance(warm_start_epochs, (int, float))
+            or not warm_start_epochs > 0
+        ):
+            raise ValueError(f"Expected warm_start_epochs as a number > 0 or None, got {warm_start_epochs!r}")
         self.decay = float(decay)
         self.patience = patience
         self.stage_patience = stage_patience
@@ -180,14 +204,48 @@ class AnnealingSchedule:
         self.threshold = float(threshold)
         self.stage_mode = stage_mode
         self.anneal_mode = anneal_mode
-        self.warm_start = bool(warm_start)
+        self.warm_start = warm_start
         self.warm_start_steps = warm_start_steps
+        self.warm_start_epochs = None if warm_start == "none" or warm_start_steps is not None else warm_start_epochs
         self.last_improved = False
         self.reset()
 
+    def settings(self) -> dict[str, Any]:
+        """The constructor's arguments as a JSON-serialisable dict: ``AnnealingSchedule(**settings())`` is a fresh
+        schedule with the same settings (a length fixed by ``set_steps_per_epoch`` stays in epochs)."""
+        return {
+            "temperature": self.temperature0,
+            "decay": self.decay,
+            "patience": self.patience,
+            "stage_patience": self.stage_patience,
+            "min_temperature": self.min_temperature,
+            "max_stages": self.max_stages,
+            "threshold": self.threshold,
+            "stage_mode": self.stage_mode,
+            "anneal_mode": self.anneal_mode,
+            "warm_start": self.warm_start,
+            "warm_start_steps": None if self.warm_start_epochs is not None else self.warm_start_steps,
+            "warm_start_epochs": self.warm_start_epochs,
+        }
+
+    @property
+    def has_warm_start(self) -> bool:
+        return self.warm_start != "none"
+
+    def set_steps_per_epoch(self, steps: int | None) -> None:
+        """Turn ``warm_start_epochs`` into ``warm_start_steps`` (at least 1) once the length of an epoch is known."""
+        if self.warm_start_epochs is None:
+            return
+        if steps is None or steps < 1:
+            raise ValueError(
+                f"Expected a training data loader with a length for warm_start_epochs={self.warm_start_epochs}, got "
+                "none; set the warm start's length in steps instead"
+            )
+        self.warm_start_steps = max(1, math.ceil(self.warm_start_epochs * steps))
+
     def reset(self) -> None:
         """Back to the first stage (the warm start if any), all counters cleared."""
-        self.stage = WARM_START_STAGE if self.warm_start else 0
+        self.stage = WARM_START_STAGE if self.has_warm_start else 0
         self.best_anneal: float | None = None
         self.best_anneal_stage: int | None = None
         self.stages_without_improvement = 0
@@ -287,7 +345,7 @@ class AnnealingSchedule:
         stage = state["stage"]
         if isinstance(stage, bool) or not isinstance(stage, int) or stage < WARM_START_STAGE:
             raise ValueError(f"Expected stage as an int >= {WARM_START_STAGE}, got {stage!r}")
-        if stage == WARM_START_STAGE and not self.warm_start:
+        if stage == WARM_START_STAGE and not self.has_warm_start:
             raise ValueError("Expected a state after the warm start for a schedule without warm start, got stage -1")
         for key in _STATE_KEYS:
             setattr(self, key, state[key])

@@ -1,9 +1,11 @@
 """TemperatureAnnealingCallback: the Trainer layer over ``AnnealingSchedule`` (paper Sec. 4.3).
 
-The schedule (``east_hf.annealing``) decides; this callback feeds it the evaluation metrics and applies its answers
-to an ``EASTTrainer``: the loss temperature, the cross-entropy flag of a warm start, the stage's best weights, the
-stop. Its state travels in checkpoints, so ``trainer.train(resume_from_checkpoint=...)`` continues in the same stage
-with the same counters and temperature.
+The schedule (``east_hf.annealing``) decides; this callback feeds it the evaluation metrics and carries out what
+concerns the training loop: the stage's best weights, the evaluation that ends a warm start, the stop. It never
+touches the trainer: ``EASTTrainer`` finds the callback in its own callback list and reads the temperature, the stage
+and whether the warm start is on from ``callback.schedule`` (the trainer pulls; nothing is pushed). The callback's
+state travels in checkpoints (``ExportableState``), so ``trainer.train(resume_from_checkpoint=...)`` continues in the
+same stage with the same counters and temperature: the trainer then reads the restored instance.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import weakref
 from typing import Any
 
 import torch
@@ -19,28 +20,18 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from east_hf.annealing import AnnealingSchedule, Decision
+from east_hf.annealing import AnnealingSchedule, Decision, monitor_mode
 
 __all__ = ["STAGE_BEST_WEIGHTS_NAME", "TemperatureAnnealingCallback"]
 
 logger = logging.getLogger(__name__)
 
 STAGE_BEST_WEIGHTS_NAME = "east_stage_best.pt"
-WARM_STARTS = ("none", "ce")
-
-# Trainer._load_callback_state replaces a stateful callback by a fresh instance built from the checkpoint; the fresh
-# one finds the trainer its predecessor was attached to here (the trainer whose callback list holds it).
-_ATTACHED_TRAINERS: weakref.WeakSet = weakref.WeakSet()
 
 
 def _eval_key(key: str) -> str:
     """The Trainer's convention for ``metric_for_best_model``: metric keys carry the ``eval_`` prefix."""
     return key if key.startswith("eval_") else f"eval_{key}"
-
-
-def _mode_of(key: str) -> str:
-    """The Trainer's convention for ``greater_is_better``: a key ending in ``loss`` is minimised."""
-    return "min" if key.endswith("loss") else "max"
 
 
 def _cpu_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -50,33 +41,34 @@ def _cpu_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     """Anneal EAST's temperature T_k = T0 * r^k over stages of fast early stopping; stop when cooling stops helping.
 
-    ``EASTTrainer`` installs one from its ``EASTConfig`` (``from_config``) and calls ``attach(trainer)``. On every
-    evaluation during training the callback feeds ``metrics[stage_monitor]`` and ``metrics[anneal_monitor]`` to its
-    ``AnnealingSchedule`` and applies the decision: a new stage best is copied to CPU, the end of a stage lowers
-    ``trainer.east_loss.temperature`` (and, with ``restore_best_per_stage``, loads the stage's best weights before
-    the next step), the end of a warm start also sets ``trainer.use_cross_entropy = False``, and the end of the
-    annealing sets ``control.should_training_stop``. Logs get ``east_temperature`` and ``east_stage``.
+    ``EASTTrainer`` installs one built from its ``EASTConfig`` (``EASTConfig.annealing_callback()``) and reads
+    ``callback.schedule`` before every step and evaluation. On every evaluation during training the callback feeds
+    ``metrics[stage_monitor]`` and ``metrics[anneal_monitor]`` to its ``AnnealingSchedule`` and acts on the decision:
+    a new stage best is copied to CPU; the end of a stage (with ``restore_best_per_stage``) loads the stage's best
+    weights before the next step; the end of the annealing sets ``control.should_training_stop``.
 
     Args:
-        temperature, decay, patience, stage_patience, min_temperature, max_stages, threshold: as
-            ``AnnealingSchedule`` (the ``east_*`` fields of ``EASTConfig``).
+        schedule: the ``AnnealingSchedule`` (or its ``settings()`` dict), which validates and holds every annealing
+            setting: T0, r, patience, stage patience, minimum temperature, maximum stages, threshold, the modes and
+            the warm start. None builds one from ``schedule_kwargs``, with ``stage_mode`` / ``anneal_mode`` inferred
+            from the monitor keys as the Trainer does for ``greater_is_better`` (``"min"`` for keys ending in
+            ``loss``, else ``"max"``).
         stage_monitor: metric key watched within a stage; ``"eval_loss"``, which ``EASTTrainer`` reports as the
             surrogate of the whole evaluation set at the stage's temperature (the paper's choice).
         anneal_monitor: metric key watched across stages; the hard target metric (``"eval_fbeta"`` for an F-beta
             surrogate, from ``compute_metrics``), because surrogate values at different temperatures are not
             comparable. ``"eval_loss"`` follows the paper to the letter. Keys without ``eval_`` get it.
-        stage_mode, anneal_mode: ``"min"`` or ``"max"``; None (default) infers it from the key as the Trainer does
-            for ``greater_is_better``: ``"min"`` for keys ending in ``loss``, else ``"max"``.
-        warm_start: ``"ce"`` trains a cross-entropy stage (stage -1, at T0 for logging) first, for
-            ``warm_start_steps`` optimiser steps, or ``warm_start_epochs`` epochs (turned into steps from the length
-            of the training data loader when training begins), or with neither until its own early stopping on
-            ``stage_monitor`` (then the cross-entropy ``eval_loss``); its best weights start EAST's stage 0 and its
-            best anneal value is the one stage 0 must beat.
         restore_best_per_stage: before training at a lower temperature, load the ended stage's best weights (by
             ``stage_monitor``). Costs one CPU copy of the model's ``state_dict`` (the model's size in host memory),
             taken at each new stage best; a checkpoint saved while the stage best is not the checkpoint's own weights
             also gets that copy as ``east_stage_best.pt`` (the model's size on disk), so a resumed run restores the
             same weights. The copy is a plain ``state_dict()``: single device or DDP, not sharded FSDP / ZeRO-3.
+
+    A warm start (``schedule.warm_start == "ce"``) is stage -1: the trainer trains it with cross-entropy, for
+    ``warm_start_steps`` optimiser steps, or ``warm_start_epochs`` epochs (turned into steps from the length of the
+    training data loader when training begins), or with neither until its own early stopping on ``stage_monitor``
+    (then the cross-entropy ``eval_loss``); its best weights start EAST's stage 0 and its best anneal value is the one
+    stage 0 must beat.
 
     The best model at the end is the Trainer's job: ``load_best_model_at_end=True`` with ``metric_for_best_model``
     set to the anneal monitor (``greater_is_better=True`` for a hard metric) and ``save_steps`` equal to (or a
@@ -87,132 +79,45 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     Resuming looks for ``east_stage_best.pt`` in ``{output_dir}/checkpoint-{global_step}`` (where
     ``resume_from_checkpoint=True`` resumes from); a checkpoint moved elsewhere resumes without it, with a warning.
 
-    Recommended settings:
-
-    >>> from east_hf.config import EASTConfig
-    >>> args = EASTConfig(
-    ...     output_dir="out", eval_strategy="steps", eval_steps=50, save_steps=50, report_to=[],
-    ...     load_best_model_at_end=True, metric_for_best_model="fbeta", greater_is_better=True,
-    ... )
-    >>> callback = TemperatureAnnealingCallback.from_config(args)
-    >>> callback.stage_monitor, callback.anneal_monitor, callback.schedule.temperature
-    ('eval_loss', 'eval_fbeta', 0.2)
+    >>> callback = TemperatureAnnealingCallback(decay=0.5, patience=2, anneal_monitor="mcc")
+    >>> callback.stage_monitor, callback.anneal_monitor, callback.schedule.anneal_mode, callback.schedule.temperature
+    ('eval_loss', 'eval_mcc', 'max', 0.2)
     """
 
     def __init__(
         self,
-        temperature: float = 0.2,
-        decay: float = 0.9,
-        patience: int = 5,
-        stage_patience: int = 3,
-        min_temperature: float = 0.005,
-        max_stages: int | None = None,
-        threshold: float = 0.0,
+        schedule: AnnealingSchedule | dict[str, Any] | None = None,
         stage_monitor: str = "eval_loss",
         anneal_monitor: str = "eval_fbeta",
-        stage_mode: str | None = None,
-        anneal_mode: str | None = None,
-        warm_start: str = "none",
-        warm_start_steps: int | None = None,
         restore_best_per_stage: bool = True,
-        warm_start_epochs: float | None = None,
+        **schedule_kwargs: Any,
     ):
-        if warm_start not in WARM_STARTS:
-            raise ValueError(f"Expected warm_start in {WARM_STARTS}, got {warm_start!r}")
-        if warm_start_epochs is not None and (
-            isinstance(warm_start_epochs, bool)
-            or not isinstance(warm_start_epochs, (int, float))
-            or not warm_start_epochs > 0
-        ):
-            raise ValueError(f"Expected warm_start_epochs as a number > 0 or None, got {warm_start_epochs!r}")
         for name, key in (("stage_monitor", stage_monitor), ("anneal_monitor", anneal_monitor)):
             if not isinstance(key, str) or not key:
                 raise ValueError(f"Expected {name} as a metric key such as 'eval_loss', got {key!r}")
         self.stage_monitor = _eval_key(stage_monitor)
         self.anneal_monitor = _eval_key(anneal_monitor)
-        self.warm_start = warm_start
-        self.warm_start_epochs = None if warm_start == "none" or warm_start_steps is not None else warm_start_epochs
+        if schedule is None:
+            schedule_kwargs.setdefault("stage_mode", monitor_mode(self.stage_monitor))
+            schedule_kwargs.setdefault("anneal_mode", monitor_mode(self.anneal_monitor))
+            schedule = AnnealingSchedule(**schedule_kwargs)
+        elif schedule_kwargs:
+            raise TypeError(f"Expected a schedule or its settings as keywords, got both ({sorted(schedule_kwargs)})")
+        elif isinstance(schedule, dict):
+            schedule = AnnealingSchedule(**schedule)
+        elif not isinstance(schedule, AnnealingSchedule):
+            raise TypeError(
+                f"Expected schedule as an AnnealingSchedule or its settings, got {type(schedule).__name__}"
+            )
+        self.schedule = schedule
         self.restore_best_per_stage = bool(restore_best_per_stage)
-        self.schedule = AnnealingSchedule(
-            temperature=temperature,
-            decay=decay,
-            patience=patience,
-            stage_patience=stage_patience,
-            min_temperature=min_temperature,
-            max_stages=max_stages,
-            threshold=threshold,
-            stage_mode=stage_mode or _mode_of(self.stage_monitor),
-            anneal_mode=anneal_mode or _mode_of(self.anneal_monitor),
-            warm_start=warm_start != "none",
-            warm_start_steps=warm_start_steps if warm_start != "none" else None,
-        )
-        self.trainer: Any = None
         # True between the end of a stage and the next step: _stage_weights then holds the ended stage's best.
         self.restore_pending = False
         self._stage_weights: dict[str, torch.Tensor] | None = None
         self._in_train = False
         self._steps_per_epoch: int | None = None  # optimiser steps per epoch, from the training data loader
 
-    @classmethod
-    def from_config(cls, args: Any, **overrides: Any) -> TemperatureAnnealingCallback:
-        """Build from an ``EASTConfig``'s ``east_*`` fields; ``overrides`` replace single arguments.
-
-        A cross-entropy warm start is skipped for ``east_loss="ce"``, which is cross-entropy throughout.
-        """
-        anneal_monitor = args.east_anneal_monitor or f"eval_{args.east_target_key}"
-        warm_start = args.east_warm_start if getattr(args, "east_loss", "east") != "ce" else "none"
-        epochs = args.east_warm_start_epochs
-        kwargs = dict(
-            temperature=args.east_temperature,
-            decay=args.east_decay,
-            patience=args.east_patience,
-            stage_patience=args.east_stage_patience,
-            min_temperature=args.east_min_temperature,
-            max_stages=args.east_max_stages,
-            threshold=args.east_threshold,
-            stage_monitor=args.east_stage_monitor,
-            anneal_monitor=anneal_monitor,
-            warm_start=warm_start,
-            warm_start_steps=args.east_warm_start_steps,
-            warm_start_epochs=epochs if epochs > 0 else None,  # -1: its own early stopping
-            restore_best_per_stage=args.east_restore_best_per_stage,
-        )
-        kwargs.update(overrides)
-        return cls(**kwargs)
-
-    # ---- the trainer it drives ----
-    def attach(self, trainer: Any) -> None:
-        """Drive ``trainer.east_loss.temperature`` (and ``trainer.use_cross_entropy`` in a warm start) from now on."""
-        if not hasattr(trainer, "east_loss") or not hasattr(trainer.east_loss, "temperature"):
-            raise TypeError(f"Expected a trainer with an east_loss (EASTTrainer), got {type(trainer).__name__}")
-        if self.schedule.warm_start and not hasattr(trainer, "use_cross_entropy"):
-            raise TypeError(
-                f"Expected a trainer with use_cross_entropy for a warm start, got {type(trainer).__name__}"
-            )
-        self.trainer = trainer
-        try:
-            _ATTACHED_TRAINERS.add(trainer)
-        except TypeError:  # not weak-referenceable or not hashable: only explicit attach() works for it
-            pass
-        self._apply()
-
-    def _find_trainer(self) -> None:
-        for trainer in list(_ATTACHED_TRAINERS):
-            handler = getattr(trainer, "callback_handler", None)
-            if handler is not None and any(callback is self for callback in handler.callbacks):
-                self.attach(trainer)
-                return
-
-    def _apply(self) -> None:
-        """Set the trainer to the schedule's current stage."""
-        if self.trainer is None:
-            return
-        self.trainer.east_loss.temperature = self.schedule.temperature
-        self.trainer.east_stage = self.schedule.stage
-        if self.schedule.warm_start:
-            self.trainer.use_cross_entropy = self.schedule.in_warm_start
-
-    # ---- checkpoint state ----
+    # ---- checkpoint state: Trainer._load_callback_state builds type(self)(**state()["args"]), sets "attributes" ----
     @property
     def schedule_state(self) -> dict[str, Any]:
         return self.schedule.state_dict()
@@ -220,29 +125,16 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     @schedule_state.setter
     def schedule_state(self, state: dict[str, Any]) -> None:
         self.schedule.load_state_dict(state)
-        self._apply()
 
     def state(self) -> dict:
-        schedule = self.schedule
         return {
             "args": {
-                "temperature": schedule.temperature0,
-                "decay": schedule.decay,
-                "patience": schedule.patience,
-                "stage_patience": schedule.stage_patience,
-                "min_temperature": schedule.min_temperature,
-                "max_stages": schedule.max_stages,
-                "threshold": schedule.threshold,
+                "schedule": self.schedule.settings(),
                 "stage_monitor": self.stage_monitor,
                 "anneal_monitor": self.anneal_monitor,
-                "stage_mode": schedule.stage_mode,
-                "anneal_mode": schedule.anneal_mode,
-                "warm_start": self.warm_start,
-                "warm_start_steps": schedule.warm_start_steps,
-                "warm_start_epochs": self.warm_start_epochs,
                 "restore_best_per_stage": self.restore_best_per_stage,
             },
-            "attributes": {"schedule_state": schedule.state_dict(), "restore_pending": self.restore_pending},
+            "attributes": {"schedule_state": self.schedule.state_dict(), "restore_pending": self.restore_pending},
         }
 
     # ---- events ----
@@ -251,12 +143,6 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             raise ValueError(
                 "Expected eval_strategy 'steps' or 'epoch' (and an eval_dataset) for temperature annealing, got 'no': "
                 "the stages end on validation results; set east_annealing=False to train at a fixed temperature"
-            )
-        if self.trainer is None:
-            self._find_trainer()
-        if self.trainer is None:
-            raise RuntimeError(
-                "TemperatureAnnealingCallback is not attached to a trainer; use EASTTrainer, or call callback.attach(trainer)"
             )
         self._in_train = True
         self._warm_start_length(args, kwargs.get("train_dataloader"))
@@ -272,25 +158,20 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"metric_for_best_model={args.metric_for_best_model!r} differs from the anneal monitor "
                 f"{self.anneal_monitor!r}: the model kept at the end is not the one annealing judged best"
             )
-        self._apply()
 
     def _warm_start_length(self, args, train_dataloader) -> None:
-        """Turn ``warm_start_epochs`` into ``schedule.warm_start_steps`` (optimiser steps of this process)."""
-        schedule = self.schedule
+        """Turn the schedule's ``warm_start_epochs`` into ``warm_start_steps`` (optimiser steps of this process)."""
         try:
             batches = len(train_dataloader)
         except TypeError:  # an iterable data set without a length
             batches = 0
         self._steps_per_epoch = math.ceil(batches / max(1, args.gradient_accumulation_steps)) if batches > 0 else None
-        if not schedule.warm_start or schedule.warm_start_steps is not None or self.warm_start_epochs is None:
-            return
-        if self._steps_per_epoch is None:
-            raise ValueError(
-                f"Expected a training data loader with a length for warm_start_epochs={self.warm_start_epochs}, got "
-                f"{type(train_dataloader).__name__}; set east_warm_start_steps instead"
+        if self.schedule.warm_start_epochs is not None:
+            self.schedule.set_steps_per_epoch(self._steps_per_epoch)
+            logger.info(
+                f"Cross-entropy warm start: {self.schedule.warm_start_steps} steps "
+                f"({self.schedule.warm_start_epochs} epochs)"
             )
-        schedule.warm_start_steps = max(1, math.ceil(self.warm_start_epochs * self._steps_per_epoch))
-        logger.info(f"Cross-entropy warm start: {schedule.warm_start_steps} steps ({self.warm_start_epochs} epochs)")
 
     def _resume(self, args, state, model) -> None:
         schedule = self.schedule
@@ -355,7 +236,6 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             )
             if not self.restore_pending:
                 self._stage_weights = None
-            self._apply()
             logger.info(
                 f"EAST stage {stage} (T={temperature:.4g}) ended at step {state.global_step}; "
                 f"stage {schedule.stage} at T={schedule.temperature:.4g}"
@@ -379,23 +259,6 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             logger.warning(f"No checkpoint folder {folder}: the stage's best weights are not saved with it")
             return
         torch.save(self._stage_weights, os.path.join(folder, STAGE_BEST_WEIGHTS_NAME))
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs is None:
-            return
-        new = {
-            key: value
-            for key, value in (("east_temperature", self.schedule.temperature), ("east_stage", self.schedule.stage))
-            if key not in logs
-        }
-        if not new:
-            return
-        # Trainer.log appends a copy of `logs` to log_history before on_log: add the values to that entry too.
-        last = state.log_history[-1] if state.log_history else None
-        if last is not None and last.get("step") == state.global_step and all(key in last for key in logs):
-            for key, value in new.items():
-                last.setdefault(key, value)
-        logs.update(new)
 
     def on_train_end(self, args, state, control, **kwargs):
         schedule = self.schedule

@@ -79,7 +79,9 @@ def annealing_trajectory(log_history: list[dict[str, Any]], target_key: str) -> 
             {
                 "step": entry.get("step"),
                 "stage": "CE warm start" if stage == -1 else stage,
-                "temperature": entry.get("eval_east_temperature"),
+                "temperature": None
+                if stage == -1
+                else entry.get("eval_east_temperature", entry.get("east_temperature")),
                 "loss": entry.get("eval_loss"),
                 "metric": entry.get(f"eval_{target_key}"),
             }

@@ -29,8 +29,8 @@ from typing import Any, NoReturn
 import yaml
 from transformers import HfArgumentParser
 
-from east_hf.config import EASTConfig, target_metric_key
-from east_hf.functional import METRICS
+from east_hf.config import EASTConfig
+from east_hf.functional import METRICS, target_metric_key
 
 __all__ = [
     "ALIASES",

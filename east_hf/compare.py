@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from east_hf.functional import target_metric_key
+
 __all__ = ["main", "summarize", "markdown_table", "paired_differences", "parse_variants", "redefining_flags"]
 
 logger = logging.getLogger(__name__)
@@ -104,7 +106,11 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
     if state_file.exists():
         state = json.loads(state_file.read_text())
         out["steps"] = state.get("global_step")
-        temps = [e["eval_east_temperature"] for e in state.get("log_history", []) if "eval_east_temperature" in e]
+        temps = [  # the EAST evaluations (not the warm start's); logs before 0.2 named the key eval_east_temperature
+            e.get("eval_east_temperature", e.get("east_temperature"))
+            for e in state.get("log_history", [])
+            if "eval_loss" in e and e.get("eval_east_stage", e.get("east_stage", 0)) >= 0
+        ]
         out["final_temperature"] = temps[-1] if temps else None
     return out
 
@@ -257,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from east_hf.cli import load_recipe
 
     recipe = load_recipe(args.recipe)
-    metric = args.metric or {"f1": "fbeta"}.get(recipe.get("east_metric", "fbeta"), recipe.get("east_metric", "fbeta"))
+    metric = args.metric or target_metric_key(recipe.get("east_metric", "fbeta"))
     out_dir = Path(args.output_dir or f"runs/compare-{Path(args.recipe).stem}")
     out_dir.mkdir(parents=True, exist_ok=True)
 

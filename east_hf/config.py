@@ -1,56 +1,37 @@
-"""EASTConfig: ``TrainingArguments`` plus the surrogate's and the annealing's settings."""
+"""EASTConfig: ``TrainingArguments`` plus the surrogate's and the annealing's settings.
+
+The ``east_*`` fields are the settings of two core objects, and those objects validate them: ``build_loss`` makes
+the loss (``east_hf.loss``: ``EASTLoss`` or a baseline) and ``annealing_schedule`` the ``AnnealingSchedule``
+(``east_hf.annealing``). ``__post_init__`` builds both once, so a bad value fails when the config is made, with the
+error of the object that owns the setting (its parameter shown under its ``east_`` field name).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from transformers import TrainingArguments
 
-from east_hf.functional import AVERAGES, METRICS
-from east_hf.functional.surrogate import MAX_TEMPERATURE
+from east_hf.annealing import WARM_STARTS, AnnealingSchedule, monitor_mode
+from east_hf.functional import AVERAGES, METRICS, target_metric_key
+from east_hf.loss import LOSSES, SetLoss, build_loss
 
-__all__ = ["EASTConfig", "resolve_beta", "target_metric_key"]
-
-WARM_STARTS = ("none", "ce")
-MONITOR_MODES = ("min", "max")
+__all__ = ["EASTConfig"]
 
 
-def target_metric_key(metric: str) -> str:
-    """The ``compute_metrics`` key of the hard metric a surrogate targets (``"f1"`` is reported as ``"fbeta"``)."""
-    return "fbeta" if metric in ("fbeta", "f1") else metric
-
-
-def resolve_beta(beta: Any, id2label: Mapping[int, str] | None, num_classes: int) -> float | list[float]:
-    """Turn a float, a per-class list or a ``{class name: beta}`` mapping into a float or a list of ``num_classes``.
-
-    A mapping gives beta for the named classes (names from ``id2label``, or integer indices); the others get 1.0.
-    """
-    if isinstance(beta, str):
-        beta = json.loads(beta)
-    if isinstance(beta, Mapping):
-        names = {str(v): int(k) for k, v in (id2label or {}).items()}
-        values = [1.0] * num_classes
-        for name, value in beta.items():
-            if str(name) in names:
-                index = names[str(name)]
-            elif str(name).lstrip("-").isdigit() and 0 <= int(name) < num_classes:
-                index = int(name)
-            else:
-                raise ValueError(
-                    f"Expected east_beta keys among the class names {sorted(names)} or 0..{num_classes - 1}, got {name!r}"
-                )
-            values[index] = float(value)
-        return values
-    if isinstance(beta, (list, tuple)):
-        if len(beta) != num_classes:
-            raise ValueError(
-                f"Expected east_beta as a float or {num_classes} per-class values, got {len(beta)} values"
-            )
-        return [float(b) for b in beta]
-    return float(beta)
+def _field_error(error: Exception, fields: set[str]) -> ValueError:
+    """A core object's one-line error with its parameter named as the ``east_`` field that set it."""
+    message = re.sub(
+        r"\b(Expected )(\w+)",
+        lambda m: f"{m.group(1)}east_{m.group(2)}" if m.group(2) in fields else m.group(0),
+        str(error),
+        count=1,
+    )
+    return ValueError(message)
 
 
 @dataclass
@@ -164,12 +145,8 @@ class EASTConfig(TrainingArguments):
         super().__post_init__()
 
     def _validate_east(self) -> None:
-        if self.east_loss not in ("east", "ce", "dice"):
-            raise ValueError(f"Expected east_loss in ('east', 'ce', 'dice'), got {self.east_loss!r}")
-        if self.east_metric not in METRICS:
-            raise ValueError(f"Expected east_metric in {sorted(METRICS)}, got {self.east_metric!r}")
-        if self.east_average not in AVERAGES:
-            raise ValueError(f"Expected east_average in {AVERAGES}, got {self.east_average!r}")
+        if self.east_loss not in LOSSES:
+            raise ValueError(f"Expected east_loss in {tuple(LOSSES)}, got {self.east_loss!r}")
         if isinstance(self.east_beta, str):
             try:
                 self.east_beta = json.loads(self.east_beta)
@@ -177,34 +154,73 @@ class EASTConfig(TrainingArguments):
                 raise ValueError(
                     f"Expected east_beta as a number, a list or a JSON mapping, got {self.east_beta!r}"
                 ) from e
-        betas = (
-            self.east_beta.values()
-            if isinstance(self.east_beta, Mapping)
-            else (self.east_beta if isinstance(self.east_beta, (list, tuple)) else [self.east_beta])
+        if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
+            raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
+        # Validation is the core objects' own: build them once (class names are not known yet, so a beta mapping is
+        # checked for its values; the trainer resolves its names against the model's id2label).
+        beta = list(self.east_beta.values()) if isinstance(self.east_beta, Mapping) else self.east_beta
+        try:
+            build_loss("east", **{**self._loss_settings(), "beta": beta})
+        except (ValueError, TypeError) as e:
+            raise _field_error(e, {"metric", "beta", "average", "pos_label", "temperature"}) from None
+        try:
+            self.annealing_schedule()
+        except (ValueError, TypeError) as e:
+            raise _field_error(e, set(AnnealingSchedule().settings())) from None
+
+    def _loss_settings(self) -> dict[str, Any]:
+        return dict(
+            metric=self.east_metric,
+            beta=self.east_beta,
+            average=self.east_average,
+            pos_label=self.east_pos_label,
+            temperature=self.east_temperature,
+            threshold_grad=self.east_threshold_grad,
         )
-        for b in betas:
-            if isinstance(b, bool) or not isinstance(b, (int, float)) or not b > 0:
-                raise ValueError(f"Expected every east_beta > 0, got {self.east_beta!r}")
-        if not 0 < self.east_temperature < MAX_TEMPERATURE:
-            raise ValueError(f"Expected east_temperature in (0, 0.4), got {self.east_temperature}")
-        if not 0 < self.east_decay < 1:
-            raise ValueError(f"Expected east_decay in (0, 1), got {self.east_decay}")
-        if not 0 < self.east_min_temperature <= self.east_temperature:
-            raise ValueError(
-                f"Expected east_min_temperature in (0, east_temperature={self.east_temperature}], got {self.east_min_temperature}"
-            )
-        for name in ("east_patience", "east_stage_patience"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"Expected {name} >= 1, got {getattr(self, name)}")
-        if self.east_max_stages is not None and self.east_max_stages < 1:
-            raise ValueError(f"Expected east_max_stages >= 1 or None, got {self.east_max_stages}")
-        if self.east_warm_start not in WARM_STARTS:
-            raise ValueError(f"Expected east_warm_start in {WARM_STARTS}, got {self.east_warm_start!r}")
+
+    def build_loss(self, num_classes: int | None = None, class_names: Any = None) -> SetLoss:
+        """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``) or none (the baselines).
+
+        ``class_names`` (a list or an ``id2label`` mapping) resolves an ``east_beta`` given by class name.
+        """
+        if self.east_loss != "east":
+            return build_loss(self.east_loss)
+        return build_loss("east", num_classes=num_classes, class_names=class_names, **self._loss_settings())
+
+    @property
+    def east_anneal_key(self) -> str:
+        """The metric key watched across stages: ``east_anneal_monitor``, or ``eval_<target metric>``."""
+        return self.east_anneal_monitor or f"eval_{self.east_target_key}"
+
+    def annealing_schedule(self) -> AnnealingSchedule:
+        """The ``AnnealingSchedule`` of the ``east_*`` fields. Baselines get one stage (their early stopping, with the
+        same patience) and ``east_loss="ce"`` no warm start, since it is cross-entropy throughout."""
         epochs = self.east_warm_start_epochs
-        if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or not (epochs > 0 or epochs == -1):
-            raise ValueError(f"Expected east_warm_start_epochs > 0 or -1 (its own early stopping), got {epochs!r}")
-        if self.east_warm_start_steps is not None and self.east_warm_start_steps < 1:
-            raise ValueError(f"Expected east_warm_start_steps >= 1 or None, got {self.east_warm_start_steps}")
+        return AnnealingSchedule(
+            temperature=self.east_temperature,
+            decay=self.east_decay,
+            patience=self.east_patience,
+            stage_patience=self.east_stage_patience,
+            min_temperature=self.east_min_temperature,
+            max_stages=self.east_max_stages if self.east_loss == "east" else 1,
+            threshold=self.east_threshold,
+            stage_mode=monitor_mode(self.east_stage_monitor),
+            anneal_mode=monitor_mode(self.east_anneal_key),
+            warm_start=self.east_warm_start if self.east_loss != "ce" else "none",
+            warm_start_steps=self.east_warm_start_steps,
+            warm_start_epochs=None if epochs == -1 else epochs,  # -1: the warm start's own early stopping
+        )
+
+    def annealing_callback(self):
+        """The ``TemperatureAnnealingCallback`` that ``EASTTrainer`` installs from this config."""
+        from east_hf.callbacks import TemperatureAnnealingCallback
+
+        return TemperatureAnnealingCallback(
+            self.annealing_schedule(),
+            stage_monitor=self.east_stage_monitor,
+            anneal_monitor=self.east_anneal_key,
+            restore_best_per_stage=self.east_restore_best_per_stage,
+        )
 
     def __getstate__(self):
         # transformers pickles the arguments into training_args.bin beside every checkpoint and pushes that file to the

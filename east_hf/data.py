@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from east_hf.functional import class_index
+
 __all__ = [
     "PREPROCESSOR_NAME",
     "SKLEARN_SETS",
@@ -250,19 +252,16 @@ def _encode_labels(dsd, label_column: str | None, dataset_name: str):
     return dsd.cast_column("label", datasets.ClassLabel(names=names)), names
 
 
-def _class_index(name: Any, names: Sequence[str]) -> int:
-    if str(name) in names:
-        return list(names).index(str(name))
-    if str(name).isdigit() and int(name) < len(names):
-        return int(name)
-    raise DataError(f"positive_classes entry {name!r} is not a class; classes are: {', '.join(names)}")
-
-
 def _binarize(dsd, positive_classes: Sequence[Any], names: list[str]):
     """Label 1 for ``positive_classes``, 0 for the rest; names ``[rest, pos1+pos2...]``."""
     import datasets
 
-    positive = sorted({_class_index(c, names) for c in positive_classes})
+    try:
+        positive = sorted(
+            {class_index(c, names, len(names), what="positive_classes entries") for c in positive_classes}
+        )
+    except ValueError as e:
+        raise DataError(str(e)) from None
     if not positive or len(positive) == len(names):
         raise DataError(f"positive_classes must leave both classes non-empty, got {list(positive_classes)} of {names}")
     negative = [names[k] for k in range(len(names)) if k not in positive]

@@ -1,21 +1,129 @@
-"""EASTLoss: 1 - M(C_T), the EAST surrogate of a confusion-matrix metric M as an ``nn.Module``."""
+"""Losses of a whole set: EASTLoss, 1 - M(C_T), and the paper's baselines, behind one interface.
+
+A confusion-matrix metric is a function of a whole set, not a mean over samples. Every loss here is therefore
+written as additive *statistics* of a batch (``statistics(logits, labels)``: a tensor that sums over batches and
+processes) and a *loss of those statistics* (``loss_from_statistics``). ``forward`` is the two in a row. The Trainer
+layer sums statistics across processes (a differentiable all-reduce) before taking the loss of a training batch, and
+across every evaluation batch before taking the loss of the evaluation set, whatever the loss:
+
+- ``EASTLoss``: the soft confusion matrix C_T (C, C); the loss 1 - M(C_T).
+- ``CrossEntropySetLoss``: (sum of cross-entropies, count); the loss is their ratio, the mean cross-entropy.
+- ``SoftDiceLoss``: per class (sum p y, sum p^2, sum y); the loss 1 - mean_k Dice_k (Milletari et al., 2016).
+
+``build_loss(name, ...)`` makes one by its ``EASTConfig.east_loss`` name. Pure torch: nothing from transformers.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from east_hf.functional import METRICS, beta_vector, check_temperature
+from east_hf.functional import AVERAGES, METRICS, beta_vector, check_temperature, resolve_beta, valid_rows
 from east_hf.functional.fused import soft_confusion_from_logits
-from east_hf.functional.metrics import AVERAGES
-from east_hf.functional.surrogate import _check_labels, _check_weight, _select
 
-__all__ = ["EASTLoss"]
+__all__ = ["LOSSES", "CrossEntropySetLoss", "EASTLoss", "SetLoss", "SoftDiceLoss", "build_loss"]
 
 
-class EASTLoss(nn.Module):
+class SetLoss(nn.Module):
+    """A loss of a set computed from additive statistics of its batches (see the module docstring).
+
+    Subclasses set ``name`` and implement ``statistics`` and ``loss_from_statistics``; rows labelled
+    ``ignore_index`` contribute nothing.
+    """
+
+    name: str = ""
+    soft_metric_key: str | None = None  # a training log key for 1 - loss, where that is a soft metric
+
+    def __init__(self, ignore_index: int | None = -100):
+        super().__init__()
+        self.ignore_index = ignore_index
+
+    def statistics(
+        self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+    def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(
+        self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        loss = self.loss_from_statistics(self.statistics(logits, labels, sample_weight))
+        if not bool(torch.isfinite(loss)):  # one scalar check; diagnose the cause only when it fails
+            if not bool(torch.isfinite(logits).all()):
+                raise ValueError(f"Expected finite logits, got NaN or inf in logits of shape {tuple(logits.shape)}")
+            raise FloatingPointError(f"{type(self).__name__} is not finite ({loss.item()}) for finite logits")
+        return loss
+
+    def _rows(self, logits, labels, sample_weight):
+        if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+            got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+            raise ValueError(f"Expected logits of shape (N, C), got {got}")
+        return valid_rows(logits, labels, sample_weight, ignore_index=self.ignore_index)
+
+
+class CrossEntropySetLoss(SetLoss):
+    """Cross-entropy as a set loss: statistics (sum of per-sample cross-entropies, count), loss their ratio.
+
+    Equal to ``F.cross_entropy(logits, labels, ignore_index=-100)`` on a batch (weighted by ``sample_weight`` if
+    given), and to the mean over the whole set when the statistics of several batches are summed first. float32.
+
+    >>> loss = CrossEntropySetLoss()
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 0])
+    >>> torch.isclose(loss(logits, labels), F.cross_entropy(logits, labels)).item()
+    True
+    """
+
+    name = "ce"
+
+    def statistics(self, logits, labels, sample_weight=None):
+        logits, labels, sample_weight = self._rows(logits, labels, sample_weight)
+        with torch.autocast(logits.device.type, enabled=False):
+            per_sample = F.cross_entropy(logits.float(), labels, reduction="none")  # (n,)
+            if sample_weight is None:
+                return torch.stack([per_sample.sum(), per_sample.new_tensor(float(len(per_sample)))])
+            weight = sample_weight.float()
+            return torch.stack([(per_sample * weight).sum(), weight.sum()])
+
+    def loss_from_statistics(self, stats):
+        return stats[0] / stats[1]
+
+
+class SoftDiceLoss(SetLoss):
+    """Multiclass soft Dice (Milletari et al., 2016), the paper's Dice baseline, as a set loss.
+
+    Statistics per class k (3, C): sum_n p_nk y_nk, sum_n p_nk^2 and sum_n y_nk (= sum y^2 for one-hot y), with
+    p = softmax(logits); the loss is 1 - mean_k 2 a_k / (b_k + c_k + eps). On one batch it equals
+    ``east_hf.functional.soft_dice_loss``. Computed in float32.
+    """
+
+    name = "dice"
+
+    def __init__(self, ignore_index: int | None = -100, eps: float = 1e-6):
+        super().__init__(ignore_index)
+        self.eps = eps
+
+    def statistics(self, logits, labels, sample_weight=None):
+        logits, labels, sample_weight = self._rows(logits, labels, sample_weight)
+        with torch.autocast(logits.device.type, enabled=False):
+            p = logits.float().softmax(dim=1)  # (n, C)
+            y = F.one_hot(labels, p.shape[1]).to(p.dtype)  # (n, C)
+            if sample_weight is not None:
+                w = sample_weight.float().unsqueeze(1)
+                return torch.stack([(w * p * y).sum(0), (w * p * p).sum(0), (w * y).sum(0)])
+            return torch.stack([(p * y).sum(0), (p * p).sum(0), y.sum(0)])  # (3, C)
+
+    def loss_from_statistics(self, stats):
+        dice = 2 * stats[0] / (stats[1] + stats[2] + self.eps)  # (C,)
+        return 1.0 - dice.mean()
+
+
+class EASTLoss(SetLoss):
     """The EAST surrogate loss ``1 - M(C_T(softmax(logits), labels))`` (paper Sec. 4).
 
     Args:
@@ -40,10 +148,12 @@ class EASTLoss(nn.Module):
     (True, torch.Size([3, 2]))
     """
 
+    name = "east"
+
     def __init__(
         self,
         metric: str | Callable[[torch.Tensor], torch.Tensor] = "fbeta",
-        beta: float | Sequence[float] = 1.0,
+        beta: float | Sequence[float] | Mapping[str, float] = 1.0,
         average: str = "macro",
         pos_label: int = 1,
         temperature: float = 0.2,
@@ -51,8 +161,9 @@ class EASTLoss(nn.Module):
         threshold_grad: bool = True,
         ignore_index: int | None = -100,
         zero_division: float = 0.0,
+        class_names: Sequence[str] | Mapping[int, str] | None = None,
     ):
-        super().__init__()
+        super().__init__(ignore_index)
         if isinstance(metric, str):
             if metric not in METRICS:
                 raise ValueError(f"Expected metric in {sorted(METRICS)} or a callable, got {metric!r}")
@@ -64,6 +175,12 @@ class EASTLoss(nn.Module):
             isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2
         ):
             raise ValueError(f"Expected num_classes as an int >= 2, got {num_classes!r}")
+        if isinstance(beta, (str, Mapping)):
+            if num_classes is None:
+                raise ValueError(
+                    f"Expected num_classes (and class_names) to resolve beta given by class, got {beta!r}"
+                )
+            beta = resolve_beta(beta, class_names, num_classes)
         if num_classes is not None:
             beta_vector(beta, num_classes, torch.empty(0))  # fail now, not at the first step
             if average == "binary" and not 0 <= pos_label < num_classes:
@@ -77,12 +194,16 @@ class EASTLoss(nn.Module):
         self.temperature = check_temperature(temperature)
         self.num_classes = num_classes
         self.threshold_grad = threshold_grad
-        self.ignore_index = ignore_index
         self.zero_division = zero_division
 
     @property
     def metric_name(self) -> str:
         return self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "custom")
+
+    @property
+    def soft_metric_key(self) -> str:
+        """The training log key of the batch's soft metric, 1 - loss (e.g. ``east_soft_fbeta``)."""
+        return f"east_soft_{self.metric_name}"
 
     def extra_repr(self) -> str:
         return f"metric={self.metric_name!r}, beta={self.beta}, average={self.average!r}, temperature={self.temperature:.4g}"
@@ -101,8 +222,7 @@ class EASTLoss(nn.Module):
             )
         if C < 2:
             raise ValueError(f"Expected at least 2 classes, got logits of shape {tuple(logits.shape)}")
-        valid = _check_labels(labels, logits.shape[0], C, self.ignore_index)
-        logits, labels, sample_weight = _select(valid, logits, labels, _check_weight(sample_weight, logits.shape[0]))
+        logits, labels, sample_weight = valid_rows(logits, labels, sample_weight, ignore_index=self.ignore_index)
         temperature = check_temperature(self.temperature)
         return soft_confusion_from_logits(logits, labels, sample_weight, temperature, self.threshold_grad)
 
@@ -129,12 +249,23 @@ class EASTLoss(nn.Module):
         """1 - M(confmat)."""
         return 1.0 - self.metric_value(confmat)
 
-    def forward(
-        self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        loss = self.loss_from_confusion(self.confusion_matrix(logits, labels, sample_weight))
-        if not bool(torch.isfinite(loss)):  # one scalar check; diagnose the cause only when it fails
-            if not bool(torch.isfinite(logits).all()):
-                raise ValueError(f"Expected finite logits, got NaN or inf in logits of shape {tuple(logits.shape)}")
-            raise FloatingPointError(f"EAST loss is not finite ({loss.item()}) for finite logits; please report this")
-        return loss
+    # The set-loss interface: the statistics are the soft confusion matrix.
+    statistics = confusion_matrix
+    loss_from_statistics = loss_from_confusion
+
+
+LOSSES: dict[str, type[SetLoss]] = {"east": EASTLoss, "ce": CrossEntropySetLoss, "dice": SoftDiceLoss}
+"""The losses by their ``EASTConfig.east_loss`` name."""
+
+
+def build_loss(name: str, ignore_index: int | None = -100, **east_settings: Any) -> SetLoss:
+    """The loss named ``name`` (``LOSSES``); ``east_settings`` (``metric``, ``beta``, ...) go to ``EASTLoss`` only.
+
+    >>> build_loss("ce")
+    CrossEntropySetLoss()
+    """
+    if name not in LOSSES:
+        raise ValueError(f"Expected a loss in {tuple(LOSSES)}, got {name!r}")
+    if name == "east":
+        return EASTLoss(ignore_index=ignore_index, **east_settings)
+    return LOSSES[name](ignore_index=ignore_index)

@@ -20,26 +20,33 @@ Gradient accumulation
     per-device batch or more processes, which are exact, when the batch the surrogate sees matters.
 
 Evaluation
-    ``eval_loss`` is the surrogate of the whole evaluation set at the current temperature: the soft memberships of
-    every batch (gathered across processes, duplicates of uneven sharding dropped) are summed into one confusion
-    matrix and the metric is applied once. Hard metrics come from ``compute_metrics``.
+    ``eval_loss`` is the loss of the whole evaluation set: every loss is a function of additive statistics
+    (``east_hf.loss``), those of every batch (gathered across processes, duplicates of uneven sharding dropped) are
+    summed and the loss is applied once. For EAST that is the surrogate of the whole set at the current temperature
+    (one soft confusion matrix), for cross-entropy the mean over the set, for Dice the soft Dice of the set. Hard
+    metrics come from ``compute_metrics``.
+
+One loss, chosen at ``__init__`` from ``east_loss`` (``EASTConfig.build_loss``), and one direction of control: the
+annealing callback holds the schedule; the trainer finds the callback in its own callback list and pulls the stage,
+the temperature and whether the warm start's cross-entropy is on. Temperature and stage are added to every log, in
+``log`` alone.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import Trainer, TrainingArguments
 
+import east_hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
+from east_hf.callbacks import TemperatureAnnealingCallback
 from east_hf.cards import hub_preflight, write_model_card
-from east_hf.config import EASTConfig, resolve_beta
-from east_hf.functional.baselines import soft_dice_loss
-from east_hf.functional.surrogate import _check_labels, confusion_from_memberships, soft_predictions
-from east_hf.loss import EASTLoss
+from east_hf.config import EASTConfig
+from east_hf.loss import CrossEntropySetLoss, EASTLoss, SetLoss
 
 __all__ = ["EASTTrainer", "logits_of"]
 
@@ -66,16 +73,19 @@ def _all_reduce_differentiable(tensor: torch.Tensor) -> torch.Tensor:
 
 
 class EASTTrainer(Trainer):
-    """``Trainer`` that optimises 1 - M(C_T), the EAST surrogate of a confusion-matrix metric M.
+    """``Trainer`` that optimises 1 - M(C_T), the EAST surrogate of a confusion-matrix metric M (or a baseline loss).
 
     Takes an ``EASTConfig`` as ``args``. Works with any model whose output has ``.logits`` (transformers image
     classifiers, ``TimmWrapperForImageClassification``) or that returns a logits tensor; the model's own
-    cross-entropy is not computed (``labels`` are not passed to it). Installs ``TemperatureAnnealingCallback`` from
-    the config unless one is passed in ``callbacks``.
+    cross-entropy is not computed (``labels`` are not passed to it). Installs the config's
+    ``TemperatureAnnealingCallback`` unless one is passed in ``callbacks``.
 
     Attributes:
-        east_loss: the ``EASTLoss`` in use; its ``temperature`` is what the annealing sets.
-        use_cross_entropy: when True (a cross-entropy warm start, or ``east_loss="ce"``) the loss is cross-entropy.
+        east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
+        warm_start_loss: the cross-entropy trained during the annealing's warm start.
+        annealing: the annealing callback in this trainer's callback list, or None (read-only).
+        east_stage, east_temperature, use_cross_entropy: the current stage, its temperature and whether the loss is
+            cross-entropy (the warm start, or ``east_loss="ce"``), read from ``annealing.schedule`` (read-only).
     """
 
     # Our loss is a per-batch surrogate: let the Trainer divide it by the accumulation steps (see module docstring).
@@ -98,43 +108,61 @@ class EASTTrainer(Trainer):
             args.label_names = ["labels"]  # plain nn.Modules have no `labels` argument for the Trainer to find
         config = getattr(model, "config", None)
         num_classes = getattr(config, "num_labels", None)
-        id2label = getattr(config, "id2label", None)
-        beta = args.east_beta
-        if num_classes is not None:
-            beta = resolve_beta(beta, id2label, num_classes)
-        elif isinstance(beta, dict) and not all(str(k).isdigit() for k in beta):
+        if (
+            num_classes is None
+            and isinstance(args.east_beta, Mapping)
+            and not all(str(k).isdigit() for k in args.east_beta)
+        ):
             raise ValueError(
                 "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
             )
-        self.east_loss = EASTLoss(
-            metric=args.east_metric,
-            beta=beta,
-            average=args.east_average,
-            pos_label=args.east_pos_label,
-            temperature=args.east_temperature,
-            num_classes=num_classes,
-            threshold_grad=args.east_threshold_grad,
-        )
-        self.use_cross_entropy = args.east_loss == "ce"
-        self.east_stage = 0
+        self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None))
+        self.warm_start_loss = CrossEntropySetLoss()
+        self._num_classes = num_classes
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
         self.east_card_info: dict[str, Any] = {}
         self._soft_metric_sum = None
         self._soft_metric_count = 0
-        self._eval_confmat = None
+        self._eval_stats = None
         callbacks = list(callbacks or [])
-        if args.east_annealing:
-            from east_hf.callbacks import TemperatureAnnealingCallback
-
-            if not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
-                # Baselines (ce, dice) get one stage: plain early stopping with the same patience.
-                overrides = {} if args.east_loss == "east" else {"max_stages": 1}
-                callbacks.append(TemperatureAnnealingCallback.from_config(args, **overrides))
+        if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
+            callbacks.append(args.annealing_callback())
         super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
+
+    # ---- the annealing state, pulled from the callback ----
+    @property
+    def annealing(self) -> TemperatureAnnealingCallback | None:
+        """The annealing callback of this trainer (after a resume, the instance restored from the checkpoint)."""
         for callback in self.callback_handler.callbacks:
-            if callable(getattr(callback, "attach", None)):  # TemperatureAnnealingCallback drives our temperature
-                callback.attach(self)
+            if isinstance(callback, TemperatureAnnealingCallback):
+                return callback
+        return None
+
+    @property
+    def east_stage(self) -> int:
+        annealing = self.annealing
+        return 0 if annealing is None else annealing.schedule.stage
+
+    @property
+    def east_temperature(self) -> float:
+        annealing = self.annealing
+        return self.args.east_temperature if annealing is None else annealing.schedule.temperature
+
+    @property
+    def use_cross_entropy(self) -> bool:
+        return self._current_loss().name == "ce"
+
+    def _current_loss(self) -> SetLoss:
+        """The loss of the current stage: cross-entropy in a warm start, else ``east_loss`` at the stage's T."""
+        annealing = self.annealing
+        if annealing is None:
+            return self.east_loss
+        if annealing.schedule.in_warm_start:
+            return self.warm_start_loss
+        if isinstance(self.east_loss, EASTLoss):
+            self.east_loss.temperature = annealing.schedule.temperature
+        return self.east_loss
 
     # ---- loss ----
     def _split_inputs(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor]:
@@ -142,21 +170,6 @@ class EASTTrainer(Trainer):
             raise ValueError(f"Expected a 'labels' entry in the batch, got keys {sorted(inputs)}")
         inputs = dict(inputs)
         return inputs, inputs.pop("labels")
-
-    def _loss_from_logits(self, logits: torch.Tensor, labels: torch.Tensor, sync: bool) -> torch.Tensor:
-        if self.use_cross_entropy:
-            return F.cross_entropy(logits.float(), labels, ignore_index=-100)
-        if self.args.east_loss == "dice":
-            return soft_dice_loss(logits, labels)
-        confmat = self.east_loss.confusion_matrix(logits, labels)  # (C, C), float32
-        if sync and self.args.east_sync_across_processes and self.accelerator.num_processes > 1:
-            confmat = _all_reduce_differentiable(confmat)
-        metric = self.east_loss.metric_value(confmat)
-        if self.model.training:
-            value = metric.detach()
-            self._soft_metric_sum = value if self._soft_metric_sum is None else self._soft_metric_sum + value
-            self._soft_metric_count += 1
-        return 1.0 - metric
 
     def compute_loss(
         self,
@@ -167,27 +180,30 @@ class EASTTrainer(Trainer):
     ):
         inputs, labels = self._split_inputs(inputs)
         outputs = model(**inputs)
-        loss = self._loss_from_logits(logits_of(outputs), labels, sync=True)
+        loss_fn = self._current_loss()
+        stats = loss_fn.statistics(logits_of(outputs), labels)  # additive: (C, C) for EAST
+        if self.args.east_sync_across_processes and self.accelerator.num_processes > 1:
+            stats = _all_reduce_differentiable(stats)
+        loss = loss_fn.loss_from_statistics(stats)
+        if model.training and loss_fn.soft_metric_key is not None:
+            value = 1.0 - loss.detach()
+            self._soft_metric_sum = value if self._soft_metric_sum is None else self._soft_metric_sum + value
+            self._soft_metric_count += 1
         return (loss, outputs) if return_outputs else loss
 
-    # ---- evaluation: the surrogate of the whole set ----
+    # ---- evaluation: the loss of the whole set ----
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         inputs = self._prepare_inputs(inputs)
         inputs, labels = self._split_inputs(inputs)
+        loss_fn = self._current_loss()
         with torch.no_grad():
             logits = logits_of(model(**inputs)).detach()
-            if self.use_cross_entropy or self.args.east_loss != "east":
-                loss = self._loss_from_logits(logits, labels, sync=False)
-            else:
-                valid = _check_labels(labels, logits.shape[0], logits.shape[1], self.east_loss.ignore_index)
-                g = soft_predictions(logits[valid].float().softmax(1), self.east_loss.temperature)  # (n, C)
-                kept = labels[valid]
-                confmat = confusion_from_memberships(g, kept)  # (C, C), this batch alone
-                loss = self.east_loss.loss_from_confusion(confmat)
-                if self.accelerator.num_processes > 1:
-                    g, kept = self.accelerator.gather_for_metrics((g, kept))  # drops the padding of uneven shards
-                    confmat = confusion_from_memberships(g, kept)  # every process's batch
-                self._eval_confmat = confmat if self._eval_confmat is None else self._eval_confmat + confmat
+            stats = loss_fn.statistics(logits, labels)  # this process's batch
+            loss = loss_fn.loss_from_statistics(stats)
+            if self.accelerator.num_processes > 1:
+                every = self.accelerator.gather_for_metrics((logits, labels))  # drops the padding of uneven shards
+                stats = loss_fn.statistics(*every)  # every process's batch
+            self._eval_stats = stats if self._eval_stats is None else self._eval_stats + stats
         if prediction_loss_only:
             return loss, None, None
         return loss, logits, labels
@@ -195,24 +211,22 @@ class EASTTrainer(Trainer):
     def evaluation_loop(
         self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
     ):
-        self._eval_confmat = None
+        self._eval_stats = None
         output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
-        if self._eval_confmat is not None:
-            output.metrics[f"{metric_key_prefix}_loss"] = self.east_loss.loss_from_confusion(self._eval_confmat).item()
-            output.metrics[f"{metric_key_prefix}_east_temperature"] = self.east_loss.temperature
-            output.metrics[f"{metric_key_prefix}_east_stage"] = self.east_stage
-        self._eval_confmat = None
+        if self._eval_stats is not None:
+            loss = self._current_loss().loss_from_statistics(self._eval_stats)
+            output.metrics[f"{metric_key_prefix}_loss"] = loss.item()
+        self._eval_stats = None
         return output
 
-    # ---- logging: temperature, stage and the soft metric ----
+    # ---- logging: temperature, stage and the soft metric, in one place ----
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "loss" in logs:  # a training log
-            if self._soft_metric_count:
-                key = f"east_soft_{self.east_loss.metric_name}"
-                logs[key] = round((self._soft_metric_sum / self._soft_metric_count).item(), 6)
+        if "loss" in logs and self._soft_metric_count:  # a training log
+            logs[self.east_loss.soft_metric_key] = round((self._soft_metric_sum / self._soft_metric_count).item(), 6)
+        if "loss" in logs:
             self._soft_metric_sum, self._soft_metric_count = None, 0
-            logs["east_temperature"] = self.east_loss.temperature
-            logs["east_stage"] = self.east_stage
+        logs.setdefault("east_temperature", self.east_temperature)
+        logs.setdefault("east_stage", self.east_stage)
         super().log(logs, start_time)
 
     # ---- fail early ----
@@ -241,14 +255,14 @@ class EASTTrainer(Trainer):
                 logits = logits_of(self.model(**inputs))
         finally:
             self.model.train(was_training)
-        C = self.east_loss.num_classes
+        C = self._num_classes
         if logits.ndim != 2 or (C is not None and logits.shape[1] != C):
             raise ValueError(
                 f"Expected logits of shape (N, {C}) for the configured classes, got {tuple(logits.shape)}"
             )
-        if self.east_loss.num_classes is None:
+        if isinstance(self.east_loss, EASTLoss) and self.east_loss.num_classes is None:
             self.east_loss.num_classes = logits.shape[1]
-        self.east_loss.confusion_matrix(logits, labels)  # labels in range, beta length, finite logits
+        self._current_loss().statistics(logits, labels)  # labels in range, beta length
 
     # ---- model card ----
     def create_model_card(

@@ -5,6 +5,7 @@ Schedule and callback tests drive synthetic evaluation sequences; the Trainer-le
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -207,16 +208,6 @@ def test_state_dict_round_trip_continues_identically():
 
 
 # ---------------------------------------------------------------- the callback, driven by hand
-class FakeTrainer:
-    """What the callback touches on an EASTTrainer."""
-
-    def __init__(self, use_cross_entropy: bool = False):
-        self.east_loss = EASTLoss(temperature=0.3)
-        self.use_cross_entropy = use_cross_entropy
-        self.east_stage = None
-        self.callback_handler = SimpleNamespace(callbacks=[])
-
-
 def fake_args(tmp_path=None, **overrides):
     args = dict(
         eval_strategy="steps",
@@ -232,13 +223,10 @@ def fake_args(tmp_path=None, **overrides):
 class Driver:
     """One fake training run: a Linear model whose weights are set to the step number before each evaluation."""
 
-    def __init__(self, callback, args=None, trainer=None, step=0, attach=True):
+    def __init__(self, callback, args=None, step=0):
         self.callback, self.args = callback, args or fake_args()
-        self.trainer = trainer or FakeTrainer()
         self.model = nn.Linear(2, 2)
         self.state, self.control = TrainerState(global_step=step), TrainerControl()
-        if attach:
-            callback.attach(self.trainer)
 
     def begin(self):
         self.callback.on_train_begin(self.args, self.state, self.control, model=self.model)
@@ -253,7 +241,7 @@ class Driver:
         self.callback.on_step_end(self.args, self.state, self.control, model=self.model)
         metrics = {"eval_loss": loss, "eval_fbeta": f1, "eval_accuracy": 0.0}
         self.callback.on_evaluate(self.args, self.state, self.control, metrics=metrics, model=self.model)
-        return self.trainer.east_loss.temperature
+        return self.callback.schedule.temperature  # what EASTTrainer reads before the next step
 
     def run(self, values):
         temperatures = []
@@ -270,13 +258,13 @@ STAGES = [(1.0, 0.5), (0.9, 0.6), (0.95, 0.6)]  # patience 1: each triple is a s
 def test_callback_sets_exact_temperatures_and_stops():
     callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
     driver = Driver(callback).begin()
-    assert driver.trainer.east_loss.temperature == 0.2 and driver.trainer.east_stage == 0  # attach applies T0
+    assert callback.schedule.temperature == 0.2 and callback.schedule.stage == 0
     # stage 0: steps 1-3 (best F1 0.6); stage 1: same values, a tie (1 stage w/o improvement); stage 2: tie -> stop
     temperatures = driver.run(STAGES * 4)
     assert temperatures == [0.2, 0.2, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05]
     assert driver.state.global_step == 9 and driver.control.should_training_stop
-    assert callback.schedule.stop_reason == "stage_patience" and driver.trainer.east_stage == 2
-    assert driver.trainer.use_cross_entropy is False  # never touched without a warm start
+    assert callback.schedule.stop_reason == "stage_patience" and callback.schedule.stage == 2
+    assert not callback.schedule.in_warm_start
 
 
 def test_callback_restores_the_stage_best_weights_before_the_next_step():
@@ -299,17 +287,17 @@ def test_callback_without_restore_keeps_the_last_weights():
 def test_callback_warm_start_runs_cross_entropy_and_hands_over_its_best_weights():
     callback = TemperatureAnnealingCallback(patience=2, warm_start="ce")
     driver = Driver(callback).begin()
-    assert driver.trainer.use_cross_entropy is True and driver.trainer.east_stage == -1
-    assert driver.trainer.east_loss.temperature == 0.2
+    assert callback.schedule.in_warm_start and callback.schedule.stage == -1
+    assert callback.schedule.temperature == 0.2
     driver.run([(2.0, 0.4), (1.5, 0.6), (1.6, 0.6), (1.7, 0.5)])  # CE best at step 2, ends at step 4
-    assert driver.trainer.use_cross_entropy is False and driver.trainer.east_stage == 0
+    assert not callback.schedule.in_warm_start and callback.schedule.stage == 0
     assert callback.schedule.best_anneal == 0.6 and callback.schedule.best_anneal_stage == -1
     assert driver.model.weight.unique().tolist() == [4.0] and callback.restore_pending
     callback.on_step_begin(driver.args, driver.state, driver.control, model=driver.model)
     assert driver.model.weight.unique().tolist() == [2.0]  # the first EAST step starts from the CE best
     driver.evaluate(0.3, 0.7)
     assert callback._stage_weights["weight"].unique().tolist() == [5.0]  # stage 0's first best
-    assert driver.trainer.east_loss.temperature == 0.2
+    assert callback.schedule.temperature == 0.2
 
 
 def test_callback_warm_start_of_fixed_length_requests_the_evaluation_at_its_step():
@@ -323,7 +311,7 @@ def test_callback_warm_start_of_fixed_length_requests_the_evaluation_at_its_step
     callback.on_step_end(driver.args, driver.state, driver.control)
     assert driver.control.should_evaluate  # the Trainer evaluates at step 3 even off its eval_steps grid
     callback.on_evaluate(driver.args, driver.state, driver.control, metrics={"eval_loss": 1.0, "eval_fbeta": 0.5})
-    assert callback.schedule.stage == 0 and not driver.trainer.use_cross_entropy
+    assert callback.schedule.stage == 0 and not callback.schedule.in_warm_start
     assert not callback.restore_pending  # step 3 improved: its own weights are the warm start's best
 
 
@@ -352,16 +340,13 @@ def test_callback_missing_key_names_the_keys_that_appeared():
         driver.evaluate(1.0, 0.5)
 
 
-def test_callback_needs_evaluations_and_a_trainer():
+def test_callback_needs_evaluations_and_valid_settings():
     with pytest.raises(ValueError, match="eval_strategy"):
         Driver(TemperatureAnnealingCallback(), args=fake_args(eval_strategy="no")).begin()
-    lonely = TemperatureAnnealingCallback()
-    with pytest.raises(RuntimeError, match="attach"):
-        lonely.on_train_begin(fake_args(), TrainerState(), TrainerControl())
-    with pytest.raises(TypeError, match="east_loss"):
-        lonely.attach(SimpleNamespace(use_cross_entropy=False))
     with pytest.raises(ValueError, match="warm_start"):
         TemperatureAnnealingCallback(warm_start="dice")
+    with pytest.raises(TypeError, match="both"):
+        TemperatureAnnealingCallback(AnnealingSchedule(), decay=0.5)
 
 
 def test_callback_ignores_evaluations_outside_training():
@@ -371,26 +356,13 @@ def test_callback_ignores_evaluations_outside_training():
     assert callback.schedule.state_dict() == AnnealingSchedule().state_dict()
 
 
-def test_callback_logs_temperature_and_stage():
-    callback = TemperatureAnnealingCallback(decay=0.5, patience=1)
-    driver = Driver(callback).begin()
-    driver.run(STAGES)
-    logs = {"eval_loss": 0.9, "epoch": 1.0}
-    driver.state.log_history.append({**logs, "step": driver.state.global_step})  # what Trainer.log does first
-    callback.on_log(driver.args, driver.state, driver.control, logs=logs)
-    assert logs["east_temperature"] == 0.1 and logs["east_stage"] == 1
-    assert driver.state.log_history[-1]["east_temperature"] == 0.1
-    train_logs = {"loss": 0.5, "east_temperature": 0.123, "east_stage": 7}  # EASTTrainer.log's own values win
-    callback.on_log(driver.args, driver.state, driver.control, logs=train_logs)
-    assert train_logs == {"loss": 0.5, "east_temperature": 0.123, "east_stage": 7}
-
-
 def restored(callback):
-    """What Trainer._load_callback_state does: a fresh instance from the JSON state in trainer_state.json."""
+    """A new callback from the JSON state a checkpoint keeps in trainer_state.json: built from its settings, then its
+    schedule's state loaded (the real resume through EASTTrainer is tested below)."""
     state = json.loads(json.dumps(callback.state()))
-    fresh = type(callback)(**state["args"])
-    for name, value in state["attributes"].items():
-        setattr(fresh, name, value)
+    fresh = TemperatureAnnealingCallback(**state["args"])
+    fresh.schedule.load_state_dict(state["attributes"]["schedule_state"])
+    fresh.restore_pending = state["attributes"]["restore_pending"]
     return fresh
 
 
@@ -411,14 +383,9 @@ def test_callback_state_round_trip_resumes_stage_counters_and_temperature(tmp_pa
     assert (tmp_path / "checkpoint-10" / STAGE_BEST_WEIGHTS_NAME).is_file()
 
     fresh = restored(first.callback)
-    trainer = FakeTrainer(use_cross_entropy=True)  # a new EASTTrainer whose original callback began the warm start
-    TemperatureAnnealingCallback(**kwargs).attach(trainer)
-    trainer.callback_handler.callbacks.append(fresh)  # Trainer._load_callback_state swapped in the fresh one
-    second = Driver(fresh, args=first.args, trainer=trainer, step=10, attach=False)
-    assert fresh.trainer is None
-    second.begin()  # finds its trainer, re-applies stage 1's temperature and CE flag, reloads step 9's weights
-    assert fresh.trainer is trainer
-    assert (trainer.east_loss.temperature, trainer.east_stage, trainer.use_cross_entropy) == (0.1, 1, False)
+    second = Driver(fresh, args=first.args, step=10)
+    second.begin()  # stage 1's temperature, past the warm start, and step 9's weights reloaded
+    assert (fresh.schedule.temperature, fresh.schedule.stage, fresh.schedule.in_warm_start) == (0.1, 1, False)
     assert fresh._stage_weights["weight"].unique().tolist() == [9.0]
     tail = second.run(values[10:11])
     assert fresh.restore_pending and fresh._stage_weights["weight"].unique().tolist() == [9.0]
@@ -444,32 +411,34 @@ def test_from_config_maps_the_east_fields(tmp_path):
         east_warm_start_steps=10,
         east_restore_best_per_stage=False,
     )
-    assert TemperatureAnnealingCallback.from_config(args).state()["args"] == dict(
-        temperature=0.1,
-        decay=0.8,
-        patience=2,
-        stage_patience=4,
-        min_temperature=0.01,
-        max_stages=6,
-        threshold=0.001,
+    assert args.annealing_callback().state()["args"] == dict(
+        schedule=dict(
+            temperature=0.1,
+            decay=0.8,
+            patience=2,
+            stage_patience=4,
+            min_temperature=0.01,
+            max_stages=6,
+            threshold=0.001,
+            stage_mode="min",
+            anneal_mode="max",
+            warm_start="ce",
+            warm_start_steps=10,
+            warm_start_epochs=None,  # a fixed number of steps wins over the default epochs
+        ),
         stage_monitor="eval_loss",
         anneal_monitor="eval_mcc",
-        stage_mode="min",
-        anneal_mode="max",
-        warm_start="ce",
-        warm_start_steps=10,
-        warm_start_epochs=None,  # a fixed number of steps wins over the default epochs
         restore_best_per_stage=False,
     )
-    default = TemperatureAnnealingCallback.from_config(EASTConfig(output_dir=str(tmp_path), report_to=[]))
-    assert (default.warm_start, default.warm_start_epochs, default.schedule.warm_start_steps) == ("ce", 2.0, None)
+    default = EASTConfig(output_dir=str(tmp_path), report_to=[]).annealing_callback().schedule
+    assert (default.warm_start, default.warm_start_epochs, default.warm_start_steps) == ("ce", 2.0, None)
     own_stop = EASTConfig(output_dir=str(tmp_path), report_to=[], east_warm_start_epochs=-1)
-    assert TemperatureAnnealingCallback.from_config(own_stop).warm_start_epochs is None  # its own early stopping
+    assert own_stop.annealing_schedule().warm_start_epochs is None  # its own early stopping
     baseline = EASTConfig(
         output_dir=str(tmp_path), report_to=[], east_loss="ce", east_warm_start="ce", east_anneal_monitor="loss"
     )
-    callback = TemperatureAnnealingCallback.from_config(baseline, max_stages=1)
-    assert (callback.warm_start, callback.schedule.max_stages) == ("none", 1)  # cross-entropy throughout
+    callback = baseline.annealing_callback()
+    assert (callback.schedule.warm_start, callback.schedule.max_stages) == ("none", 1)  # cross-entropy throughout
     assert (callback.anneal_monitor, callback.schedule.anneal_mode) == ("eval_loss", "min")  # the paper's letter
 
 
@@ -560,7 +529,12 @@ def test_trainer_cools_down_and_stops_on_the_annealing_criterion(tmp_path):
     temperatures = [h["east_temperature"] for h in evals]
     assert temperatures == sorted(temperatures, reverse=True) and len(set(temperatures)) >= 3
     assert all(h["east_temperature"] == 0.2 * 0.5 ** h["east_stage"] for h in evals)
-    assert all(h["eval_east_temperature"] == h["east_temperature"] for h in evals)  # eval_loss at that temperature
+    assert all("eval_east_temperature" not in h for h in evals)  # temperature and stage are logged once
+    data = trainer.eval_dataset  # eval_loss is the whole-set surrogate at the logged temperature
+    with torch.no_grad():
+        logits = trainer.model(data.x)
+    whole = EASTLoss(temperature=trainer.east_temperature)(logits, data.y).item()
+    assert trainer.evaluate()["eval_loss"] == pytest.approx(whole, rel=1e-5)
     train_logs = [h for h in trainer.state.log_history if "loss" in h]
     assert {h["east_temperature"] for h in train_logs} == set(temperatures)
     assert max(h["eval_fbeta"] for h in evals) > evals[0]["eval_fbeta"] + 0.2  # it learned
@@ -594,7 +568,7 @@ class Spy(TrainerCallback):
     """Records the loss in use and the weights each optimizer step starts from, and the weights of each evaluation."""
 
     def __init__(self):
-        self.trainer, self.steps, self.evaluated = None, {}, {}
+        self.trainer, self.steps, self.evaluated, self.model_at_eval = None, {}, {}, {}
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         # the weights this step started from (global_step counts the steps done before it)
@@ -602,6 +576,7 @@ class Spy(TrainerCallback):
 
     def on_evaluate(self, args, state, control, model=None, **kwargs):
         self.evaluated[state.global_step] = model.state_dict()["net.0.weight"].clone()
+        self.model_at_eval[state.global_step] = copy.deepcopy(model)
 
 
 def test_trainer_warm_start_trains_with_cross_entropy_and_hands_its_best_weights_to_east(tmp_path):
@@ -620,7 +595,11 @@ def test_trainer_warm_start_trains_with_cross_entropy_and_hands_its_best_weights
     evals = evaluations(trainer)
     warm = [h for h in evals if h["east_stage"] == -1]
     end = warm[-1]["step"]  # the evaluation that ended the warm start
-    assert evals[len(warm)]["east_stage"] == 0 and "eval_east_temperature" not in warm[0]  # CE eval loss
+    assert evals[len(warm)]["east_stage"] == 0 and warm[0]["east_temperature"] == 0.2  # the warm start is at T0
+    with torch.no_grad():  # during the warm start eval_loss is the cross-entropy of the whole set
+        logits = spy.model_at_eval[warm[0]["step"]](trainer.eval_dataset.x)
+        first = torch.nn.functional.cross_entropy(logits, trainer.eval_dataset.y)
+    assert warm[0]["eval_loss"] == pytest.approx(first.item(), rel=1e-5)
     assert all(use_ce == (step < end) for step, (use_ce, _) in spy.steps.items())
     best = min(warm, key=lambda h: h["eval_loss"])["step"]
     assert best < end

@@ -281,3 +281,28 @@ def test_loss_learns_on_a_linear_problem():
         opt.step()
     after = east_hf.fbeta(east_hf.hard_confusion_matrix(model(X), y)).item()
     assert after > before + 0.2 and after > 0.7, (before, after)
+
+
+def test_the_core_imports_without_transformers_or_timm():
+    """east_hf.functional, east_hf.loss and east_hf.annealing are pure torch: a fresh interpreter loads neither."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, east_hf.functional, east_hf.loss, east_hf.annealing; "
+        "assert 'transformers' not in sys.modules and 'timm' not in sys.modules, "
+        "sorted(m for m in sys.modules if m.split('.')[0] in ('transformers', 'timm'))"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_one_class_resolver_for_names_safe_names_and_indices():
+    from east_hf.functional import class_index, resolve_beta
+
+    names = ["airplane", "Traffic Light", "dog"]
+    assert [class_index(c, names, 3) for c in ("dog", "traffic_light", "Traffic Light", 0, "1")] == [2, 1, 1, 0, 1]
+    assert resolve_beta({"dog": 0.25, "0": 2}, {0: "airplane", 1: "Traffic Light", 2: "dog"}, 3) == [2.0, 1.0, 0.25]
+    with pytest.raises(ValueError, match=r"Expected east_beta keys among the class names .* got 'cat'"):
+        resolve_beta({"cat": 2}, names, 3)
+    with pytest.raises(ValueError, match="got 3"):
+        class_index(3, names, 3)

@@ -183,7 +183,7 @@ def test_timm_wrapper_reload_in_fresh_process(saved_darknet19):
             assert "not supported in your version of timm" in str(err), err
         else:
             raise AssertionError("darknet19 loaded without east_hf")
-        import east_hf  # registers darknet19 with timm
+        import east_hf.models  # registers darknet19 with timm (a bare `import east_hf` does not)
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_models import assert_same_model
         assert_same_model(AutoModelForImageClassification.from_pretrained({str(path)!r}).eval(), Path({str(path)!r}))

@@ -1,5 +1,7 @@
 """The functional core of east_hf: pure torch, no transformers, timm or evaluate imports."""
 
+from east_hf.functional.baselines import soft_dice_loss
+from east_hf.functional.classes import class_index, class_names, resolve_beta, safe_name
 from east_hf.functional.metrics import (
     AVERAGES,
     METRICS,
@@ -10,8 +12,11 @@ from east_hf.functional.metrics import (
     precision,
     precision_recall_fbeta,
     recall,
+    target_metric_key,
 )
 from east_hf.functional.surrogate import (
+    MAX_TEMPERATURE,
+    check_labels,
     check_temperature,
     confusion_from_memberships,
     dynamic_threshold,
@@ -19,14 +24,19 @@ from east_hf.functional.surrogate import (
     linear_heaviside,
     soft_confusion_matrix,
     soft_predictions,
+    valid_rows,
 )
 
 __all__ = [
     "AVERAGES",
+    "MAX_TEMPERATURE",
     "METRICS",
     "accuracy",
     "beta_vector",
+    "check_labels",
     "check_temperature",
+    "class_index",
+    "class_names",
     "confusion_from_memberships",
     "dynamic_threshold",
     "fbeta",
@@ -36,6 +46,11 @@ __all__ = [
     "precision",
     "precision_recall_fbeta",
     "recall",
+    "resolve_beta",
+    "safe_name",
     "soft_confusion_matrix",
+    "soft_dice_loss",
     "soft_predictions",
+    "target_metric_key",
+    "valid_rows",
 ]

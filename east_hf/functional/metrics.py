@@ -22,7 +22,18 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["precision", "recall", "fbeta", "accuracy", "mcc", "precision_recall_fbeta", "METRICS", "AVERAGES"]
+__all__ = [
+    "AVERAGES",
+    "METRICS",
+    "accuracy",
+    "beta_vector",
+    "fbeta",
+    "mcc",
+    "precision",
+    "precision_recall_fbeta",
+    "recall",
+    "target_metric_key",
+]
 
 AVERAGES = ("macro", "weighted", "micro", "binary")
 
@@ -192,3 +203,12 @@ def mcc(confmat: torch.Tensor, **_: object) -> torch.Tensor:
 
 
 METRICS = {"fbeta": fbeta, "f1": fbeta, "accuracy": accuracy, "mcc": mcc, "precision": precision, "recall": recall}
+
+
+def target_metric_key(metric: str) -> str:
+    """The ``compute_metrics`` key of the hard metric a surrogate targets (``"f1"`` is reported as ``"fbeta"``).
+
+    >>> target_metric_key("f1"), target_metric_key("mcc")
+    ('fbeta', 'mcc')
+    """
+    return "fbeta" if metric in ("fbeta", "f1") else metric

@@ -14,7 +14,7 @@ the ``(N, C)`` probabilities because of one identity: since ``sum_j g_j = 1``, t
 only depends on the entries in the middle and upper pieces of ``H``, which are few (see ``_SoftSetMembership``).
 The plain composition ``linear_heaviside(p, dynamic_threshold(p), T)`` followed by the L1 normalisation computes the
 same values and gradients with autograd; the tests check one against the other and against a float64 transcription.
-``EASTLoss`` goes faster still through ``_soft_confusion_from_logits`` (the last section of this file): softmax,
+``EASTLoss`` goes faster still through ``soft_confusion_from_logits`` (``east_hf.functional.fused``): softmax,
 memberships and confusion matrix in one Function, with the same values and gradients.
 
 Gradient through the threshold: ``g_T(p) = H(p, tau(p))`` depends on ``p`` both directly and through ``tau``; the
@@ -32,7 +32,10 @@ __all__ = [
     "soft_predictions",
     "soft_confusion_matrix",
     "hard_confusion_matrix",
+    "check_labels",
     "check_temperature",
+    "confusion_from_memberships",
+    "valid_rows",
 ]
 
 MAX_TEMPERATURE = 0.4  # the slopes of Eq. (linear-param) divide by zero at T = 0.4 (m3 when tau = 0.5)
@@ -172,7 +175,12 @@ def soft_predictions(probs: torch.Tensor, temperature: float, *, threshold_grad:
         return _SoftSetMembership.apply(probs, temperature, bool(threshold_grad))
 
 
-def _check_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: int | None) -> torch.Tensor:
+def check_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: int | None = -100) -> torch.Tensor:
+    """Validate (N,) integer class labels against N rows of C scores; returns the (N,) mask of rows to keep.
+
+    Rows labelled ``ignore_index`` are dropped (as ``nn.CrossEntropyLoss``); every other label must lie in
+    ``[0, num_classes)``. One host synchronisation (the range check).
+    """
     if not isinstance(labels, torch.Tensor):
         raise TypeError(f"Expected labels as a torch.Tensor of shape (N,), got {type(labels).__name__}")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
@@ -189,10 +197,28 @@ def _check_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: 
     return valid
 
 
-def _select(valid: torch.Tensor, *tensors):
+def valid_rows(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    sample_weight: torch.Tensor | None = None,
+    *,
+    ignore_index: int | None = -100,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The input formatting every loss and confusion matrix shares: (scores, labels, sample_weight) of the kept rows.
+
+    scores: (N, C) logits or probabilities; labels: (N,) integer classes, rows labelled ``ignore_index`` dropped;
+    sample_weight: None or (N,). Raises a one-line error for a wrong shape, a non-integer label or one out of range.
+
+    >>> s, y, w = valid_rows(torch.zeros(3, 2), torch.tensor([1, -100, 0]))
+    >>> tuple(s.shape), y.tolist(), w
+    ((2, 2), [1, 0], None)
+    """
+    _check_probs(scores, "scores")
+    valid = check_labels(labels, scores.shape[0], scores.shape[1], ignore_index)
+    sample_weight = _check_weight(sample_weight, scores.shape[0])
     if bool(valid.all()):
-        return tensors
-    return tuple(None if t is None else t[valid] for t in tensors)
+        return scores, labels, sample_weight
+    return scores[valid], labels[valid], None if sample_weight is None else sample_weight[valid]
 
 
 def confusion_from_memberships(
@@ -229,8 +255,7 @@ def soft_confusion_matrix(
     _check_probs(probs)
     temperature = check_temperature(temperature)
     _check_finite(probs, "probs")
-    valid = _check_labels(labels, probs.shape[0], probs.shape[1], ignore_index)
-    probs, labels, sample_weight = _select(valid, probs, labels, _check_weight(sample_weight, probs.shape[0]))
+    probs, labels, sample_weight = valid_rows(probs, labels, sample_weight, ignore_index=ignore_index)
     g = soft_predictions(probs, temperature, threshold_grad=threshold_grad)
     return confusion_from_memberships(g, labels, sample_weight)
 
@@ -249,8 +274,7 @@ def hard_confusion_matrix(
             [1., 0.]])
     """
     _check_probs(probs_or_logits, "probs_or_logits")
-    valid = _check_labels(labels, probs_or_logits.shape[0], probs_or_logits.shape[1], ignore_index)
-    scores, labels, sample_weight = _select(valid, probs_or_logits, labels, _check_weight(sample_weight, len(labels)))
+    scores, labels, sample_weight = valid_rows(probs_or_logits, labels, sample_weight, ignore_index=ignore_index)
     C = scores.shape[1]
     weight = torch.ones(len(labels), device=scores.device) if sample_weight is None else sample_weight.float()
     flat = labels * C + scores.argmax(dim=1)

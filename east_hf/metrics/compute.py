@@ -15,7 +15,6 @@ one callable per Trainer, and call ``reset()`` if an evaluation was interrupted.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,17 +22,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from east_hf.config import resolve_beta
 from east_hf.functional import (
     AVERAGES,
     accuracy,
     beta_vector,
+    class_index,
     fbeta,
     hard_confusion_matrix,
     mcc,
     precision,
     precision_recall_fbeta,
     recall,
+    resolve_beta,
+    safe_name,
 )
 
 __all__ = ["ComputeMetrics", "build_compute_metrics", "safe_name"]
@@ -41,32 +42,11 @@ __all__ = ["ComputeMetrics", "build_compute_metrics", "safe_name"]
 IGNORE_INDEX = -100  # the label the Trainer pads with and the loss ignores
 
 
-def safe_name(name: Any) -> str:
-    """A metric-key-safe class name: lowercase, every run of non-alphanumerics replaced by ``_``.
-
-    >>> safe_name("Traffic Light"), safe_name("T-shirt/top"), safe_name(3)
-    ('traffic_light', 't_shirt_top', '3')
-    """
-    return re.sub(r"[^0-9a-z]+", "_", str(name).lower()).strip("_")
-
-
 def _class_names(num_classes: int, id2label: Mapping[Any, str] | None) -> list[str]:
     """Safe names of all classes, from ``id2label`` or the index; clashing or empty names get ``_<index>``."""
     labels = {int(k): str(v) for k, v in (id2label or {}).items()}
     names = [safe_name(labels.get(k, k)) for k in range(num_classes)]
     return [f"{name}_{k}" if names.count(name) > 1 or not name else name for k, name in enumerate(names)]
-
-
-def _class_index(cls: Any, id2label: Mapping[Any, str] | None, num_classes: int) -> int:
-    names = {str(v): int(k) for k, v in (id2label or {}).items()}
-    names.update({safe_name(v): k for v, k in list(names.items()) if safe_name(v) not in names})
-    if isinstance(cls, str) and cls in names:
-        return names[cls]
-    if not isinstance(cls, bool) and str(cls).isdigit() and int(cls) < num_classes:
-        return int(cls)
-    raise ValueError(
-        f"Expected report_classes among the class names {sorted(names)} or indices 0..{num_classes - 1}, got {cls!r}"
-    )
 
 
 def _as_tensor(x: Any) -> torch.Tensor:
@@ -116,7 +96,7 @@ class ComputeMetrics:
         else:
             if isinstance(report_classes, (str, int)):
                 report_classes = [report_classes]
-            indices = {_class_index(c, id2label, num_classes) for c in report_classes}
+            indices = {class_index(c, id2label, num_classes, what="report_classes") for c in report_classes}
         self.report: dict[int, str] = {k: names[k] for k in sorted(indices)}
         self._confmat: torch.Tensor | None = None
 
@@ -210,7 +190,7 @@ def build_compute_metrics(
     Args:
         num_classes: C, the number of logits per sample.
         beta: a float, one value per class, or a ``{class name or index: beta}`` mapping (others 1.0), resolved by
-            ``east_hf.config.resolve_beta``, as ``EASTConfig.east_beta``.
+            ``east_hf.functional.resolve_beta``, as ``EASTConfig.east_beta``.
         average, pos_label, zero_division: as the functional core (``east_hf.functional.fbeta``).
         id2label: class names, e.g. ``model.config.id2label``.
         report_classes: class names (as in ``id2label``, or safe) or indices to report per class, or ``"all"``. Default: for a per-class beta the
