@@ -306,3 +306,42 @@ def test_one_class_resolver_for_names_safe_names_and_indices():
         resolve_beta({"cat": 2}, names, 3)
     with pytest.raises(ValueError, match="got 3"):
         class_index(3, names, 3)
+
+
+@pytest.mark.parametrize("name", ["east", "ce", "dice"])
+def test_set_losses_sum_statistics_over_batches_to_the_loss_of_the_whole_set(name):
+    """Every loss the trainer takes is additive statistics + a loss of them: batches summed = the whole set."""
+    from east_hf.loss import build_loss
+
+    g = torch.Generator().manual_seed(0)
+    logits, labels = torch.randn(40, 4, generator=g), torch.randint(0, 4, (40,), generator=g)
+    labels[3] = -100
+    loss = build_loss(name)
+    batches = sum(loss.statistics(logits[i : i + 16], labels[i : i + 16]) for i in range(0, 40, 16))
+    assert loss.loss_from_statistics(batches).item() == pytest.approx(loss(logits, labels).item(), rel=1e-5)
+
+
+def test_baseline_set_losses_equal_hand_computed_values():
+    from east_hf.functional import soft_dice_loss
+    from east_hf.loss import CrossEntropySetLoss, SoftDiceLoss
+
+    logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.0], [-1.0, 1.0, 3.0], [0.0, 0.0, 0.0]])
+    labels = torch.tensor([0, 1, 2, -100])
+    p = logits[:3].softmax(1)
+    expected_ce = -(p[0, 0].log() + p[1, 1].log() + p[2, 2].log()) / 3
+    assert CrossEntropySetLoss()(logits, labels).item() == pytest.approx(expected_ce.item(), rel=1e-6)
+    weight = torch.tensor([1.0, 3.0, 0.0, 5.0])
+    weighted = (-(p[0, 0].log() * 1 + p[1, 1].log() * 3)) / 4
+    assert CrossEntropySetLoss()(logits, labels, weight).item() == pytest.approx(weighted.item(), rel=1e-6)
+    dice = [2 * p[k, k] / ((p[:, k] ** 2).sum() + 1 + 1e-6) for k in range(3)]  # one sample per class
+    assert SoftDiceLoss()(logits, labels).item() == pytest.approx(1 - sum(dice).item() / 3, rel=1e-6)
+    assert SoftDiceLoss()(logits, labels).item() == pytest.approx(soft_dice_loss(logits, labels).item(), rel=1e-6)
+    with pytest.raises(ValueError, match=r"Expected labels in \[0, 2\]"):
+        CrossEntropySetLoss()(logits, torch.tensor([0, 1, 3, 0]))
+
+
+def test_east_loss_resolves_beta_by_class_name():
+    loss = east_hf.EASTLoss(beta={"dog": 0.25}, num_classes=3, class_names=["cat", "dog", "frog"])
+    assert loss.beta == [1.0, 0.25, 1.0]
+    with pytest.raises(ValueError, match="num_classes"):
+        east_hf.EASTLoss(beta={"dog": 0.25})
