@@ -1,9 +1,10 @@
 """The ``east-train`` parser: a YAML recipe gives defaults, command-line flags override it, unknown keys are errors.
 
 ``EASTArgumentParser`` is ``transformers.HfArgumentParser`` over four dataclasses, in the style of TRL's
-``TrlParser``: ``ScriptArguments`` (what the run does besides training), ``DataArguments`` (which data set and how
-it is split), ``ModelArguments`` (which model) and ``EASTConfig`` (``TrainingArguments`` plus the surrogate and the
-annealing). A recipe is a flat YAML mapping of the same field names::
+``TrlParser``, each defined beside the code that reads it: ``ScriptArguments`` (``east_hf.train``: what the run does
+besides training), ``DataArguments`` (``east_hf.data``: which data set and how it is split), ``ModelArguments``
+(``east_hf.models.build``: which model) and ``EASTConfig`` (``east_hf.config``: ``TrainingArguments`` plus the
+surrogate and the annealing). A recipe is a flat YAML mapping of the same field names::
 
     east-train recipes/cifar10_f1.yaml --learning_rate 1e-4 --loss ce
 
@@ -20,6 +21,8 @@ import difflib
 import importlib.resources
 import re
 import sys
+import types
+import typing
 from argparse import Namespace
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,19 +32,9 @@ from typing import Any, NoReturn
 import yaml
 from transformers import HfArgumentParser
 
-from east_hf.config import EASTConfig
 from east_hf.functional import METRICS, target_metric_key
 
-__all__ = [
-    "ALIASES",
-    "DataArguments",
-    "EASTArgumentParser",
-    "ModelArguments",
-    "ParsedArguments",
-    "ScriptArguments",
-    "demo_recipe_path",
-    "load_recipe",
-]
+__all__ = ["ALIASES", "EASTArgumentParser", "ParsedArguments", "demo_recipe_path", "load_recipe"]
 
 PROG = "east-train"
 
@@ -73,158 +66,13 @@ RUN_DEFAULTS = {
 
 
 @dataclass
-class ScriptArguments:
-    """What ``east-train`` does around training: the test evaluation, the model card, a dry run."""
-
-    _argument_group_name = "east-train"
-
-    evaluate_test: bool = field(
-        default=True,
-        metadata={"help": "Evaluate the best model on the test split and write test_results.json / all_results.json."},
-    )
-    report_classes: list[str] | None = field(
-        default=None,
-        metadata={
-            "help": "Classes (names or indices, or 'all') with per-class precision/recall/fbeta in the metrics; "
-            "default: the classes with their own beta, or the positive class of a binary average."
-        },
-    )
-    model_card: bool = field(
-        default=True, metadata={"help": "Write a model card (README.md) when east_hf.cards is available."}
-    )
-    dry_run: bool = field(
-        default=False,
-        metadata={"help": "Parse and validate the recipe, print the resolved settings and exit: loads no data."},
-    )
-
-
-@dataclass
-class DataArguments:
-    """Which data set, which columns, how it is split and resampled.
-
-    ``dataset_name`` is a Hub id (``uoft-cs/cifar10``), a local folder (an ``imagefolder`` of one sub-folder per
-    class, or CSV / Parquet / JSON files, split by file name), a local CSV / Parquet / JSON file, or a bundled
-    ``sklearn:<name>`` set (``digits`` as 8x8 images; ``breast_cancer``, ``wine``, ``iris`` tabular).
-    """
-
-    _argument_group_name = "data"
-
-    dataset_name: str | None = field(
-        default=None,
-        metadata={
-            "help": "Hub id, local folder or file (CSV/Parquet/JSON, imagefolder), or sklearn:digits|breast_cancer|wine|iris."
-        },
-    )
-    dataset_config: str | None = field(default=None, metadata={"help": "The Hub data set's configuration name."})
-    train_split: str = field(default="train", metadata={"help": "Name of the training split."})
-    validation_split: str | None = field(
-        default=None,
-        metadata={"help": "Name of the validation split; default: validation/valid/val/dev, else carved from train."},
-    )
-    test_split: str | None = field(
-        default=None, metadata={"help": "Name of the test split; default: test, else carved from train."}
-    )
-    resplit: bool = field(
-        default=False,
-        metadata={"help": "Pool all splits and re-split them (the paper's protocol for every data set)."},
-    )
-    val_size: float = field(
-        default=0.16, metadata={"help": "Validation fraction of the whole data set (paper: 0.16)."}
-    )
-    test_size: float = field(default=0.2, metadata={"help": "Test fraction of the whole data set (paper: 0.2)."})
-    split_seed: int = field(default=42, metadata={"help": "Seed of the stratified splits and of the subsampling."})
-    label_column: str | None = field(
-        default=None, metadata={"help": "Column with the class; default: 'label' or 'labels'."}
-    )
-    image_column: str | None = field(
-        default=None, metadata={"help": "Column with the images; default: the first Image column (none: tabular)."}
-    )
-    feature_columns: list[str] | None = field(
-        default=None,
-        metadata={
-            "help": "Tabular input columns; default: every column but the label. Text columns are one-hot encoded."
-        },
-    )
-    standardize: bool = field(
-        default=True, metadata={"help": "Standardise tabular features with training-set mean and std (paper)."}
-    )
-    positive_classes: list[str] | None = field(
-        default=None,
-        metadata={"help": "Binary relabelling: these classes (names or indices) become label 1, all others 0."},
-    )
-    imbalance_ratio: float | None = field(
-        default=None,
-        metadata={"help": "Long-tailed subsample: keep a fraction ratio**(k/(C-1)) of class k, in (0, 1]."},
-    )
-    imbalance_splits: str = field(
-        default="all", metadata={"help": "Where imbalance_ratio applies: 'all' splits (before splitting) or 'train'."}
-    )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Keep at most this many training samples."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep at most this many validation samples."})
-    max_test_samples: int | None = field(default=None, metadata={"help": "Keep at most this many test samples."})
-    image_size: int | None = field(
-        default=None, metadata={"help": "Input height and width for images; default: the model's data config."}
-    )
-    augment: bool = field(
-        default=False, metadata={"help": "timm's training augmentation (random resized crop, flip); paper: off."}
-    )
-
-    def __post_init__(self):
-        for name in ("val_size", "test_size"):
-            value = getattr(self, name)
-            if not 0 < value < 1:
-                raise ValueError(f"Expected {name} in (0, 1), got {value}")
-        if self.val_size + self.test_size >= 1:
-            raise ValueError(f"Expected val_size + test_size < 1, got {self.val_size} + {self.test_size}")
-        if self.imbalance_ratio is not None and not 0 < self.imbalance_ratio <= 1:
-            raise ValueError(f"Expected imbalance_ratio in (0, 1], got {self.imbalance_ratio}")
-        if self.imbalance_splits not in ("all", "train"):
-            raise ValueError(f"Expected imbalance_splits 'all' or 'train', got {self.imbalance_splits!r}")
-        for name in ("max_train_samples", "max_eval_samples", "max_test_samples", "image_size"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"Expected {name} >= 1 or None, got {value}")
-
-
-@dataclass
-class ModelArguments:
-    """Which model: a timm architecture (random init), a Hub or local checkpoint (new head), or the tabular MLP."""
-
-    _argument_group_name = "model"
-
-    model_name_or_path: str | None = field(
-        default=None,
-        metadata={
-            "help": "timm architecture (darknet19, darknet19_tiny.cifar, resnet18: random init), Hub id or folder "
-            "of a checkpoint (timm/resnet18.a1_in1k: fine-tuned with a new head), or tabular_mlp. "
-            "Default: darknet19 for images, tabular_mlp for tables (the paper's architectures)."
-        },
-    )
-    model_revision: str = field(default="main", metadata={"help": "Revision of a Hub checkpoint."})
-    hidden_sizes: list[int] = field(
-        default_factory=lambda: [512, 256, 128],
-        metadata={"help": "Hidden layer widths of tabular_mlp (paper: 512 256 128)."},
-    )
-    dropout: float | None = field(
-        default=None,
-        metadata={
-            "help": "Dropout: of tabular_mlp's hidden layers (default 0.25, paper grid {0.25, 0.5}), or timm's drop_rate."
-        },
-    )
-
-    def __post_init__(self):
-        if self.dropout is not None and not 0 <= self.dropout < 1:
-            raise ValueError(f"Expected dropout in [0, 1), got {self.dropout}")
-
-
-@dataclass
 class ParsedArguments:
     """What ``EASTArgumentParser.parse`` returns: the four dataclasses and the recipe as read."""
 
-    script: ScriptArguments
-    data: DataArguments
-    model: ModelArguments
-    training: EASTConfig
+    script: Any  # east_hf.train.ScriptArguments
+    data: Any  # east_hf.data.DataArguments
+    model: Any  # east_hf.models.build.ModelArguments
+    training: Any  # east_hf.config.EASTConfig
     recipe: dict[str, Any]
     recipe_path: str | None
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -259,16 +107,40 @@ def _value(text: str) -> Any:
         return text
 
 
+def _kind(hint: Any) -> tuple[type | None, bool]:
+    """(scalar type, is a list) of a field's type hint, where it is str, int or float (Optional unwrapped)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) != 1:
+            return None, False
+        hint = args[0]
+    if typing.get_origin(hint) is list:
+        (item,) = typing.get_args(hint) or (None,)
+        return (item if item in (str, int, float) else None), True
+    return (hint if hint in (str, int, float) else None), False
+
+
+def _default_dataclasses() -> tuple[type, ...]:
+    from east_hf.config import EASTConfig
+    from east_hf.data.arguments import DataArguments
+    from east_hf.models.build import ModelArguments
+    from east_hf.train import ScriptArguments
+
+    return ScriptArguments, DataArguments, ModelArguments, EASTConfig
+
+
 class EASTArgumentParser(HfArgumentParser):
     """``HfArgumentParser`` over ``ScriptArguments``, ``DataArguments``, ``ModelArguments`` and ``EASTConfig``.
 
     ``parse(argv)`` reads ``RECIPE.yaml`` (the first argument, or ``--recipe PATH``, or ``--demo`` for the packaged
-    demo recipe), makes its values the parser's defaults and parses the remaining flags over them. Errors exit with
-    status 2 and one line on stderr.
+    demo recipe), makes its values the defaults of a fresh parser (TRL's ``TrlParser`` pattern) and parses the
+    remaining flags over them. What it adds to ``HfArgumentParser``: aliases and suggestions for unknown keys and flags,
+    recipe values checked against the field types, YAML values for ``Any`` fields (``east_beta``), defaults derived
+    from other fields, and errors that exit with status 2 and one line on stderr.
     """
 
     def __init__(self, dataclass_types: Sequence[type] | None = None, prog: str = PROG, **kwargs):
-        dataclass_types = dataclass_types or (ScriptArguments, DataArguments, ModelArguments, EASTConfig)
+        dataclass_types = tuple(dataclass_types or _default_dataclasses())
         kwargs.setdefault("allow_abbrev", False)  # `--lr 1` must not silently mean some `--lr_scheduler_...`
         kwargs.setdefault("usage", f"{prog} RECIPE.yaml [--field value ...]  |  {prog} --demo  |  {prog} --help")
         kwargs.setdefault(
@@ -279,12 +151,9 @@ class EASTArgumentParser(HfArgumentParser):
             + ".",
         )
         super().__init__(dataclass_types, prog=prog, **kwargs)
-        for action in self._actions:
-            if action.type is Any:  # HfArgumentParser passes typing.Any on as argparse's type, which cannot call it
-                action.type = _value
-        self._dests = {action.dest for action in self._actions if action.dest != "help"}
-        # parse() sets a recipe's values as defaults: keep the pristine ones so every parse starts from them.
-        self._pristine = [(action, action.default, action.required) for action in self._actions]
+        self._kwargs = dict(kwargs, prog=prog)
+        self._fields = {f.name: f for dtype in dataclass_types for f in dataclasses.fields(dtype) if f.init}
+        self._hints = {k: v for dtype in dataclass_types for k, v in typing.get_type_hints(dtype).items()}
 
     # ---- errors: one line, exit 2 ----
     def error(self, message: str) -> NoReturn:
@@ -292,15 +161,24 @@ class EASTArgumentParser(HfArgumentParser):
 
     def canonical(self, key: str, flag: bool = False) -> str:
         """The field name of a recipe key or flag name (aliases resolved, dashes as underscores), or an error."""
-        name = ALIASES.get(key, key)
-        if name not in self._dests:
-            name = ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
-        if name not in self._dests:
-            close = difflib.get_close_matches(name, sorted(self._dests | set(ALIASES)), n=1, cutoff=0.6)
-            prefix = "--" if flag else ""
-            hint = f"; did you mean {prefix}{close[0]}?" if close else ""
-            self.error(f"unknown {'argument' if flag else 'recipe key'} {prefix}{key}{hint}")
-        return name
+        for name in (ALIASES.get(key, key), ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))):
+            if name in self._fields:
+                return name
+        name = key.replace("-", "_")
+        close = difflib.get_close_matches(name, sorted(set(self._fields) | set(ALIASES)), n=1, cutoff=0.6)
+        prefix = "--" if flag else ""
+        hint = f"; did you mean {prefix}{close[0]}?" if close else ""
+        self.error(f"unknown {'argument' if flag else 'recipe key'} {prefix}{key}{hint}")
+
+    def _negated(self, name: str) -> str | None:
+        """The boolean field that ``--no_<field>`` switches off, if ``name`` is such a flag."""
+        for prefix in ("no_", "no-"):
+            if name.startswith(prefix):
+                field_name = name[len(prefix) :].replace("-", "_")
+                spec = self._fields.get(field_name)
+                if spec is not None and spec.default is True:
+                    return field_name
+        return None
 
     # ---- parsing ----
     def _split_argv(self, argv: list[str]) -> tuple[str | None, list[str]]:
@@ -324,36 +202,47 @@ class EASTArgumentParser(HfArgumentParser):
             i += 1
         return recipe, rest
 
-    def _normalise_flags(self, args: list[str]) -> list[str]:
-        """Resolve aliases in ``--flag`` / ``--flag=value``; an unknown flag is an error with a suggestion."""
-        out = []
-        for arg in args:
+    def _normalise_flags(self, args: list[str]) -> tuple[list[str], dict[str, Any], set[str]]:
+        """(flags for argparse with aliases resolved, values of ``Any`` fields read as YAML, the fields given)."""
+        out, any_values, given = [], {}, set()
+        i = 0
+        while i < len(args):
+            arg = args[i]
             match = re.fullmatch(r"--([A-Za-z0-9_-]+)(=.*)?", arg, flags=re.DOTALL)
+            i += 1
             if match is None:
                 out.append(arg)
                 continue
-            name, value = match.group(1), match.group(2) or ""
-            if name.startswith("no_") or name.startswith("no-"):  # --no_field of a boolean field
-                if f"--{name}" in self._option_string_actions:
-                    out.append(arg)
-                    continue
-            out.append(f"--{self.canonical(name, flag=True)}{value}")
-        return out
+            name, value = match.group(1), match.group(2)
+            negated = self._negated(name)
+            if negated is not None:
+                out.append(arg)
+                given.add(negated)
+                continue
+            name = self.canonical(name, flag=True)
+            given.add(name)
+            if self._hints.get(name) is Any:  # argparse cannot type these: read the value as YAML here
+                if value is None:
+                    if i >= len(args):
+                        self.error(f"argument --{name}: expected one argument")
+                    value, i = "=" + args[i], i + 1
+                any_values[name] = _value(value[1:])
+                continue
+            out.append(f"--{name}{value or ''}")
+        return out, any_values, given
 
     def _recipe_defaults(self, recipe: Mapping[str, Any]) -> dict[str, Any]:
         """Recipe values keyed by field; numbers of int/float fields are checked here (argparse checks only text)."""
         defaults = {}
-        actions = {a.dest: a for a in self._actions if a.option_strings and not a.option_strings[0].startswith("--no")}
         for key, value in recipe.items():
             name = self.canonical(str(key))
             if name in defaults:
                 self.error(f"recipe key {key!r} sets {name!r}, which the recipe already sets")
-            action = actions.get(name)
-            kind = getattr(action, "type", None)
-            if getattr(action, "nargs", None) in ("+", "*") and kind in (str, int, float) and value is not None:
+            kind, is_list = _kind(self._hints.get(name))
+            if is_list and kind is not None and value is not None:
                 items = value if isinstance(value, (list, tuple)) else [value]  # `positive_classes: 1` means [1]
                 value = [self._typed(key, kind, item) for item in items]
-            elif kind in (str, int, float) and value is not None:
+            elif kind is not None and value is not None:
                 value = self._typed(key, kind, value)
             defaults[name] = value
         return defaults
@@ -374,20 +263,22 @@ class EASTArgumentParser(HfArgumentParser):
             self.error(f"recipe key {key!r}: expected int, got {value!r}")
         return converted
 
+    def _with_defaults(self, defaults: Mapping[str, Any]) -> EASTArgumentParser:
+        """A fresh parser over the same dataclasses whose defaults are ``defaults`` (this one stays pristine)."""
+        parser = type(self)(self.dataclass_types, **self._kwargs)
+        parser.set_defaults(**defaults)
+        return parser
+
     def parse(self, argv: Sequence[str] | None = None) -> ParsedArguments:
         """Parse ``[RECIPE.yaml] [--field value ...]`` into a ``ParsedArguments``; exit 2 on any input error."""
         argv = list(sys.argv[1:] if argv is None else argv)
-        for action, default, required in self._pristine:
-            action.default, action.required = default, required
-        self._defaults.clear()
         wants_help = any(a in ("-h", "--help") for a in argv)
         recipe_path, rest = self._split_argv([a for a in argv if a not in ("-h", "--help")])
         if wants_help:  # the defaults shown are east-train's, and the recipe's when one is given
             defaults = dict(RUN_DEFAULTS)
             if recipe_path is not None and Path(recipe_path).is_file():
                 defaults.update(self._recipe_defaults(load_recipe(recipe_path)))
-            self.set_defaults(**defaults)
-            self.print_help()
+            self._with_defaults(defaults).print_help()
             self.exit(0)
         if recipe_path is None:
             self.error("expected a recipe, e.g. `east-train recipes/demo.yaml` (or `east-train --demo`; see --help)")
@@ -397,26 +288,16 @@ class EASTArgumentParser(HfArgumentParser):
             self.error(str(e))
         run_defaults = dict(RUN_DEFAULTS, output_dir=str(Path("runs") / Path(recipe_path).stem))
         recipe_values = self._recipe_defaults(recipe)
-        defaults = {**run_defaults, **recipe_values}
-        for action in self._actions:
-            if action.dest in defaults:
-                action.required = False
-        self.set_defaults(**defaults)
-        flags = self._normalise_flags(rest)
-        namespace, remaining = self.parse_known_args(flags)
+        flags, any_values, given = self._normalise_flags(rest)
+        parser = self._with_defaults({**run_defaults, **recipe_values, **any_values})
+        namespace, remaining = parser.parse_known_args(flags)
         if remaining:
             self.error(f"unexpected argument {remaining[0]!r} (expected --field value pairs after the recipe)")
-        given = {
-            self._option_string_actions[f.split("=", 1)[0]].dest
-            for f in flags
-            if f.split("=", 1)[0] in self._option_string_actions
-        }
         overrides = {dest: getattr(namespace, dest) for dest in sorted(given)}
         self._derive(namespace, explicit=set(recipe_values) | given)
         outputs = self._to_dataclasses(namespace)
-        script, data, model, training = outputs
-        self._validate(script, data, model, training)
-        return ParsedArguments(script, data, model, training, recipe, recipe_path, overrides)
+        self._validate(*outputs)
+        return ParsedArguments(*outputs, recipe, recipe_path, overrides)
 
     def _derive(self, namespace: Namespace, explicit: set[str]) -> None:
         """Defaults that depend on other fields; a field the recipe or a flag sets is left as it is."""

@@ -15,129 +15,54 @@ processes only the main one prints and writes.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import logging
-import os
 import sys
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from east_hf.cli import EASTArgumentParser, ParsedArguments
+from east_hf.data.arguments import DataArguments
 
-__all__ = ["build_model", "main", "resolved_settings"]
+__all__ = ["ScriptArguments", "main", "resolved_settings"]
 
 logger = logging.getLogger(__name__)
 
-TABULAR_MODEL = "tabular_mlp"
-DEFAULT_IMAGE_MODEL = "darknet19"  # the paper's image architecture (its Appendix E)
 SUMMARY_KEYS = ("accuracy", "fbeta", "mcc", "precision", "recall", "loss")
 
 
-def _offline() -> bool:
-    from huggingface_hub import constants
+@dataclass
+class ScriptArguments:
+    """What ``east-train`` does around training: the test evaluation, the model card, a dry run."""
 
-    return bool(constants.HF_HUB_OFFLINE)
+    _argument_group_name = "east-train"
 
-
-def _unreachable(kind: str, name: str, error: Exception) -> ValueError:
-    if _offline():
-        return ValueError(
-            f"{kind} {name!r} is not a local folder and could not be reached on the Hub "
-            "(HF_HUB_OFFLINE is set: only checkpoints already in the cache load)"
-        )
-    return ValueError(f"could not load {kind} {name!r}: {' '.join(str(error).split())}")
-
-
-def _is_timm_architecture(name: str) -> bool:
-    import timm
-
-    return "/" not in name and not os.path.exists(name) and timm.is_model(name)
-
-
-def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str | None]:
-    """(model, image processor or None, base model id or None) for the data's modality and ``ModelArguments``.
-
-    Tables: ``tabular_mlp`` (``TabularMLPForClassification``, the paper's 512-256-128 MLP) or a saved checkpoint.
-    Images: a timm architecture name builds a randomly initialised ``TimmWrapperForImageClassification``; a Hub id
-    or folder is fine-tuned with a new ``num_labels`` head and its own image processor.
-    """
-    from east_hf.models import (
-        TabularMLPConfig,
-        TabularMLPForClassification,
-        create_image_model,
-        image_classifier_from_pretrained,
-        label_maps,
+    evaluate_test: bool = field(
+        default=True,
+        metadata={"help": "Evaluate the best model on the test split and write test_results.json / all_results.json."},
     )
-
-    id2label, label2id = label_maps(data.num_labels, data.label_names)
-    image = data.modality == "image"
-    name = model_args.model_name_or_path or (DEFAULT_IMAGE_MODEL if image else TABULAR_MODEL)
-    if name == TABULAR_MODEL:
-        if image:
-            raise ValueError(
-                f"model {TABULAR_MODEL!r} takes tabular data, got an image data set: use a timm architecture or an image checkpoint"
-            )
-        config = TabularMLPConfig(
-            num_features=len(data.preprocessor.feature_names),
-            hidden_sizes=list(model_args.hidden_sizes),
-            dropout=0.25 if model_args.dropout is None else model_args.dropout,
-            num_labels=data.num_labels,
-            id2label=id2label,
-            label2id=label2id,
-        )
-        return TabularMLPForClassification(config), None, None
-    if image and _is_timm_architecture(name):
-        extra = None if model_args.dropout is None else {"drop_rate": model_args.dropout}
-        return create_image_model(name, data.num_labels, id2label, model_args=extra), None, None
-    if "/" not in name and not os.path.exists(name):
-        import timm
-
-        close = difflib.get_close_matches(name, [TABULAR_MODEL, *timm.list_models()], n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"unknown model {name!r}: not a timm architecture, {TABULAR_MODEL!r}, a local folder or a Hub id (owner/name){hint}"
-        )
-    try:
-        if not image:
-            from transformers import AutoModelForSequenceClassification
-
-            model = AutoModelForSequenceClassification.from_pretrained(
-                name,
-                num_labels=data.num_labels,
-                id2label=id2label,
-                label2id=label2id,
-                ignore_mismatched_sizes=True,
-                revision=revision,
-            )
-            return model, None, name
-        model = image_classifier_from_pretrained(name, data.num_labels, id2label, revision=revision)
-        processor = None
-        if getattr(model.config, "model_type", None) != "timm_wrapper":  # timm checkpoints keep their data config
-            from transformers import AutoImageProcessor
-
-            processor = AutoImageProcessor.from_pretrained(name, revision=revision)
-    except OSError as e:
-        raise _unreachable("model", name, e) from None
-    return model, processor, name
-
-
-def _attach_data_config(model, data_config: dict[str, Any] | None) -> None:
-    """Store the timm data config used for training in ``config.pretrained_cfg``: ``config.json`` then reloads
-    with ``AutoImageProcessor.from_pretrained`` (``TimmWrapperImageProcessor``) into the same transforms."""
-    if data_config is None or getattr(model.config, "model_type", None) != "timm_wrapper":
-        return
-    base = dict(getattr(model.timm_model, "pretrained_cfg", None) or {})
-    base.pop("num_classes", None)  # the pretrained head's size, stale after a new head
-    model.config.pretrained_cfg = {**base, **data_config}
+    report_classes: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Classes (names or indices, or 'all') with per-class precision/recall/fbeta in the metrics; "
+            "default: the classes with their own beta, or the positive class of a binary average."
+        },
+    )
+    model_card: bool = field(
+        default=True, metadata={"help": "Write a model card (README.md) when east_hf.cards is available."}
+    )
+    dry_run: bool = field(
+        default=False,
+        metadata={"help": "Parse and validate the recipe, print the resolved settings and exit: loads no data."},
+    )
 
 
 def resolved_settings(parsed: ParsedArguments) -> dict[str, dict[str, Any]]:
     """The fields of each dataclass that differ from its defaults (what a dry run prints)."""
-    from east_hf.cli import DataArguments, ModelArguments, ScriptArguments
     from east_hf.config import EASTConfig
+    from east_hf.models.build import ModelArguments
 
     out = {}
     for title, obj, cls in (
@@ -212,7 +137,10 @@ def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extr
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``east-train``; returns 0, exits 2 (one line on stderr) on bad input."""
-    parser = EASTArgumentParser()
+    from east_hf.config import EASTConfig
+    from east_hf.models.build import ModelArguments
+
+    parser = EASTArgumentParser((ScriptArguments, DataArguments, ModelArguments, EASTConfig))
     parsed = parser.parse(argv)
     script, data_args, model_args, training = parsed.script, parsed.data, parsed.model, parsed.training
     if script.dry_run:
@@ -227,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from east_hf.data import image_transforms, load_data, set_image_transforms
     from east_hf.metrics import build_compute_metrics
+    from east_hf.models.build import attach_data_config, build_model
     from east_hf.trainer import EASTTrainer
 
     set_seed(training.seed)
@@ -238,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             train_tf, eval_tf, data_config = image_transforms(
                 model, processor, data_args.image_size, data_args.augment
             )
-            _attach_data_config(model, data_config)
+            attach_data_config(model, data_config)
             set_image_transforms(data, train_tf, eval_tf)
         training.remove_unused_columns = False  # the on-the-fly transforms need the raw columns
         if training.dataloader_pin_memory and not torch.accelerator.is_available():

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from east_hf.cli import DataArguments, EASTArgumentParser, demo_recipe_path
-from east_hf.data import TabularPreprocessor, load_data
+from east_hf.cli import EASTArgumentParser, demo_recipe_path
+from east_hf.data import DataArguments, TabularPreprocessor, load_data
 from east_hf.train import main
 
 ROOT = Path(__file__).resolve().parents[1]

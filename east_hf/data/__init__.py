@@ -1,0 +1,50 @@
+"""Data for ``east-train``: load through ``datasets``, relabel and resample, split, and turn rows into model inputs.
+
+Sources (``DataArguments.dataset_name``):
+
+- a Hub id (``uoft-cs/cifar10``), loaded with ``datasets.load_dataset``;
+- a local folder: an ``imagefolder`` (one sub-folder per class) or CSV / Parquet / JSON files, split by file name
+  (``train.csv``, ``test.csv``, ...), as ``datasets`` infers them; or one local CSV / TSV / Parquet / JSON file;
+- ``sklearn:<name>``: a set bundled with scikit-learn, offline: ``digits`` (1,797 8x8 grey images, 10 classes, as
+  an image data set), ``digits_tabular`` (the same as 64 features), ``breast_cancer`` (2 classes), ``wine`` (3) and
+  ``iris`` (3), tabular; and ``make_classification``, a fixed synthetic imbalanced binary task made by scikit-learn
+  (``SYNTHETIC_BINARY``: 20,000 rows, 20 features, 10 % positives, 2 % flipped labels), large enough for a test
+  split of 400 positives.
+
+The pipeline (``load_data``): the label column becomes a ``ClassLabel`` named ``label``; ``positive_classes``
+relabels to binary (those classes 1, the rest 0); ``imbalance_ratio`` keeps a fraction ratio**(k/(C-1)) of class
+k; missing splits are carved from the training split by the paper's protocol (stratified, 64 % train / 16 %
+validation / 20 % test of the whole, fixed seed), and ``resplit`` pools every split first. Tabular rows become a
+float vector ``input_features`` (text columns one-hot, then standardised with training-set statistics only: see
+``TabularPreprocessor``); image rows keep their images and get a model's transform on the fly (``set_image_transforms``).
+
+>>> from east_hf.data import DataArguments
+>>> data = load_data(DataArguments(dataset_name="sklearn:wine"))
+>>> data.modality, data.label_names, [len(data.train), len(data.validation), len(data.test)]
+('tabular', ['class_0', 'class_1', 'class_2'], [113, 29, 36])
+>>> data.train[0]["input_features"].shape
+torch.Size([13])
+
+The package's modules: ``arguments`` (``DataArguments``), ``sources`` (``load_raw``), ``pipeline`` (``load_data``,
+``EASTData``), ``tabular`` (``TabularPreprocessor``) and ``images`` (``image_transforms``).
+"""
+
+from east_hf.data.arguments import DataArguments
+from east_hf.data.images import image_transforms, set_image_transforms
+from east_hf.data.pipeline import EASTData, load_data
+from east_hf.data.sources import SKLEARN_SETS, SYNTHETIC_BINARY, DataError, load_raw
+from east_hf.data.tabular import PREPROCESSOR_NAME, TabularPreprocessor
+
+__all__ = [
+    "PREPROCESSOR_NAME",
+    "SKLEARN_SETS",
+    "SYNTHETIC_BINARY",
+    "DataArguments",
+    "DataError",
+    "EASTData",
+    "TabularPreprocessor",
+    "image_transforms",
+    "load_data",
+    "load_raw",
+    "set_image_transforms",
+]
