@@ -16,7 +16,16 @@ from typing import Any
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-__all__ = ["TEMPLATE_PATH", "annealing_trajectory", "plot_annealing", "write_model_card", "hub_preflight", "CITATION"]
+__all__ = [
+    "CITATION",
+    "TEMPLATE_PATH",
+    "annealing_trajectory",
+    "card_context",
+    "card_metadata",
+    "hub_preflight",
+    "plot_annealing",
+    "write_model_card",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -156,39 +165,25 @@ def _per_class(metrics: dict[str, float], prefix: str) -> list[dict[str, Any]]:
     ]
 
 
-def write_model_card(
+def card_metadata(
     trainer,
-    output_dir: str | Path | None = None,
     *,
     test_metrics: dict[str, float] | None = None,
     metric_prefix: str = "test",
     dataset_name: str | None = None,
     dataset_split: str = "test",
-    recipe: dict[str, Any] | None = None,
     base_model: str | None = None,
     model_name: str | None = None,
     tags: list[str] | None = None,
-) -> Path | None:
-    """Write ``README.md`` (the model card) and ``annealing.png`` into ``output_dir``; main process only.
-
-    ``test_metrics`` are the metrics of the final evaluation (keys like ``test_fbeta``); each of the target metric,
-    F-beta, MCC and accuracy becomes an ``EvalResult`` of the card's ``model-index``.
-    """
-    if not trainer.is_world_process_zero():
-        return None
-    args = trainer.args
-    output_dir = Path(output_dir or args.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    model = trainer.model
+) -> ModelCardData:
+    """The card's YAML metadata: name, tags, base model, data set, and a ``model-index`` with one ``EvalResult`` for
+    each of the target metric, F-beta, MCC and accuracy found in ``test_metrics`` (keys like ``test_fbeta``)."""
+    args, model = trainer.args, trainer.model
     config = getattr(model, "config", None)
     target_key = args.east_target_key
     image_model = getattr(model, "main_input_name", None) == "pixel_values"
-    architecture = getattr(config, "architecture", None) or type(model).__name__
-    is_timm = getattr(config, "model_type", None) == "timm_wrapper"
-    test_metrics = dict(test_metrics or {})
-    model_name = model_name or (args.hub_model_id or output_dir.name).split("/")[-1]
+    test_metrics = test_metrics or {}
     dataset_name = dataset_name or "custom"
-
     eval_results = []
     for key in dict.fromkeys([target_key, "fbeta", "mcc", "accuracy"]):
         value = test_metrics.get(f"{metric_prefix}_{key}")
@@ -207,8 +202,9 @@ def write_model_card(
             )
         )
     metric_tag = {"fbeta": "f1" if args.east_beta == 1.0 else "fbeta"}.get(target_key, target_key)
+    is_timm = getattr(config, "model_type", None) == "timm_wrapper"
     all_tags = ["east", "east_hf", metric_tag] + (["timm"] if is_timm else []) + list(tags or [])
-    card_data = ModelCardData(
+    return ModelCardData(
         model_name=model_name,
         library_name="transformers",
         tags=list(dict.fromkeys(all_tags)),
@@ -218,6 +214,28 @@ def write_model_card(
         eval_results=eval_results or None,
     )
 
+
+def card_context(
+    trainer,
+    output_dir: Path,
+    *,
+    test_metrics: dict[str, float] | None = None,
+    metric_prefix: str = "test",
+    dataset_name: str | None = None,
+    dataset_split: str = "test",
+    recipe: dict[str, Any] | None = None,
+    base_model: str | None = None,
+    model_name: str | None = None,
+) -> dict[str, Any]:
+    """The values the card's template (``hub_cards/east_model_card.md``) renders: the loss, the annealing and its
+    trajectory (plotted into ``output_dir / annealing.png``), the results, how to load the model, the recipe."""
+    args, model = trainer.args, trainer.model
+    config = getattr(model, "config", None)
+    target_key = args.east_target_key
+    image_model = getattr(model, "main_input_name", None) == "pixel_values"
+    architecture = getattr(config, "architecture", None) or type(model).__name__
+    is_timm = getattr(config, "model_type", None) == "timm_wrapper"
+    test_metrics = test_metrics or {}
     rows = annealing_trajectory(trainer.state.log_history, target_key)
     plot = plot_annealing(rows, output_dir / PLOT_FILE, target_key)
     loss_fn = getattr(trainer, "east_loss", None)
@@ -242,9 +260,7 @@ def write_model_card(
         if f"{metric_prefix}_{name}" in test_metrics
     ]
     temperatures = [r["temperature"] for r in rows if r["temperature"] is not None]
-    card = ModelCard.from_template(
-        card_data,
-        template_path=str(TEMPLATE_PATH),
+    return dict(
         model_name=model_name,
         task_description="an image classifier" if image_model else "a tabular classifier",
         target_metric_label=f"{_HUB_METRICS.get(target_key, (None, target_key))[1]}"
@@ -263,7 +279,7 @@ def write_model_card(
         plot_file=plot.name if plot else None,
         trajectory=[{k: _fmt(v) for k, v in r.items()} for r in rows],
         base_model=base_model,
-        dataset_name=dataset_name,
+        dataset_name=dataset_name or "custom",
         dataset_split=dataset_split,
         auto_class="AutoModelForImageClassification" if image_model else "AutoModelForSequenceClassification",
         repo_id=args.hub_model_id or str(output_dir),
@@ -273,6 +289,39 @@ def write_model_card(
         versions=_versions(),
         citation=CITATION,
     )
+
+
+def write_model_card(
+    trainer,
+    output_dir: str | Path | None = None,
+    *,
+    test_metrics: dict[str, float] | None = None,
+    metric_prefix: str = "test",
+    dataset_name: str | None = None,
+    dataset_split: str = "test",
+    recipe: dict[str, Any] | None = None,
+    base_model: str | None = None,
+    model_name: str | None = None,
+    tags: list[str] | None = None,
+) -> Path | None:
+    """Write ``README.md`` (the model card: ``card_metadata`` + the template filled with ``card_context``) and
+    ``annealing.png`` into ``output_dir``; main process only."""
+    if not trainer.is_world_process_zero():
+        return None
+    output_dir = Path(output_dir or trainer.args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    model_name = model_name or (trainer.args.hub_model_id or output_dir.name).split("/")[-1]
+    shared = dict(
+        test_metrics=test_metrics,
+        metric_prefix=metric_prefix,
+        dataset_name=dataset_name,
+        dataset_split=dataset_split,
+        base_model=base_model,
+        model_name=model_name,
+    )
+    metadata = card_metadata(trainer, tags=tags, **shared)
+    context = card_context(trainer, output_dir, recipe=recipe, **shared)
+    card = ModelCard.from_template(metadata, template_path=str(TEMPLATE_PATH), **context)
     path = output_dir / "README.md"
     card.save(path)
     logger.info("Model card written to %s", path)
