@@ -117,7 +117,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self._in_train = False
         self._steps_per_epoch: int | None = None  # optimiser steps per epoch, from the training data loader
 
-    # ---- checkpoint state: Trainer._load_callback_state builds type(self)(**state()["args"]), sets "attributes" ----
+    # ---- checkpoint state (ExportableState): a resumed Trainer builds type(self)(**state()["args"]), sets "attributes" ----
     @property
     def schedule_state(self) -> dict[str, Any]:
         return self.schedule.state_dict()

@@ -229,7 +229,9 @@ def test_tiny_run_writes_a_reloadable_model(capsys, tmp_path):
         assert (out / name).is_file(), name
     saved = json.loads((out / "test_results.json").read_text())
     state = json.loads((out / "trainer_state.json").read_text())
-    assert state["best_metric"] is not None and any("eval_loss" in e and "east_temperature" in e for e in state["log_history"])
+    assert state["best_metric"] is not None and any(
+        "eval_loss" in e and "east_temperature" in e for e in state["log_history"]
+    )
     assert "test_fbeta" in json.loads((out / "all_results.json").read_text())
 
     # Reload: the model from its folder, the transforms from its config.json, the test split from the same recipe.

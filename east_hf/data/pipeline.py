@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from east_hf.data.sources import DataError, _quiet, load_raw
-from east_hf.data.tabular import TabularPreprocessor, _columns_message, tabular_splits
+from east_hf.data.sources import DataError, load_raw, quiet_datasets
+from east_hf.data.tabular import TabularPreprocessor, columns_message, tabular_splits
 from east_hf.functional import class_index
 
 __all__ = ["VALIDATION_NAMES", "EASTData", "load_data"]
@@ -63,13 +63,13 @@ def _encode_labels(dsd, label_column: str | None, dataset_name: str):
         label_column = next((c for c in ("label", "labels") if c in first.column_names), None)
         if label_column is None:
             raise DataError(
-                f"no label column in {dataset_name!r}: set label_column to one of the columns: {_columns_message(first)}"
+                f"no label column in {dataset_name!r}: set label_column to one of the columns: {columns_message(first)}"
             )
     for split, ds in dsd.items():
         if label_column not in ds.column_names:
             raise DataError(
                 f"label column {label_column!r} not found in {dataset_name!r} (split {split!r}); "
-                f"columns are: {_columns_message(ds)}"
+                f"columns are: {columns_message(ds)}"
             )
     if label_column != "label":
         if "label" in first.column_names:
@@ -156,7 +156,7 @@ def _image_column(ds, requested: str | None, dataset_name: str) -> str | None:
     if requested is not None:
         if requested not in ds.column_names:
             raise DataError(
-                f"image column {requested!r} not found in {dataset_name!r}; columns are: {_columns_message(ds)}"
+                f"image column {requested!r} not found in {dataset_name!r}; columns are: {columns_message(ds)}"
             )
         return requested
     return next((c for c, f in ds.features.items() if isinstance(f, datasets.Image)), None)
@@ -173,7 +173,7 @@ def _find_split(dsd, requested: str | None, candidates: Sequence[str], what: str
 def load_data(args) -> EASTData:
     """Load, relabel, resample and split the data set of a ``DataArguments``; tabular rows are made model-ready."""
     dsd = load_raw(args.dataset_name, args.dataset_config)
-    with _quiet():
+    with quiet_datasets():
         return _prepare(dsd, args)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FILE_BUILDERS", "SKLEARN_SETS", "SYNTHETIC_BINARY", "DataError", "load_raw"]
+__all__ = ["FILE_BUILDERS", "SKLEARN_SETS", "SYNTHETIC_BINARY", "DataError", "load_raw", "quiet_datasets"]
 
 # digits_tabular: the same 1,797 digits as 64 pixel-intensity features (a tabular task of a useful size).
 SKLEARN_SETS = ("digits", "digits_tabular", "breast_cancer", "wine", "iris", "make_classification")
@@ -67,7 +67,7 @@ def _sklearn(name: str):
 
 
 @contextlib.contextmanager
-def _quiet(quiet: bool = True):
+def quiet_datasets(quiet: bool = True):
     """Without ``datasets``' progress bars: they help for a Hub download, not for in-memory relabelling."""
     from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
@@ -108,7 +108,9 @@ def load_raw(dataset_name: str, dataset_config: str | None = None, revision: str
     else:
         loader = lambda: datasets.load_dataset(dataset_name, dataset_config, revision=revision)  # noqa: E731
     try:
-        with _quiet(_looks_like_path(dataset_name)):  # local files load in a blink; Hub downloads keep their bars
+        with quiet_datasets(
+            _looks_like_path(dataset_name)
+        ):  # local files load in a blink; Hub downloads keep their bars
             dsd = loader()
     except Exception as e:  # noqa: BLE001 - datasets raises many kinds; the user needs the one line either way
         offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false") or os.environ.get(

@@ -14,12 +14,12 @@ import numpy as np
 
 from east_hf.data.sources import DataError
 
-__all__ = ["PREPROCESSOR_NAME", "TabularPreprocessor", "tabular_splits"]
+__all__ = ["PREPROCESSOR_NAME", "TabularPreprocessor", "columns_message", "tabular_splits"]
 
 PREPROCESSOR_NAME = "tabular_preprocessor.json"
 
 
-def _columns_message(ds) -> str:
+def columns_message(ds) -> str:
     return ", ".join(ds.column_names)
 
 
@@ -90,7 +90,7 @@ def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None
     )
     missing = [c for c in columns if c not in splits["train"].column_names]
     if missing:
-        raise DataError(f"feature column(s) {missing} not found; columns are: {_columns_message(splits['train'])}")
+        raise DataError(f"feature column(s) {missing} not found; columns are: {columns_message(splits['train'])}")
     if not columns:
         raise DataError("no feature columns: the data set has only a label column")
     frames = {k: ds.select_columns([*columns, "label"]).to_pandas() for k, ds in splits.items() if ds is not None}
