@@ -245,10 +245,12 @@ def card_context(
     loss_description = {
         "east": f"EAST surrogate, 1 - soft {target_key}",
         "ce": "cross-entropy (baseline)",
+        "wce": "class-weighted cross-entropy, inverse training-class frequency (baseline)",
+        "la": "logit-adjusted cross-entropy, tau = 1 (Menon et al., 2021; baseline)",
         "dice": "soft Dice (baseline)",
     }[args.east_loss]
     warm_start = "none"
-    if args.east_loss != "ce" and args.east_annealing and args.east_warm_start == "ce":
+    if args.east_annealing and args.annealing_schedule().has_warm_start:
         steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
         warm_start = "cross-entropy for " + (
             f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"

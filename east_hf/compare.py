@@ -37,7 +37,7 @@ __all__ = ["main", "summarize", "markdown_table", "paired_differences", "parse_v
 
 logger = logging.getLogger(__name__)
 
-LOSSES = {"east": "--east_loss east", "ce": "--east_loss ce", "dice": "--east_loss dice"}
+LOSSES = {name: f"--east_loss {name}" for name in ("east", "ce", "wce", "la", "dice")}
 SUMMARY_KEYS = ("fbeta", "accuracy", "mcc")
 LABELS = {"fbeta": "F-beta", "accuracy": "Accuracy", "mcc": "MCC"}
 TARGET_FLAGS = {"--east_beta", "--beta", "--east_metric", "--metric", "--east_average", "--east_pos_label"}

@@ -47,8 +47,9 @@ class EASTConfig(TrainingArguments):
         east_threshold_grad (`bool`, defaults to `True`): gradients flow through the dynamic threshold.
         east_sync_across_processes (`bool`, defaults to `True`): all-reduce the soft confusion matrix across
             processes so every process optimises the surrogate of the global batch.
-        east_loss (`str`, defaults to `"east"`): ``"east"``, or the baselines ``"ce"`` and ``"dice"`` with
-            otherwise identical settings.
+        east_loss (`str`, defaults to `"east"`): ``"east"``, or a baseline with otherwise identical settings:
+            ``"ce"`` (cross-entropy), ``"wce"`` (class-weighted by inverse training-class frequency), ``"la"``
+            (logit-adjusted, Menon et al. 2021, tau = 1) or ``"dice"`` (soft Dice); see ``east_hf.loss.build_loss``.
 
     Parameters that control the annealing (paper Sec. 4.3):
         east_temperature (`float`, defaults to `0.2`): T0.
@@ -82,7 +83,10 @@ class EASTConfig(TrainingArguments):
 
     # --- the surrogate ---
     east_loss: str = field(
-        default="east", metadata={"help": "Loss: 'east' (the surrogate), or the baselines 'ce' and 'dice'."}
+        default="east",
+        metadata={
+            "help": "Loss: 'east' (the surrogate), or the baselines 'ce', 'wce', 'la' (logit-adjusted), 'dice'."
+        },
     )
     east_metric: str = field(default="fbeta", metadata={"help": f"Metric to train for, one of {sorted(METRICS)}."})
     east_beta: Any = field(
@@ -178,13 +182,14 @@ class EASTConfig(TrainingArguments):
             threshold_grad=self.east_threshold_grad,
         )
 
-    def build_loss(self, num_classes: int | None = None, class_names: Any = None) -> SetLoss:
+    def build_loss(self, num_classes: int | None = None, class_names: Any = None, class_counts: Any = None) -> SetLoss:
         """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``) or none (the baselines).
 
-        ``class_names`` (a list or an ``id2label`` mapping) resolves an ``east_beta`` given by class name.
+        ``class_names`` (a list or an ``id2label`` mapping) resolves an ``east_beta`` given by class name;
+        ``class_counts`` (training samples per class) are the priors of ``wce`` and ``la``.
         """
         if self.east_loss != "east":
-            return build_loss(self.east_loss)
+            return build_loss(self.east_loss, class_counts=class_counts)
         return build_loss("east", num_classes=num_classes, class_names=class_names, **self._loss_settings())
 
     @property
@@ -194,7 +199,7 @@ class EASTConfig(TrainingArguments):
 
     def annealing_schedule(self) -> AnnealingSchedule:
         """The ``AnnealingSchedule`` of the ``east_*`` fields. Baselines get one stage (their early stopping, with the
-        same patience) and ``east_loss="ce"`` no warm start, since it is cross-entropy throughout."""
+        same patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start."""
         epochs = self.east_warm_start_epochs
         return AnnealingSchedule(
             temperature=self.east_temperature,
@@ -206,7 +211,7 @@ class EASTConfig(TrainingArguments):
             threshold=self.east_threshold,
             stage_mode=monitor_mode(self.east_stage_monitor),
             anneal_mode=monitor_mode(self.east_anneal_key),
-            warm_start=self.east_warm_start if self.east_loss != "ce" else "none",
+            warm_start=self.east_warm_start if self.east_loss in ("east", "dice") else "none",
             warm_start_steps=self.east_warm_start_steps,
             warm_start_epochs=None if epochs == -1 else epochs,  # -1: the warm start's own early stopping
         )

@@ -7,7 +7,8 @@ layer sums statistics across processes (a differentiable all-reduce) before taki
 across every evaluation batch before taking the loss of the evaluation set, whatever the loss:
 
 - ``EASTLoss``: the soft confusion matrix C_T (C, C); the loss 1 - M(C_T).
-- ``CrossEntropySetLoss``: (sum of cross-entropies, count); the loss is their ratio, the mean cross-entropy.
+- ``CrossEntropySetLoss``: (sum of cross-entropies, count); the loss is their ratio, the mean cross-entropy. With
+  class weights it is ``wce`` (inverse training-class frequency), with logit adjustment ``la`` (Menon et al. 2021).
 - ``SoftDiceLoss``: per class (sum p y, sum p^2, sum y); the loss 1 - mean_k Dice_k (Milletari et al., 2016).
 
 ``build_loss(name, ...)`` makes one by its ``EASTConfig.east_loss`` name. Pure torch: nothing from transformers.
@@ -25,7 +26,17 @@ from torch import nn
 from east_hf.functional import AVERAGES, METRICS, beta_vector, check_temperature, resolve_beta, valid_rows
 from east_hf.functional.fused import soft_confusion_from_logits
 
-__all__ = ["LOSSES", "CrossEntropySetLoss", "EASTLoss", "SetLoss", "SoftDiceLoss", "build_loss"]
+__all__ = [
+    "LOSSES",
+    "PRIOR_LOSSES",
+    "CrossEntropySetLoss",
+    "EASTLoss",
+    "SetLoss",
+    "SoftDiceLoss",
+    "build_loss",
+    "class_weights_from_counts",
+    "logit_adjustment_from_counts",
+]
 
 
 class SetLoss(nn.Module):
@@ -68,10 +79,16 @@ class SetLoss(nn.Module):
 
 
 class CrossEntropySetLoss(SetLoss):
-    """Cross-entropy as a set loss: statistics (sum of per-sample cross-entropies, count), loss their ratio.
+    """Cross-entropy as a set loss: statistics (sum of per-sample cross-entropies, sum of weights), loss their ratio.
 
-    Equal to ``F.cross_entropy(logits, labels, ignore_index=-100)`` on a batch (weighted by ``sample_weight`` if
-    given), and to the mean over the whole set when the statistics of several batches are summed first. float32.
+    Equal to ``F.cross_entropy(logits, labels, weight=class_weight, ignore_index=-100)`` on a batch (each sample also
+    weighted by ``sample_weight`` if given), and to the mean over the whole set when the statistics of several batches
+    are summed first. Computed in float32.
+
+    Args:
+        class_weight: optional (C,) weight of each true class (``wce``: ``class_weights_from_counts``).
+        logit_adjustment: optional (C,) offsets added to the logits inside the loss only (``la``: tau * log(prior),
+            Menon et al., ICLR 2021); the model's own logits, and so its argmax predictions, are left as they are.
 
     >>> loss = CrossEntropySetLoss()
     >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 0])
@@ -81,17 +98,68 @@ class CrossEntropySetLoss(SetLoss):
 
     name = "ce"
 
+    def __init__(
+        self,
+        ignore_index: int | None = -100,
+        class_weight: Sequence[float] | torch.Tensor | None = None,
+        logit_adjustment: Sequence[float] | torch.Tensor | None = None,
+    ):
+        super().__init__(ignore_index)
+        for what, value in (("class_weight", class_weight), ("logit_adjustment", logit_adjustment)):
+            if value is not None:
+                value = torch.as_tensor(value, dtype=torch.float32)
+                if value.ndim != 1 or not bool(torch.isfinite(value).all()):
+                    raise ValueError(f"Expected {what} as a finite (C,) vector, got {value.tolist()}")
+            self.register_buffer(what, value, persistent=False)
+
     def statistics(self, logits, labels, sample_weight=None):
         logits, labels, sample_weight = self._rows(logits, labels, sample_weight)
         with torch.autocast(logits.device.type, enabled=False):
-            per_sample = F.cross_entropy(logits.float(), labels, reduction="none")  # (n,)
-            if sample_weight is None:
+            logits = logits.float()
+            for what, value in (("class_weight", self.class_weight), ("logit_adjustment", self.logit_adjustment)):
+                if value is not None and value.shape[0] != logits.shape[1]:
+                    raise ValueError(f"Expected {what} of {logits.shape[1]} classes, got {value.shape[0]}")
+            if self.logit_adjustment is not None:
+                logits = logits + self.logit_adjustment
+            per_sample = F.cross_entropy(logits, labels, reduction="none")  # (n,)
+            weight = None if self.class_weight is None else self.class_weight[labels]
+            if sample_weight is not None:
+                weight = sample_weight.float() if weight is None else weight * sample_weight.float()
+            if weight is None:
                 return torch.stack([per_sample.sum(), per_sample.new_tensor(float(len(per_sample)))])
-            weight = sample_weight.float()
             return torch.stack([(per_sample * weight).sum(), weight.sum()])
 
     def loss_from_statistics(self, stats):
         return stats[0] / stats[1]
+
+
+def class_weights_from_counts(counts: Sequence[int] | torch.Tensor) -> torch.Tensor:
+    """Inverse-frequency class weights, normalised so the mean weight of a training sample is 1.
+
+    w_k = N / (C n_k) for the n_k training samples of class k out of N (scikit-learn's ``"balanced"``); a class
+    without training samples gets 0.
+
+    >>> class_weights_from_counts([90, 10]).tolist()
+    [0.5555555820465942, 5.0]
+    """
+    counts = torch.as_tensor(counts, dtype=torch.float32)
+    if counts.ndim != 1 or counts.numel() < 2 or bool((counts < 0).any()) or not counts.sum() > 0:
+        raise ValueError(f"Expected class counts as >= 2 non-negative numbers, not all 0, got {counts.tolist()}")
+    return torch.where(counts > 0, counts.sum() / (len(counts) * counts.clamp(min=1)), 0.0)
+
+
+def logit_adjustment_from_counts(counts: Sequence[int] | torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+    """tau * log(pi_k), the logit adjustment of Menon et al. (ICLR 2021) from the training split's class priors.
+
+    A class without training samples gets the log of half a sample's prior, so the offset stays finite.
+
+    >>> [round(v, 4) for v in logit_adjustment_from_counts([75, 25]).tolist()]
+    [-0.2877, -1.3863]
+    """
+    counts = torch.as_tensor(counts, dtype=torch.float32)
+    if counts.ndim != 1 or counts.numel() < 2 or bool((counts < 0).any()) or not counts.sum() > 0:
+        raise ValueError(f"Expected class counts as >= 2 non-negative numbers, not all 0, got {counts.tolist()}")
+    return tau * (counts.clamp(min=0.5) / counts.sum()).log()
 
 
 class SoftDiceLoss(SetLoss):
@@ -254,18 +322,42 @@ class EASTLoss(SetLoss):
     loss_from_statistics = loss_from_confusion
 
 
-LOSSES: dict[str, type[SetLoss]] = {"east": EASTLoss, "ce": CrossEntropySetLoss, "dice": SoftDiceLoss}
-"""The losses by their ``EASTConfig.east_loss`` name."""
+LOSSES = ("east", "ce", "wce", "la", "dice")
+"""The losses by their ``EASTConfig.east_loss`` name: EAST, cross-entropy, class-weighted cross-entropy,
+logit-adjusted cross-entropy (tau = 1) and soft Dice."""
+PRIOR_LOSSES = ("wce", "la")  # built from the training split's class counts
 
 
-def build_loss(name: str, ignore_index: int | None = -100, **east_settings: Any) -> SetLoss:
-    """The loss named ``name`` (``LOSSES``); ``east_settings`` (``metric``, ``beta``, ...) go to ``EASTLoss`` only.
+def build_loss(
+    name: str,
+    ignore_index: int | None = -100,
+    class_counts: Sequence[int] | torch.Tensor | None = None,
+    **east_settings: Any,
+) -> SetLoss:
+    """The loss named ``name`` (``LOSSES``). ``east_settings`` (``metric``, ``beta``, ...) go to ``EASTLoss``;
+    ``wce`` and ``la`` need the training split's ``class_counts``.
+
+    - ``wce``: cross-entropy weighted by ``class_weights_from_counts(class_counts)``.
+    - ``la``: cross-entropy of ``logits + log(prior)`` (``logit_adjustment_from_counts``, tau = 1); predictions
+      stay the argmax of the model's logits, which is the logit-adjusted loss's Bayes-optimal balanced rule.
 
     >>> build_loss("ce")
     CrossEntropySetLoss()
+    >>> build_loss("wce", class_counts=[90, 10]).class_weight.tolist()
+    [0.5555555820465942, 5.0]
     """
     if name not in LOSSES:
-        raise ValueError(f"Expected a loss in {tuple(LOSSES)}, got {name!r}")
+        raise ValueError(f"Expected a loss in {LOSSES}, got {name!r}")
     if name == "east":
         return EASTLoss(ignore_index=ignore_index, **east_settings)
-    return LOSSES[name](ignore_index=ignore_index)
+    if name == "dice":
+        return SoftDiceLoss(ignore_index=ignore_index)
+    if name in PRIOR_LOSSES and class_counts is None:
+        raise ValueError(f"Expected the training split's class_counts for loss {name!r}, got None")
+    loss = CrossEntropySetLoss(
+        ignore_index=ignore_index,
+        class_weight=class_weights_from_counts(class_counts) if name == "wce" else None,
+        logit_adjustment=logit_adjustment_from_counts(class_counts) if name == "la" else None,
+    )
+    loss.name = name
+    return loss

@@ -46,9 +46,9 @@ import east_hf.models  # noqa: F401  (registers darknet19 with timm and the tabu
 from east_hf.callbacks import TemperatureAnnealingCallback
 from east_hf.cards import hub_preflight, write_model_card
 from east_hf.config import EASTConfig
-from east_hf.loss import CrossEntropySetLoss, EASTLoss, SetLoss
+from east_hf.loss import PRIOR_LOSSES, CrossEntropySetLoss, EASTLoss, SetLoss
 
-__all__ = ["EASTTrainer", "logits_of"]
+__all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,22 @@ def logits_of(outputs: Any) -> torch.Tensor:
     if isinstance(outputs, (tuple, list)) and outputs and isinstance(outputs[0], torch.Tensor):
         return outputs[0]
     raise TypeError(f"Expected model outputs with .logits or a logits tensor, got {type(outputs).__name__}")
+
+
+def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
+    """Training samples per class: from a ``datasets.Dataset``'s ``labels`` / ``label`` column (no transform runs),
+    else by reading ``dataset[i]["labels"]`` for every row. The priors of the ``wce`` and ``la`` baselines."""
+    if dataset is None or not hasattr(dataset, "__len__") or len(dataset) == 0:
+        raise ValueError("Expected a training data set with a length to count the classes of 'wce' / 'la', got none")
+    column_names = getattr(dataset, "column_names", None)
+    column = next((c for c in ("labels", "label") if column_names and c in column_names), None)
+    if column is not None and hasattr(dataset, "with_format"):
+        labels = torch.as_tensor(dataset.with_format(None)[column])
+    else:
+        labels = torch.as_tensor([int(dataset[i]["labels"]) for i in range(len(dataset))])
+    labels = labels[labels != -100]
+    width = max(num_classes or 0, int(labels.max()) + 1 if len(labels) else 0)
+    return torch.bincount(labels, minlength=width).tolist()
 
 
 def _all_reduce_differentiable(tensor: torch.Tensor) -> torch.Tensor:
@@ -116,7 +132,10 @@ class EASTTrainer(Trainer):
             raise ValueError(
                 "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
             )
-        self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None))
+        counts = None
+        if args.east_loss in PRIOR_LOSSES:
+            counts = training_class_counts(kwargs.get("train_dataset"), num_classes)
+        self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None), counts)
         self.warm_start_loss = CrossEntropySetLoss()
         self._num_classes = num_classes
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).

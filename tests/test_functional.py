@@ -345,3 +345,25 @@ def test_east_loss_resolves_beta_by_class_name():
     assert loss.beta == [1.0, 0.25, 1.0]
     with pytest.raises(ValueError, match="num_classes"):
         east_hf.EASTLoss(beta={"dog": 0.25})
+
+
+def test_wce_and_la_equal_hand_computed_cross_entropies():
+    from east_hf.loss import build_loss
+
+    counts = [6, 3, 1]  # N = 10 training samples
+    logits = torch.tensor([[1.0, 0.0, -1.0], [0.0, 2.0, 0.5], [0.3, 0.1, 0.2], [-1.0, 0.0, 1.0]])
+    labels = torch.tensor([0, 1, 2, 2])
+    w = [10 / (3 * 6), 10 / (3 * 3), 10 / (3 * 1)]  # N / (C n_k): mean weight of a training sample is 1
+    assert sum(n * wk for n, wk in zip(counts, w)) / 10 == pytest.approx(1.0)
+    logp = logits.log_softmax(1)
+    nll = [-logp[i, y].item() for i, y in enumerate(labels.tolist())]
+    weights = [w[y] for y in labels.tolist()]
+    expected_wce = sum(a * b for a, b in zip(weights, nll)) / sum(weights)
+    assert build_loss("wce", class_counts=counts)(logits, labels).item() == pytest.approx(expected_wce, rel=1e-6)
+    adjusted = (logits + torch.tensor([0.6, 0.3, 0.1]).log()).log_softmax(1)  # logits + tau log(prior), tau = 1
+    expected_la = -sum(adjusted[i, y].item() for i, y in enumerate(labels.tolist())) / 4
+    assert build_loss("la", class_counts=counts)(logits, labels).item() == pytest.approx(expected_la, rel=1e-6)
+    with pytest.raises(ValueError, match="class_counts"):
+        build_loss("la")
+    with pytest.raises(ValueError, match="3 classes, got 2"):
+        build_loss("wce", class_counts=[1, 1])(logits, labels)

@@ -97,10 +97,21 @@ def test_bf16_autocast_matches_fp32(tmp_path):
 
 
 def test_baseline_losses_run(tmp_path):
-    for loss in ("ce", "dice"):
+    from east_hf.loss import build_loss
+    from east_hf.trainer import training_class_counts
+
+    data = TinyTabular(32)
+    counts = training_class_counts(data, None)
+    assert sum(counts) == 32 and counts == torch.bincount(data.y).tolist()
+    for loss in ("ce", "wce", "la", "dice"):
         model = PlainClassifier()
-        trainer = EASTTrainer(
-            model=model, args=east_args(tmp_path, east_loss=loss, max_steps=2), train_dataset=TinyTabular(32)
+        trainer = EASTTrainer(model=model, args=east_args(tmp_path, east_loss=loss, max_steps=2), train_dataset=data)
+        assert trainer.east_loss.name == loss
+        with torch.no_grad():  # the trainer's loss is the baseline built from the training split's class counts
+            logits = model(data.x)
+        expected = build_loss(loss, class_counts=counts)(logits, data.y)
+        assert trainer.compute_loss(model, {"input_values": data.x, "labels": data.y}).item() == pytest.approx(
+            expected.item(), rel=1e-6
         )
         trainer.train()
         assert trainer.use_cross_entropy == (loss == "ce")
