@@ -9,17 +9,20 @@ Method. With the other offsets fixed, sample n predicts class k iff ``l_nk + b_k
 so its decision is a step function of ``b_k`` that switches between k and its runner-up ``a_n`` at the critical value
 ``t_n = m_n - l_nk``. Sorting t lists every decision ``b_k`` can reach: moving the first i sorted samples to column k
 gives the confusion matrix ``C_alt + sum_{r < i} (e_{y_r, k} - e_{y_r, a_r})``, a cumulative sum, so a batch of K
-candidate matrices (K, C, C) costs one histogram and one ``cumsum``, and the metric (vmapped) scores them together.
-Candidate offsets are midpoints between consecutive distinct critical values, plus one below and one above all.
+candidates costs one histogram and one ``cumsum``, and is scored at once. A named metric reads a confusion matrix
+only through TP, support and predicted counts, so its candidates are (K, 2C) statistics; a callable metric gets the
+(K, C, C) matrices, vmapped. Candidate offsets are midpoints between consecutive distinct critical values, plus one
+below and one above all.
 
 - Two classes: one sweep over ``b_1`` with ``b_0 = 0`` is the sweep over thresholds on ``l_1 - l_0``, and every
   distinct threshold is scored, so the optimum is exact; of equally good thresholds the one nearest 0 (the smallest
   change from argmax) wins.
 - More classes: coordinate ascent over k = 0, ..., C-1 from plain argmax (b = 0), in rounds until a round changes
-  nothing or ``max_rounds``. A change is kept only if the metric of the new ``argmax(logits + b)``, recomputed from
-  scratch, strictly improves, so the tuned score is at least the argmax score. Each coordinate scores every distinct
-  decision while ``N C^2`` is small (``_EXHAUSTIVE_ELEMENTS``); otherwise a grid of K decisions at quantiles of the
-  critical values, then finer grids around the best, until one covers every decision between its neighbours.
+  nothing or ``max_rounds``. A change is kept only if the library's metric of the new ``argmax(logits + b)``
+  strictly improves, so the tuned score is at least the argmax score. Each coordinate scores every distinct decision
+  while they fit one batch (``_BATCH_ELEMENTS``); otherwise a grid of at most ``_MAX_BINS`` decisions at quantiles
+  of the critical values, then finer grids around the best, until one covers every decision between its neighbours.
+  Cost per round: C sorts of N values and O(C (N + K D)) more, D = 2C (named metric) or C^2 (callable).
 
 The tuned score is measured on the data it was tuned on, an optimistic estimate: report the metric on held-out data.
 
@@ -227,26 +230,26 @@ def _top2(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, to
 
 
 def _update_top2(top, z: torch.Tensor, k: int):
-    """``_top2(z)`` after column k of z changed: k is inserted where it was not among the top two, and the rows
-    where it was are recomputed."""
+    """``_top2(z)`` after column k of z changed: only rows where k was among the top two, or now enters them, can
+    change, and only those are recomputed."""
     v1, i1, v2, i2 = top
     zk = z[:, k]
-    first = (zk > v1) | ((zk == v1) & (k < i1))  # (value, -index) order, as argmax
-    second = ~first & ((zk > v2) | ((zk == v2) & (k < i2)))
-    v2, i2 = torch.where(first, v1, torch.where(second, zk, v2)), torch.where(first, i1, torch.where(second, k, i2))
-    v1, i1 = torch.where(first, zk, v1), torch.where(first, k, i1)
-    stale = torch.nonzero((top[1] == k) | (top[3] == k)).flatten()
-    if len(stale):
-        for mine, fresh in zip((v1, i1, v2, i2), _top2(z[stale])):
-            mine[stale] = fresh
+    enters = (zk > v2) | ((zk == v2) & (k < i2))  # argmax's order: (value, -index)
+    rows = torch.nonzero(enters | (i1 == k) | (i2 == k)).flatten()
+    v1, i1, v2, i2 = v1.clone(), i1.clone(), v2.clone(), i2.clone()
+    for mine, fresh in zip((v1, i1, v2, i2), _top2(z[rows])):
+        mine[rows] = fresh
     return v1, i1, v2, i2
 
 
-def _argsort(t: torch.Tensor) -> torch.Tensor:
-    """Indices sorting t (N,); numpy's sort is the faster on CPU. Tied entries always move together."""
+def _sort_by(t: torch.Tensor, *payload: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """t (N,) sorted, and the tensors ``payload`` (N,) in the same order; numpy's sort and gathers are the faster on
+    CPU. The order of tied entries does not matter: tied samples always move together."""
     if t.device.type == "cpu":
-        return torch.from_numpy(t.numpy().argsort())
-    return torch.sort(t).indices
+        order = t.numpy().argsort()
+        return tuple(torch.from_numpy(x.numpy()[order]) for x in (t, *payload))
+    t, order = torch.sort(t)
+    return (t, *(x[order] for x in payload))
 
 
 class _Coordinate:
@@ -261,8 +264,7 @@ class _Coordinate:
         self.m = torch.where(is_k, v2, v1)  # m_n = max_{j != k} (l_nj + b_j)
         self.alt = torch.where(is_k, i2, i1)  # a_n
         t = self.m.double() - columns[k].double()  # (N,); columns: the logits transposed, (C, N)
-        order = _argsort(t)
-        self.t, self.y, self.alt_sorted = t[order], labels[order], self.alt[order]
+        self.t, self.y, self.alt_sorted = _sort_by(t, labels, self.alt)
         self.base = scorer.count(labels, self.alt)  # nobody predicts k
         cuts = torch.nonzero(self.t[1:] > self.t[:-1]).flatten() + 1
         self.positions = torch.cat([cuts.new_zeros(1), cuts, cuts.new_full((1,), len(t))])

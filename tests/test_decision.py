@@ -255,3 +255,16 @@ def test_fold_errors():
         fold_offsets_into_bias(nn.Linear(3, 4), [1.0] * 4)
     with pytest.raises(TypeError, match="bias tensor"):
         fold_offsets_into_bias("head", offsets)
+
+
+def test_top2_update_matches_recomputation():
+    """The incremental top-two after a column changes equals a fresh ``_top2``, ties in argmax's order included."""
+    g = torch.Generator().manual_seed(1)
+    z = torch.randint(0, 4, (500, 6), generator=g).float()  # many ties
+    top = decision._top2(z)
+    for k, shift in [(2, 1.0), (0, -2.0), (5, 3.0), (2, -1.0), (3, 0.0)]:
+        z[:, k] += shift
+        top = decision._update_top2(top, z, k)
+        for mine, fresh in zip(top, decision._top2(z)):
+            assert torch.equal(mine, fresh)
+    assert torch.equal(top[1], z.argmax(1))
