@@ -226,6 +226,7 @@ def card_context(
     recipe: dict[str, Any] | None = None,
     base_model: str | None = None,
     model_name: str | None = None,
+    decision_rule: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The values the card's template (``hub_cards/east_model_card.md``) renders: the loss, the annealing and its
     trajectory (plotted into ``output_dir / annealing.png``), the results, how to load the model, the recipe."""
@@ -288,6 +289,7 @@ def card_context(
         needs_east_import=is_timm and str(architecture).startswith("darknet"),
         architecture=architecture,
         recipe=_clean_recipe(recipe),
+        decision_rule=decision_rule,
         versions=_versions(),
         citation=CITATION,
     )
@@ -305,6 +307,7 @@ def write_model_card(
     base_model: str | None = None,
     model_name: str | None = None,
     tags: list[str] | None = None,
+    decision_rule: dict[str, Any] | None = None,
 ) -> Path | None:
     """Write ``README.md`` (the model card: ``card_metadata`` + the template filled with ``card_context``) and
     ``annealing.png`` into ``output_dir``; main process only."""
@@ -322,7 +325,7 @@ def write_model_card(
         model_name=model_name,
     )
     metadata = card_metadata(trainer, tags=tags, **shared)
-    context = card_context(trainer, output_dir, recipe=recipe, **shared)
+    context = card_context(trainer, output_dir, recipe=recipe, decision_rule=decision_rule, **shared)
     card = ModelCard.from_template(metadata, template_path=str(TEMPLATE_PATH), **context)
     path = output_dir / "README.md"
     card.save(path)

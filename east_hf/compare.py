@@ -228,7 +228,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("recipe", help="an east-train recipe (YAML)")
     parser.add_argument(
-        "--losses", default=None, help="comma-separated losses among east, ce, dice (default: all three)"
+        "--losses", default=None, help="comma-separated losses among east, ce, wce, la, dice (default: east,ce,dice)"
+    )
+    parser.add_argument(
+        "--tuned",
+        action="store_true",
+        help="also tune each run's decision rule on validation (east-train --tune_decision_rule) and add the tuned "
+        "scores as variants '<name>+tuned' (e.g. --reference ce+tuned)",
     )
     parser.add_argument("--variants", nargs="*", default=None, help="extra variants as NAME:FLAGS")
     parser.add_argument("--seeds", type=int, default=3, help="number of seeds, 0..N-1 (default 3)")
@@ -273,16 +279,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             k += 1
             run_dir = out_dir / name / f"seed-{seed}"
             done = (run_dir / "test_results.json").exists() and not args.force
+            if done and args.tuned and f"tuned_{metric}" not in _read_run(run_dir):
+                done = False  # finished without a tuned rule: run again with it
+            run_flags = [*flags, "--tune_decision_rule", "true"] if args.tuned else flags
             print(
                 f"[{k}/{total}] {name} seed {seed}: {'done, skipped' if done else 'training'}",
                 file=sys.stderr,
                 flush=True,
             )
-            info = {} if done else _run_one(args.recipe, run_dir, seed, flags, extra, args.vary_split)
+            info = {} if done else _run_one(args.recipe, run_dir, seed, run_flags, extra, args.vary_split)
             metrics = _read_run(run_dir)
-            runs.append(
-                {"variant": name, "seed": seed, "flags": flags, "output_dir": str(run_dir), "metrics": metrics, **info}
-            )
+            record = {"seed": seed, "flags": run_flags, "output_dir": str(run_dir), **info}
+            runs.append({"variant": name, "metrics": metrics, **record})
+            if args.tuned:  # the same model with its decision rule tuned on validation
+                tuned = {k[len("tuned_") :]: v for k, v in metrics.items() if k.startswith("tuned_")}
+                runs.append({"variant": f"{name}+tuned", "metrics": tuned, **record})
             print(
                 f"[{k}/{total}] {name} seed {seed}: test {metric}={metrics.get(metric, float('nan')):.4f}",
                 file=sys.stderr,
@@ -293,8 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # variants that redefine the target (another beta, metric or average) score a different F-beta: not paired
     flags_that_redefine = redefining_flags(metric)
     redefines = {n for n, f in variants.items() if any(x.split("=")[0] in flags_that_redefine for x in f)}
+    redefines |= {f"{n}+tuned" for n in redefines}
     paired_runs = [r for r in runs if r["variant"] not in redefines]
-    pairs = paired_differences(paired_runs, metric, args.reference) if args.reference in variants else {}
+    names = {r["variant"] for r in runs}
+    pairs = paired_differences(paired_runs, metric, args.reference) if args.reference in names else {}
     command = "east-compare " + " ".join(
         shlex.quote(a) for a in [args.recipe, *argv[1:]] + (["--", *extra] if extra else [])
     )
@@ -318,6 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"# {Path(args.recipe).stem}: test metrics, mean ± std over {args.seeds} seeds ({split})\n\n"
         f"Command: `{command}`\n\n{table}{paired}\n\n* the target metric. Variant flags: "
         + "; ".join(f"{n}: `{' '.join(f) or '(recipe)'}`" for n, f in variants.items())
+        + (
+            ". `+tuned`: the same models with per-class logit offsets tuned on the validation split for the target "
+            "metric (`--tune_decision_rule true`)"
+            if args.tuned
+            else ""
+        )
         + "\n"
     )
     _plot(summary, metric, out_dir / "results.png")

@@ -16,6 +16,7 @@ processes only the main one prints and writes.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ __all__ = ["ScriptArguments", "main", "resolved_settings"]
 
 logger = logging.getLogger(__name__)
 
+DECISION_RULE_NAME = "decision_rule.json"
 SUMMARY_KEYS = ("accuracy", "fbeta", "mcc", "precision", "recall", "loss")
 
 
@@ -52,6 +54,14 @@ class ScriptArguments:
     )
     model_card: bool = field(
         default=True, metadata={"help": "Write a model card (README.md) when east_hf.cards is available."}
+    )
+    tune_decision_rule: bool = field(
+        default=False,
+        metadata={
+            "help": "After training, tune per-class logit offsets on the validation split for the target metric and "
+            "fold them into the saved model's output bias; test metrics are reported both ways (test_* as "
+            "trained, test_tuned_* tuned)."
+        },
     )
     dry_run: bool = field(
         default=False,
@@ -79,7 +89,41 @@ def resolved_settings(parsed: ParsedArguments) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _write_model_card(trainer, parsed: ParsedArguments, data, test_metrics: dict[str, float], base_model: str | None):
+def _tune_decision_rule(trainer, data, eval_metrics: dict[str, float], test_metrics: dict[str, float]) -> dict:
+    """Tune the decision rule on the validation split, fold it into the model, save the tuned model in place of the
+    model as trained, and add ``eval_tuned_*`` / ``test_tuned_*`` metrics. The as-trained weights stay recoverable:
+    the best checkpoint folder keeps them, and ``decision_rule.json`` holds the offsets that were added."""
+    output_dir = Path(trainer.args.output_dir)
+    rule = trainer.tune_decision_rule(data.validation)
+    eval_metrics.update(trainer.evaluate(metric_key_prefix="eval_tuned"))
+    trainer.save_metrics("eval", eval_metrics)
+    if test_metrics:
+        test_metrics.update(trainer.evaluate(data.test, metric_key_prefix="test_tuned"))
+        trainer.save_metrics("test", test_metrics)
+    trainer.save_model()  # the tuned model: argmax of its logits applies the rule
+    key = trainer.args.east_target_key
+    decision = {
+        "metric": trainer.args.east_metric,
+        "target_key": key,
+        "offsets": {name: round(float(b), 6) for name, b in zip(data.label_names, rule.offsets.tolist())},
+        "validation_argmax": rule.baseline_score,
+        "validation_tuned": rule.score,
+        "test_as_trained": test_metrics.get(f"test_{key}"),
+        "test_tuned": test_metrics.get(f"test_tuned_{key}"),
+    }
+    if trainer.is_world_process_zero():
+        (output_dir / DECISION_RULE_NAME).write_text(json.dumps(decision, indent=2) + "\n")
+    return decision
+
+
+def _write_model_card(
+    trainer,
+    parsed: ParsedArguments,
+    data,
+    test_metrics: dict[str, float],
+    base_model: str | None,
+    decision_rule: dict | None = None,
+):
     """The one call site of the model-card hook: ``east_hf.cards.write_model_card`` if that module exists.
 
     The same information goes to ``trainer.east_card_info``, from which ``EASTTrainer.create_model_card`` writes the
@@ -91,7 +135,8 @@ def _write_model_card(trainer, parsed: ParsedArguments, data, test_metrics: dict
         return None
     offered = {
         "test_metrics": test_metrics,
-        "metric_prefix": "test",
+        "metric_prefix": "test_tuned" if decision_rule is not None and test_metrics else "test",  # the saved model's
+        "decision_rule": decision_rule,
         "dataset_name": parsed.data.dataset_name,
         "dataset_split": "test",
         "recipe": {**parsed.recipe, **parsed.overrides},  # what reproduces this run
@@ -119,8 +164,14 @@ def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extr
     lines = [""]
     if keys:
         width = max(len(k) for k in keys)
-        lines += ["Test metrics (best model)", "-" * (width + 10)]
-        lines += [f"{k:<{width}}  {metrics[f'test_{k}']:>8.4f}" for k in keys]
+        tuned = all(f"test_tuned_{k}" in metrics for k in keys)
+        header = f"{'':<{width}}  {'argmax':>8}  {'tuned':>8}" if tuned else ""
+        lines += ["Test metrics (best model" + (", as trained and with the tuned decision rule)" if tuned else ")")]
+        lines += [header] if tuned else []
+        lines += ["-" * (width + (20 if tuned else 10))]
+        for k in keys:
+            row = f"{k:<{width}}  {metrics[f'test_{k}']:>8.4f}"
+            lines.append(row + (f"  {metrics[f'test_tuned_{k}']:>8.4f}" if tuned else ""))
         lines.append("")
     out = Path(output_dir)
     lines += [
@@ -212,8 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         test_metrics["test_samples"] = len(data.test)
         trainer.log_metrics("test", test_metrics)
         trainer.save_metrics("test", test_metrics)
+    decision = None
+    if script.tune_decision_rule:
+        decision = _tune_decision_rule(trainer, data, eval_metrics, test_metrics)
+        extra.append(f"rule:     {Path(training.output_dir) / DECISION_RULE_NAME} (tuned on validation, in the bias)")
     trainer.save_state()
-    card = _write_model_card(trainer, parsed, data, test_metrics, base_model) if script.model_card else None
+    card = _write_model_card(trainer, parsed, data, test_metrics, base_model, decision) if script.model_card else None
     if training.push_to_hub:
         trainer.push_to_hub()  # on every process: it saves collectively and uploads from the main one
     if main_process:

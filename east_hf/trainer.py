@@ -143,6 +143,7 @@ class EASTTrainer(Trainer):
         self._soft_metric_sum = None
         self._soft_metric_count = 0
         self._eval_stats = None
+        self.decision_rule = None  # set by tune_decision_rule
         callbacks = list(callbacks or [])
         if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
             callbacks.append(args.annealing_callback())
@@ -247,6 +248,43 @@ class EASTTrainer(Trainer):
         logs.setdefault("east_temperature", self.east_temperature)
         logs.setdefault("east_stage", self.east_stage)
         super().log(logs, start_time)
+
+    # ---- decision rule ----
+    def tune_decision_rule(self, eval_dataset: Any = None):
+        """Tune per-class logit offsets on ``eval_dataset`` (default: the evaluation set) for the configured metric
+        (``east_metric``, ``east_beta``, ``east_average``, ``east_pos_label``) and fold them into the model's output
+        bias (``east_hf.models.classifier_head``), so that ``argmax`` of the model's logits applies the tuned rule in
+        every later evaluation, ``save_model`` and pipeline. Returns the ``east_hf.decision.DecisionRule``, also kept
+        as ``trainer.decision_rule``. A head without a bias is a one-line error before any prediction runs.
+        """
+        from east_hf.decision import fold_offsets_into_bias, tune_logit_offsets
+        from east_hf.functional import resolve_beta
+        from east_hf.models import classifier_head
+
+        dataset = self.eval_dataset if eval_dataset is None else eval_dataset
+        if dataset is None:
+            raise ValueError("Expected a validation set to tune the decision rule on, got none (pass eval_dataset)")
+        head = classifier_head(self.model, self._num_classes)
+        output = self.predict(dataset, metric_key_prefix="tune")
+        logits = torch.as_tensor(
+            output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+        )
+        labels = torch.as_tensor(output.label_ids)
+        args, config = self.args, getattr(self.model, "config", None)
+        beta = getattr(self.east_loss, "beta", None)
+        if beta is None:  # a baseline: resolve the configured beta as EASTLoss would
+            beta = resolve_beta(args.east_beta, getattr(config, "id2label", None), logits.shape[1])
+        rule = tune_logit_offsets(
+            logits.float(),
+            labels,
+            args.east_metric,
+            beta=beta,
+            average=args.east_average,
+            pos_label=args.east_pos_label,
+        )
+        fold_offsets_into_bias(head, rule.offsets)
+        self.decision_rule = rule
+        return rule
 
     # ---- fail early ----
     def train(self, *pargs, **kwargs):

@@ -16,7 +16,7 @@ from east_hf.train import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
-DEMO = ROOT / "recipes" / "demo.yaml"
+DEMO = ROOT / "recipes" / "digits_longtail_demo.yaml"  # an image task; the tests give it tiny budgets
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +70,8 @@ def test_every_recipe_parses_and_validates(parser, recipe, tmp_path):
 
 
 def test_packaged_demo_is_the_demo_recipe(parser):
-    assert demo_recipe_path().read_text() == DEMO.read_text()
-    assert parser.parse(["--demo"]).data.dataset_name == "sklearn:digits"
+    assert demo_recipe_path().read_text() == (ROOT / "recipes" / "demo.yaml").read_text()
+    assert parser.parse(["--demo"]).data.dataset_name == "sklearn:rare_positive"
 
 
 def test_flags_override_the_recipe_and_aliases_resolve(parser, tmp_path):
@@ -295,3 +295,30 @@ def test_tabular_run_saves_its_input_statistics(capsys, tmp_path):
     preprocessor = TabularPreprocessor.load(out)
     assert len(preprocessor.feature_names) == json.loads((out / "config.json").read_text())["num_features"] == 30
     assert "test_recall_malignant" in json.loads((out / "test_results.json").read_text())  # the positive class
+
+
+def test_tuned_decision_rule_is_folded_into_the_saved_model(capsys, tmp_path):
+    from east_hf.metrics import build_compute_metrics
+    from east_hf.models import load_pretrained
+
+    recipe = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
+    out = tmp_path / "run"
+    argv = [str(recipe), *_tiny_args(out, hidden_sizes=16, max_steps=6, tune_decision_rule="true", model_card="true")]
+    assert main(argv) == 0
+    assert "as trained and with the tuned decision rule" in capsys.readouterr().out
+    rule = json.loads((out / "decision_rule.json").read_text())
+    saved = json.loads((out / "test_results.json").read_text())
+    assert "test_fbeta" in saved and "test_tuned_fbeta" in saved and rule["test_tuned"] == saved["test_tuned_fbeta"]
+    assert rule["validation_tuned"] >= rule["validation_argmax"]
+    state = json.loads((out / "trainer_state.json").read_text())
+    tuned, trained = load_pretrained(str(out)).eval(), load_pretrained(state["best_model_checkpoint"]).eval()
+    data = load_data(EASTArgumentParser().parse(argv).data)
+    x, y = data.test[:]["input_features"], data.test[:]["labels"]
+    offsets = torch.tensor(list(rule["offsets"].values()))
+    with torch.no_grad():
+        logits, before = tuned(input_features=x).logits, trained(input_features=x).logits
+    assert torch.equal(logits.argmax(1), (before + offsets).argmax(1))  # the rule lives in the saved bias
+    metrics = build_compute_metrics(2, average="binary")((logits.numpy(), y.numpy()))
+    assert metrics["fbeta"] == pytest.approx(saved["test_tuned_fbeta"], abs=1e-6)
+    card = (out / "README.md").read_text()
+    assert "### Decision rule" in card and "tuned on the validation split" in card

@@ -8,7 +8,7 @@ import pytest
 
 from east_hf.compare import main, markdown_table, parse_variants, redefining_flags, summarize
 
-RECIPE = str(Path(__file__).parents[1] / "recipes" / "demo.yaml")
+RECIPE = str(Path(__file__).parents[1] / "recipes" / "digits_longtail_demo.yaml")
 TINY = [
     "--max_steps",
     "2",

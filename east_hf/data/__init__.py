@@ -9,7 +9,8 @@ Sources (``DataArguments.dataset_name``):
   an image data set), ``digits_tabular`` (the same as 64 features), ``breast_cancer`` (2 classes), ``wine`` (3) and
   ``iris`` (3), tabular; and ``make_classification``, a fixed synthetic imbalanced binary task made by scikit-learn
   (``SYNTHETIC_BINARY``: 20,000 rows, 20 features, 10 % positives, 2 % flipped labels), large enough for a test
-  split of 400 positives.
+  split of 400 positives; ``rare_positive`` (``RARE_POSITIVE``: 20,000 rows, 7 % positives that are hard to
+  separate), where argmax of cross-entropy finds few positives (the demo).
 
 The pipeline (``load_data``): the label column becomes a ``ClassLabel`` named ``label``; ``positive_classes``
 relabels to binary (those classes 1, the rest 0); ``imbalance_ratio`` keeps a fraction ratio**(k/(C-1)) of class
@@ -32,11 +33,12 @@ The package's modules: ``arguments`` (``DataArguments``), ``sources`` (``load_ra
 from east_hf.data.arguments import DataArguments
 from east_hf.data.images import image_transforms, set_image_transforms
 from east_hf.data.pipeline import EASTData, load_data
-from east_hf.data.sources import SKLEARN_SETS, SYNTHETIC_BINARY, DataError, load_raw
+from east_hf.data.sources import RARE_POSITIVE, SKLEARN_SETS, SYNTHETIC_BINARY, DataError, load_raw
 from east_hf.data.tabular import PREPROCESSOR_NAME, TabularPreprocessor
 
 __all__ = [
     "PREPROCESSOR_NAME",
+    "RARE_POSITIVE",
     "SKLEARN_SETS",
     "SYNTHETIC_BINARY",
     "DataArguments",

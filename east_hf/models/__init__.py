@@ -9,6 +9,7 @@ transformers' misleading "not supported in your version of timm" (see ``east_hf.
 
 from collections.abc import Mapping, Sequence
 
+from torch import nn
 from transformers import (
     AutoConfig,
     AutoModelForImageClassification,
@@ -25,6 +26,7 @@ __all__ = [
     "Darknet19",
     "TabularMLPConfig",
     "TabularMLPForClassification",
+    "classifier_head",
     "create_image_model",
     "image_classifier_from_pretrained",
     "label_maps",
@@ -110,3 +112,41 @@ def load_pretrained(path: str, **kwargs) -> PreTrainedModel:
         AutoModelForSequenceClassification if isinstance(config, TabularMLPConfig) else AutoModelForImageClassification
     )
     return auto_cls.from_pretrained(path, **kwargs)
+
+
+def classifier_head(model: nn.Module, num_classes: int | None = None) -> nn.Module:
+    """The layer whose outputs are the model's logits: an ``nn.Linear`` or a 1x1 ``nn.Conv2d`` with a bias.
+
+    Found as timm's ``get_classifier()`` (a ``TimmWrapper`` model or a timm model), else the model's ``classifier``
+    attribute (transformers' convention, and ``TabularMLPForClassification``), else the last such layer. Adding a
+    vector to its bias adds it to every logit row (for darknet19's 1x1 conv, before the global average pool, which
+    commutes with it), which is how a tuned decision rule is folded into a saved model (``east_hf.decision``).
+
+    >>> head = classifier_head(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
+    >>> head.out_features
+    3
+    """
+    num_classes = num_classes or getattr(getattr(model, "config", None), "num_labels", None)
+    owner = getattr(model, "timm_model", model)
+    if callable(getattr(owner, "get_classifier", None)):
+        head = owner.get_classifier()
+    elif isinstance(getattr(model, "classifier", None), nn.Module):
+        head = model.classifier
+    else:
+        head = model
+    if not isinstance(head, (nn.Linear, nn.Conv2d)):  # a container: its last linear or conv layer
+        layers = [m for m in head.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+        head = layers[-1] if layers else head
+    width = head.out_features if isinstance(head, nn.Linear) else getattr(head, "out_channels", None)
+    is_1x1 = not isinstance(head, nn.Conv2d) or tuple(head.kernel_size) == (1, 1)
+    if not isinstance(head, (nn.Linear, nn.Conv2d)) or not is_1x1 or (num_classes and width != num_classes):
+        raise ValueError(
+            f"Expected a classifier head (nn.Linear or 1x1 nn.Conv2d with {num_classes or 'C'} outputs) in "
+            f"{type(model).__name__}, got {type(head).__name__}"
+        )
+    if head.bias is None:
+        raise ValueError(
+            f"Expected a classifier head with a bias to fold a decision rule into, got {type(head).__name__}"
+            f"(bias=False) in {type(model).__name__}; apply DecisionRule.predict(logits) to its logits instead"
+        )
+    return head
