@@ -111,3 +111,26 @@ def test_vary_split_gives_each_seed_its_own_split(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         _run_one(RECIPE, tmp_path / "run", 3, [], [])
     assert "--split_seed" not in seen[1]
+
+
+def test_compare_tuned_adds_tuned_rows_and_pairs_against_tuned_ce(tmp_path, capsys):
+    recipe = str(Path(__file__).parents[1] / "recipes" / "breast_cancer_imbalanced_f1.yaml")
+    out = tmp_path / "cmp"
+    tiny = ["--max_steps", "4", "--eval_steps", "2", "--save_steps", "2", "--eval_strategy", "steps"]
+    tiny += ["--save_strategy", "steps", "--hidden_sizes", "16", "--disable_tqdm", "True", "--model_card", "False"]
+    argv = [recipe, "--losses", "east,ce,wce,la", "--tuned", "--reference", "ce+tuned", "--output_dir", str(out)]
+    assert main([*argv, "--seeds", "1", "--", *tiny]) == 0
+    result = json.loads((out / "results.json").read_text())
+    names = ["east", "east+tuned", "ce", "ce+tuned", "wce", "wce+tuned", "la", "la+tuned"]
+    assert [r["variant"] for r in result["runs"]] == names
+    for run in result["runs"]:
+        saved = json.loads((Path(run["output_dir"]) / "test_results.json").read_text())
+        key = "test_tuned_fbeta" if run["variant"].endswith("+tuned") else "test_fbeta"
+        assert run["metrics"]["fbeta"] == saved[key]
+        assert ("--tune_decision_rule" in run["flags"]) and (Path(run["output_dir"]) / "decision_rule.json").is_file()
+    assert result["paired"]["reference"] == "ce+tuned"
+    assert sorted(result["paired"]["differences"]) == sorted(n for n in names if n != "ce+tuned")
+    tuned_ce = next(r for r in result["runs"] if r["variant"] == "ce+tuned")["metrics"]["fbeta"]
+    east = next(r for r in result["runs"] if r["variant"] == "east")["metrics"]["fbeta"]
+    assert result["paired"]["differences"]["east"][0] == pytest.approx(east - tuned_ce)
+    assert "F-beta − ce+tuned" in (out / "results.md").read_text()
