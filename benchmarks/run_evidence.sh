@@ -65,23 +65,56 @@ chain2() {
   EXTRA="--num_train_epochs 200" compare "${S200[@]}" --losses east
 }
 
+evidence() {  # the committed tables above
+  local pids=()
+  chain1 > runs/evidence/chain1.log 2>&1 &
+  pids+=($!)
+  chain2 > runs/evidence/chain2.log 2>&1 &
+  pids+=($!)
+  echo "running; progress in runs/evidence/chain{1,2}.log"
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  # The tables that combine both chains (every run is done by now: nothing is retrained).
+  {
+    compare "${A[@]}" --seeds 10 --losses east,ce,dice --variants "cold_start:--east_warm_start none" "${A_BETA[@]}"
+    compare digits_longtail digits_longtail_ablations digits_longtail --seeds 5 --losses east,ce --variants "${ABLATIONS[@]}"
+    compare "${S[@]}" --losses east,ce,dice --variants "${S_BETA[@]}"
+    EXTRA="--num_train_epochs 200" compare "${S200[@]}" --losses east,ce,dice
+  } > runs/evidence/tables.log 2>&1
+  # Probes of EAST against Dice on the synthetic task (the first column: F1 of the positive class for every row, the
+  # macro-surrogate probe included).
+  compare synthetic_binary synthetic_binary_probes synthetic_binary --seeds 10 --losses east,ce,dice \
+    --variants "${PROBES[@]}" --metric fbeta_positive > runs/evidence/probes.log 2>&1
+}
+
+# Baselines and tuned decision rules (issue 17): every loss (EAST, CE, class-weighted CE, logit-adjusted CE, Dice),
+# each also with its per-class logit offsets tuned on the validation split (`<loss>+tuned`), paired against CE with
+# a tuned rule. New runs folders (runs/evidence/<task>_baselines): every run also tunes its decision rule.
+BASE=(--losses east,ce,wce,la,dice --tuned --reference ce+tuned)
+baselines_chain1() {
+  compare synthetic_binary synthetic_binary_baselines synthetic_binary_baselines --seeds 5 "${BASE[@]}"
+  compare synthetic_binary synthetic_binary_baselines synthetic_binary_baselines --seeds 10 "${BASE[@]}"
+}
+baselines_chain2() {  # digits9_binary: 36 test positives, so each seed draws its own split (--vary_split)
+  compare digits9_binary digits9_binary_resplit_baselines digits9_binary_resplit_baselines --seeds 10 --vary_split \
+    "${BASE[@]}"
+  compare digits_longtail digits_longtail_baselines digits_longtail_baselines --seeds 5 "${BASE[@]}"
+  compare digits_longtail digits_longtail_baselines digits_longtail_baselines --seeds 10 "${BASE[@]}"
+}
+baselines() {  # (the 5-seed tables first, so that an interrupted run leaves complete 5-seed tables; resumable)
+  local pids=()
+  baselines_chain1 > runs/evidence/baselines_chain1.log 2>&1 &
+  pids+=($!)
+  baselines_chain2 > runs/evidence/baselines_chain2.log 2>&1 &
+  pids+=($!)
+  echo "running; progress in runs/evidence/baselines_chain{1,2}.log"
+  for pid in "${pids[@]}"; do wait "$pid"; done
+}
+
 mkdir -p runs/evidence
-pids=()
-chain1 > runs/evidence/chain1.log 2>&1 &
-pids+=($!)
-chain2 > runs/evidence/chain2.log 2>&1 &
-pids+=($!)
-echo "running; progress in runs/evidence/chain{1,2}.log"
-for pid in "${pids[@]}"; do wait "$pid"; done
-# The tables that combine both chains (every run is done by now: nothing is retrained).
-{
-  compare "${A[@]}" --seeds 10 --losses east,ce,dice --variants "cold_start:--east_warm_start none" "${A_BETA[@]}"
-  compare digits_longtail digits_longtail_ablations digits_longtail --seeds 5 --losses east,ce --variants "${ABLATIONS[@]}"
-  compare "${S[@]}" --losses east,ce,dice --variants "${S_BETA[@]}"
-  EXTRA="--num_train_epochs 200" compare "${S200[@]}" --losses east,ce,dice
-} > runs/evidence/tables.log 2>&1
-# Probes of EAST against Dice on the synthetic task (the first column: F1 of the positive class for every row, the
-# macro-surrogate probe included).
-compare synthetic_binary synthetic_binary_probes synthetic_binary --seeds 10 --losses east,ce,dice \
-  --variants "${PROBES[@]}" --metric fbeta_positive > runs/evidence/probes.log 2>&1
+case "${1:-all}" in
+  all) evidence; baselines ;;
+  evidence) evidence ;;
+  baselines) baselines ;;
+  *) echo "usage: $0 [all|evidence|baselines]" >&2; exit 2 ;;
+esac
 echo "tables: benchmarks/results/"
