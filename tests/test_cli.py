@@ -344,7 +344,7 @@ def test_wheel_ships_every_recipe_the_license_and_builds_without_warnings(tmp_pa
 
     ignore = shutil.ignore_patterns(".venv", "runs", ".git", "build", "*.egg-info", "__pycache__", ".*cache")
     src = shutil.copytree(ROOT, tmp_path / "src", ignore=ignore)
-    code = "from setuptools import build_meta; print(build_meta.build_wheel(%r))" % str(tmp_path)
+    code = f"from setuptools import build_meta; print(build_meta.build_wheel({str(tmp_path)!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=src)
     assert out.returncode == 0, out.stderr[-2000:]
     log = out.stdout + out.stderr
