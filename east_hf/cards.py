@@ -39,14 +39,47 @@ CITATION = """@article{li2025east,
   year    = {2025}
 }"""
 
-# hard-metric key -> (metric_type for the Hub's model-index, human label)
+# hard-metric key -> (metric_type for the Hub's model-index, as the `evaluate` metric of that name, human label)
 _HUB_METRICS = {
-    "fbeta": ("macro_fbeta", "F-beta"),
+    "fbeta": ("fbeta", "F-beta"),
     "accuracy": ("accuracy", "Accuracy"),
-    "mcc": ("mcc", "MCC"),
+    "mcc": ("matthews_correlation", "MCC"),
     "precision": ("precision", "Precision"),
     "recall": ("recall", "Recall"),
 }
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def is_hub_id(name: str | None) -> bool:
+    """True for a Hub repository id (``owner/name``) that is not a local path: a card's ``base_model`` must be one.
+
+    >>> is_hub_id("timm/resnet18.a1_in1k"), is_hub_id("/tmp/my-checkpoint"), is_hub_id(None)
+    (True, False, False)
+    """
+    return bool(name) and _HUB_ID.fullmatch(str(name)) is not None and not Path(str(name)).exists()
+
+
+def _metric_identity(key: str, args, id2label: dict) -> tuple[str, str, dict[str, Any] | None]:
+    """(model-index type, name, args) of a hard metric key for the configured average and beta."""
+    metric_type, label = _HUB_METRICS.get(key, (key, key))
+    if key not in ("fbeta", "precision", "recall"):
+        return metric_type, label, None
+    beta = args.east_beta
+    plain_f1 = key == "fbeta" and (beta == 1 or beta == 1.0)
+    if plain_f1:
+        metric_type, label = "f1", "F1"
+    metric_args: dict[str, Any] = {"average": args.east_average}
+    if args.east_average == "binary":
+        positive = id2label.get(args.east_pos_label, id2label.get(str(args.east_pos_label), args.east_pos_label))
+        metric_args["pos_label"] = args.east_pos_label
+        name = f"{label} (binary, positive class {positive})"
+    else:
+        name = f"{label} ({args.east_average})"
+    if key == "fbeta" and not plain_f1:
+        metric_args["beta"] = beta
+    return metric_type, name, metric_args
+
+
 _SECRET = re.compile(r"token|password|secret", re.IGNORECASE)
 
 
@@ -79,10 +112,11 @@ def annealing_trajectory(log_history: list[dict[str, Any]], target_key: str) -> 
     Evaluations of a cross-entropy warm start (stage -1) have the stage ``"CE warm start"``, no temperature, and the
     cross-entropy validation loss in the loss column.
     """
-    rows = []
+    rows, seen = [], set()
     for entry in log_history:
-        if "eval_loss" not in entry:
-            continue
+        if "eval_loss" not in entry or entry.get("step") in seen:
+            continue  # a step evaluated twice (the final evaluation of the best model): the first is the trajectory's
+        seen.add(entry.get("step"))
         stage = entry.get("eval_east_stage", entry.get("east_stage", ""))
         rows.append(
             {
@@ -99,8 +133,9 @@ def annealing_trajectory(log_history: list[dict[str, Any]], target_key: str) -> 
 
 
 def plot_annealing(rows: list[dict[str, Any]], path: str | Path, target_key: str) -> Path | None:
-    """Temperature and validation metric against step, stage boundaries marked, saved as PNG."""
-    rows = [r for r in rows if r["step"] is not None and r["temperature"] is not None]
+    """Validation metric and surrogate loss against step (top) and the temperature (bottom), stage boundaries marked
+    and a cross-entropy warm start shaded, saved as PNG; the legends sit outside the curves."""
+    rows = [r for r in rows if r["step"] is not None]
     if not rows:
         return None
     import matplotlib
@@ -109,21 +144,28 @@ def plot_annealing(rows: list[dict[str, Any]], path: str | Path, target_key: str
     import matplotlib.pyplot as plt
 
     steps = [r["step"] for r in rows]
-    fig, ax_t = plt.subplots(figsize=(7, 3.5), dpi=100)
-    ax_t.step(steps, [r["temperature"] for r in rows], where="post", color="tab:red", label="temperature")
-    ax_t.set_xlabel("step")
-    ax_t.set_ylabel("temperature T", color="tab:red")
-    ax_m = ax_t.twinx()
+    fig, (ax_m, ax_t) = plt.subplots(
+        2, 1, figsize=(7, 4.5), dpi=100, sharex=True, gridspec_kw={"height_ratios": [2, 1]}
+    )
     metric = [r["metric"] if r["metric"] is not None else float("nan") for r in rows]
     ax_m.plot(steps, metric, marker="o", ms=3, color="tab:blue", label=f"validation {target_key}")
-    ax_m.plot(steps, [r["loss"] for r in rows], ls="--", color="tab:gray", label="validation surrogate loss")
-    ax_m.set_ylabel(f"validation {target_key} / loss")
+    ax_m.plot(steps, [r["loss"] for r in rows], ls="--", color="tab:gray", label="validation loss")
+    warm = [r["step"] for r in rows if r["stage"] == "CE warm start"]
+    if warm:
+        for ax in (ax_m, ax_t):
+            ax.axvspan(0, max(warm), color="tab:orange", alpha=0.12, lw=0)
+        ax_m.plot([], [], color="tab:orange", alpha=0.3, lw=6, label="cross-entropy warm start")
+    annealed = [r for r in rows if r["temperature"] is not None]
+    if annealed:
+        ax_t.step([r["step"] for r in annealed], [r["temperature"] for r in annealed], where="post", color="tab:red")
     for prev, row in zip(rows, rows[1:]):
         if row["stage"] != prev["stage"]:
-            ax_t.axvline(row["step"], color="k", alpha=0.25, lw=1)
-    handles = ax_t.get_legend_handles_labels()[0] + ax_m.get_legend_handles_labels()[0]
-    ax_m.legend(handles=handles, loc="best", fontsize=8)
-    ax_t.set_title("EAST annealing (vertical lines: temperature decreases)")
+            for ax in (ax_m, ax_t):
+                ax.axvline(row["step"], color="k", alpha=0.25, lw=1)
+    ax_m.set_ylabel(f"{target_key} / loss")
+    ax_t.set_ylabel("temperature T")
+    ax_t.set_xlabel("step (vertical lines: a new stage)")
+    ax_m.legend(loc="lower left", bbox_to_anchor=(0, 1.02), ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, format="png")
@@ -175,11 +217,16 @@ def card_metadata(
     base_model: str | None = None,
     model_name: str | None = None,
     tags: list[str] | None = None,
+    license: str | None = None,
+    language: str | list[str] | None = None,
 ) -> ModelCardData:
-    """The card's YAML metadata: name, tags, base model, data set, and a ``model-index`` with one ``EvalResult`` for
-    each of the target metric, F-beta, MCC and accuracy found in ``test_metrics`` (keys like ``test_fbeta``)."""
+    """The card's YAML metadata: name, license, language, tags, base model (Hub ids only), data set, ``metrics`` and a
+    ``model-index`` with one ``EvalResult`` for each of the target metric, F-beta, MCC and accuracy found in
+    ``test_metrics`` (keys like ``test_fbeta``), typed for the configured average (binary F1 is ``f1`` with
+    ``average: binary``, not a macro score)."""
     args, model = trainer.args, trainer.model
     config = getattr(model, "config", None)
+    id2label = {int(k): v for k, v in (getattr(config, "id2label", None) or {}).items()}
     target_key = args.east_target_key
     image_model = getattr(model, "main_input_name", None) == "pixel_values"
     test_metrics = test_metrics or {}
@@ -189,7 +236,7 @@ def card_metadata(
         value = test_metrics.get(f"{metric_prefix}_{key}")
         if value is None:
             continue
-        metric_type, label = _HUB_METRICS.get(key, (key, key))
+        metric_type, name, metric_args = _metric_identity(key, args, id2label)
         eval_results.append(
             EvalResult(
                 task_type="image-classification" if image_model else "tabular-classification",
@@ -197,19 +244,23 @@ def card_metadata(
                 dataset_name=dataset_name,
                 dataset_split=dataset_split,
                 metric_type=metric_type,
-                metric_name=f"{label} ({args.east_average})" if key in ("fbeta", "precision", "recall") else label,
+                metric_name=name,
                 metric_value=float(value),
+                metric_args=metric_args,
             )
         )
-    metric_tag = {"fbeta": "f1" if args.east_beta == 1.0 else "fbeta"}.get(target_key, target_key)
+    metric_tag = _metric_identity(target_key, args, id2label)[0]
     is_timm = getattr(config, "model_type", None) == "timm_wrapper"
-    all_tags = ["east", "east_hf", metric_tag] + (["timm"] if is_timm else []) + list(tags or [])
+    all_tags = ["east", "east_hf", metric_tag, "generated_from_trainer"] + (["timm"] if is_timm else [])
     return ModelCardData(
         model_name=model_name,
+        license=license,
+        language=language,
         library_name="transformers",
-        tags=list(dict.fromkeys(all_tags)),
-        base_model=base_model,
+        tags=list(dict.fromkeys(all_tags + list(tags or []))),
+        base_model=base_model if is_hub_id(base_model) else None,
         datasets=[dataset_name] if dataset_name != "custom" else None,
+        metrics=list(dict.fromkeys(r.metric_type for r in eval_results)) or None,
         pipeline_tag="image-classification" if image_model else "tabular-classification",
         eval_results=eval_results or None,
     )
@@ -281,7 +332,8 @@ def card_context(
         per_class=_per_class(test_metrics, metric_prefix),
         plot_file=plot.name if plot else None,
         trajectory=[{k: _fmt(v) for k, v in r.items()} for r in rows],
-        base_model=base_model,
+        base_model=base_model if is_hub_id(base_model) else None,
+        local_base_model=None if is_hub_id(base_model) else base_model,
         dataset_name=dataset_name or "custom",
         dataset_split=dataset_split,
         auto_class="AutoModelForImageClassification" if image_model else "AutoModelForSequenceClassification",
@@ -308,6 +360,8 @@ def write_model_card(
     model_name: str | None = None,
     tags: list[str] | None = None,
     decision_rule: dict[str, Any] | None = None,
+    license: str | None = None,
+    language: str | list[str] | None = None,
 ) -> Path | None:
     """Write ``README.md`` (the model card: ``card_metadata`` + the template filled with ``card_context``) and
     ``annealing.png`` into ``output_dir``; main process only."""
@@ -324,7 +378,7 @@ def write_model_card(
         base_model=base_model,
         model_name=model_name,
     )
-    metadata = card_metadata(trainer, tags=tags, **shared)
+    metadata = card_metadata(trainer, tags=tags, license=license, language=language, **shared)
     context = card_context(trainer, output_dir, recipe=recipe, decision_rule=decision_rule, **shared)
     card = ModelCard.from_template(metadata, template_path=str(TEMPLATE_PATH), **context)
     path = output_dir / "README.md"

@@ -34,7 +34,15 @@ from transformers import HfArgumentParser
 
 from east_hf.functional import METRICS, target_metric_key
 
-__all__ = ["ALIASES", "EASTArgumentParser", "ParsedArguments", "demo_recipe_path", "load_recipe"]
+__all__ = [
+    "ALIASES",
+    "EASTArgumentParser",
+    "ParsedArguments",
+    "demo_recipe_path",
+    "load_recipe",
+    "packaged_recipes",
+    "resolve_recipe",
+]
 
 PROG = "east-train"
 
@@ -78,16 +86,44 @@ class ParsedArguments:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
+def packaged_recipes() -> dict[str, Path]:
+    """The recipes installed with the package (``east_hf.recipes``, the repository's ``recipes/``), by name."""
+    folder = importlib.resources.files("east_hf.recipes")
+    return {Path(p.name).stem: Path(str(p)) for p in sorted(folder.iterdir(), key=str) if p.name.endswith(".yaml")}
+
+
 def demo_recipe_path() -> Path:
-    """The demo recipe shipped inside the package (``east_hf/recipes/demo.yaml``)."""
-    return Path(str(importlib.resources.files("east_hf") / "recipes" / "demo.yaml"))
+    """The demo recipe shipped inside the package (``east_hf.recipes``: ``demo.yaml``)."""
+    return packaged_recipes()["demo"]
+
+
+def resolve_recipe(name: str) -> str:
+    """A recipe path as given, or the packaged recipe of that name (``cifar10_f1`` or ``cifar10_f1.yaml``)."""
+    if Path(name).is_file():
+        return name
+    recipes = packaged_recipes()
+    stem = name.removesuffix(".yaml")
+    return str(recipes[stem]) if "/" not in name and stem in recipes else name
+
+
+def _recipe_list() -> str:
+    lines = ["Recipes shipped with east_hf (east-train NAME):"]
+    for name, path in packaged_recipes().items():
+        first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines() if line.startswith("#")), "")
+        lines.append(f"  {name:<34} {first}")
+    return "\n".join(lines)
 
 
 def load_recipe(path: str | Path) -> dict[str, Any]:
     """Read a YAML recipe: a flat mapping of field names (or ``ALIASES``) to values. Empty file: ``{}``."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"recipe {str(path)!r} does not exist")
+        close = difflib.get_close_matches(path.stem, list(packaged_recipes()), n=1)
+        hint = f"; did you mean the packaged recipe {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"recipe {str(path)!r} does not exist (expected a YAML path or a packaged recipe name, see "
+            f"--list_recipes){hint}"
+        )
     try:
         recipe = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
@@ -142,7 +178,10 @@ class EASTArgumentParser(HfArgumentParser):
     def __init__(self, dataclass_types: Sequence[type] | None = None, prog: str = PROG, **kwargs):
         dataclass_types = tuple(dataclass_types or _default_dataclasses())
         kwargs.setdefault("allow_abbrev", False)  # `--lr 1` must not silently mean some `--lr_scheduler_...`
-        kwargs.setdefault("usage", f"{prog} RECIPE.yaml [--field value ...]  |  {prog} --demo  |  {prog} --help")
+        kwargs.setdefault(
+            "usage",
+            f"{prog} RECIPE.yaml|NAME [--field value ...]  |  {prog} --demo  |  {prog} --list_recipes  |  {prog} --help",
+        )
         kwargs.setdefault(
             "description",
             "Train a classifier with EAST (a surrogate of F-beta, accuracy or MCC) from a YAML recipe. Every field "
@@ -188,15 +227,17 @@ class EASTArgumentParser(HfArgumentParser):
             arg = argv[i]
             if arg == "--demo":
                 recipe = str(demo_recipe_path())
+            elif arg == "--list_recipes":
+                self.exit(0, _recipe_list() + "\n")
             elif arg == "--recipe" or arg.startswith("--recipe="):
                 if "=" in arg:
-                    recipe = arg.split("=", 1)[1]
+                    recipe = resolve_recipe(arg.split("=", 1)[1])
                 elif i + 1 < len(argv):
-                    recipe, i = argv[i + 1], i + 1
+                    recipe, i = resolve_recipe(argv[i + 1]), i + 1
                 else:
                     self.error("argument --recipe: expected a path to a YAML recipe")
             elif recipe is None and not rest and not arg.startswith("-"):
-                recipe = arg
+                recipe = resolve_recipe(arg)
             else:
                 rest.append(arg)
             i += 1

@@ -324,20 +324,36 @@ class EASTTrainer(Trainer):
     # ---- model card ----
     def create_model_card(
         self,
-        model_name: str | None = None,
+        language: str | list[str] | None = None,
+        license: str | None = None,
         tags: str | list[str] | None = None,
+        model_name: str | None = None,
         finetuned_from: str | None = None,
+        tasks: str | list[str] | None = None,
+        dataset_tags: str | list[str] | None = None,
         dataset: str | list[str] | None = None,
-        **kwargs,
+        dataset_args: str | list[str] | None = None,
     ):
-        """Write east_hf's model card (README.md + annealing.png) into ``output_dir``; used by ``push_to_hub``."""
+        """Write east_hf's model card (README.md + annealing.png) into ``output_dir``; used by ``push_to_hub``.
+
+        Takes ``Trainer.create_model_card``'s arguments. A trainer built in Python (no ``east-train`` test results in
+        ``east_card_info``) gets its model-index from the last validation evaluation in its log.
+        """
         info = dict(self.east_card_info)
+        if language is not None:
+            info["language"] = language
+        if license is not None:
+            info["license"] = license
         if model_name:
             info.setdefault("model_name", model_name)
         if tags:
-            info["tags"] = [tags] if isinstance(tags, str) else list(tags)
+            info["tags"] = list(info.get("tags") or []) + ([tags] if isinstance(tags, str) else list(tags))
         if finetuned_from:
             info.setdefault("base_model", finetuned_from)
         if dataset:
             info.setdefault("dataset_name", dataset if isinstance(dataset, str) else dataset[0])
+        if not info.get("test_metrics"):
+            evaluations = [e for e in self.state.log_history if "eval_loss" in e]
+            if evaluations:
+                info.update(test_metrics=evaluations[-1], metric_prefix="eval", dataset_split="validation")
         return write_model_card(self, **info)

@@ -45,10 +45,17 @@ def test_card_round_trip_matches_test_results(tmp_path):
     saved = json.loads((tmp_path / "test_results.json").read_text())
     results = {r.metric_type: r.metric_value for r in card.data.eval_results}
     assert results == {
-        "macro_fbeta": saved["test_fbeta"],
-        "mcc": saved["test_mcc"],
+        "fbeta": saved["test_fbeta"],  # per-class beta: F-beta, not F1
+        "matthews_correlation": saved["test_mcc"],
         "accuracy": saved["test_accuracy"],
     }
+    fbeta = next(r for r in card.data.eval_results if r.metric_type == "fbeta")
+    assert fbeta.metric_args == {"average": "macro", "beta": {"dog": 0.5}} and fbeta.metric_name == "F-beta (macro)"
+    assert "generated_from_trainer" in card.data.tags and card.data.metrics == [
+        "fbeta",
+        "matthews_correlation",
+        "accuracy",
+    ]
     assert all(r.dataset_split == "test" and r.dataset_name == "synthetic-tiny-images" for r in card.data.eval_results)
     assert "east" in card.data.tags and "fbeta" in card.data.tags
     assert card.data.pipeline_tag == "image-classification" and card.data.library_name == "transformers"
@@ -141,3 +148,48 @@ def test_trajectory_names_the_warm_start_rows():
         (8, "CE warm start", None, 0.1),
         (16, 0, 0.2, 0.5),
     ]
+
+
+def test_python_trainer_card_keeps_license_language_and_types_a_binary_f1(tmp_path):
+    """create_model_card(license=..., language=...) as transformers' Trainer takes them; without east-train's test
+    results the model-index comes from the last validation evaluation; binary F1 is typed f1 with average binary."""
+    from huggingface_hub import metadata_eval_result
+
+    torch.manual_seed(0)
+    model = tiny_vit(num_labels=2)
+    args = east_args(tmp_path, eval_strategy="steps", eval_steps=3, max_steps=6, east_average="binary")
+    trainer = EASTTrainer(
+        model=model,
+        args=args,
+        train_dataset=TinyImages(32, num_classes=2),
+        eval_dataset=TinyImages(16, num_classes=2, seed=1),
+        compute_metrics=build_compute_metrics(2, average="binary", id2label=model.config.id2label),
+    )
+    trainer.train()
+    path = trainer.create_model_card(license="apache-2.0", language="en", finetuned_from=str(tmp_path))
+    card = ModelCard.load(path)
+    assert card.data.license == "apache-2.0" and card.data.language == "en"
+    assert card.data.base_model is None and f"local checkpoint (`{tmp_path}`)" in path.read_text()
+    last = [e for e in trainer.state.log_history if "eval_loss" in e][-1]
+    f1 = next(r for r in card.data.eval_results if r.metric_type == "f1")
+    assert f1.metric_value == last["eval_fbeta"] and f1.dataset_split == "validation"
+    positive = model.config.id2label[1]
+    assert f1.metric_args == {"average": "binary", "pos_label": 1}
+    assert f1.metric_name == f"F1 (binary, positive class {positive})"
+    expected = metadata_eval_result(
+        model_pretty_name=card.data.model_name,
+        task_pretty_name="image-classification",
+        task_id="image-classification",
+        metrics_pretty_name=f1.metric_name,
+        metrics_id="f1",
+        metrics_value=f1.metric_value,
+        dataset_pretty_name="custom",
+        dataset_id="custom",
+        metrics_config=None,
+        dataset_split="validation",
+    )["model-index"][0]["results"][0]
+    written = card.data.to_dict()["model-index"][0]["results"]
+    assert any(
+        r["metrics"][0]["type"] == "f1" and r["metrics"][0]["value"] == expected["metrics"][0]["value"]
+        for r in written
+    )

@@ -322,3 +322,36 @@ def test_tuned_decision_rule_is_folded_into_the_saved_model(capsys, tmp_path):
     assert metrics["fbeta"] == pytest.approx(saved["test_tuned_fbeta"], abs=1e-6)
     card = (out / "README.md").read_text()
     assert "### Decision rule" in card and "tuned on the validation split" in card
+
+
+def test_every_recipe_is_packaged_and_reachable_by_name(parser, capsys):
+    from east_hf.cli import packaged_recipes
+
+    assert sorted(packaged_recipes()) == sorted(p.stem for p in RECIPES)
+    assert parser.parse(["cifar10_f1", "--dry_run"]).recipe_path == str(packaged_recipes()["cifar10_f1"])
+    assert parser.parse(["breast_cancer_imbalanced_f1.yaml"]).data.dataset_name == "sklearn:breast_cancer"
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse(["--list_recipes"])
+    assert exit_info.value.code == 0 and "cifar10_f1" in capsys.readouterr().out
+    assert "did you mean the packaged recipe 'cifar10_f1'" in _error(capsys, ["cifar10_f2"])
+
+
+def test_wheel_ships_every_recipe_the_license_and_builds_without_warnings(tmp_path):
+    """The setuptools backend on a copy of the tree (so no build/ is left in the checkout), its output searched for
+    setuptools' warnings (an unlisted package, a deprecated setting)."""
+    import shutil
+    import zipfile
+
+    ignore = shutil.ignore_patterns(".venv", "runs", ".git", "build", "*.egg-info", "__pycache__", ".*cache")
+    src = shutil.copytree(ROOT, tmp_path / "src", ignore=ignore)
+    code = f"from setuptools import build_meta; print(build_meta.build_wheel({str(tmp_path)!r}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=src)
+    assert out.returncode == 0, out.stderr[-2000:]
+    log = out.stdout + out.stderr
+    for warning in ("SetuptoolsDeprecationWarning", "SetuptoolsWarning", "is absent from the `packages`", "!!"):
+        assert warning not in log, log[-3000:]
+    (wheel,) = tmp_path.glob("east_hf-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {f"east_hf/recipes/{p.name}" for p in RECIPES} <= set(names)
+    assert any(n.endswith("licenses/LICENSE") for n in names) and "east_hf/data/pipeline.py" in names
+    assert "east_hf/metrics/mcc/mcc.py" in names and "east_hf/hub_cards/east_model_card.md" in names

@@ -1,0 +1,1 @@
+"""east-train recipes (YAML), installed as east_hf.recipes: `east-train NAME` runs recipes/NAME.yaml."""
