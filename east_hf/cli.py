@@ -228,7 +228,8 @@ class EASTArgumentParser(HfArgumentParser):
             if arg == "--demo":
                 recipe = str(demo_recipe_path())
             elif arg == "--list_recipes":
-                self.exit(0, _recipe_list() + "\n")
+                print(_recipe_list())
+                self.exit(0)
             elif arg == "--recipe" or arg.startswith("--recipe="):
                 if "=" in arg:
                     recipe = resolve_recipe(arg.split("=", 1)[1])
