@@ -173,7 +173,8 @@ def paired_table(pairs: dict[str, tuple], metric: str, reference: str) -> str:
         "|---|---|---|---|",
     ]
     for variant, (mean, se, wins, ties, losses, n) in pairs.items():
-        lines.append(f"| {variant} | {mean:+.4f} ± {se:.4f} | {wins} / {ties} / {losses} | {n} |")
+        spread = f" ± {se:.4f}" if n > 1 else ""  # one seed has no spread to show
+        lines.append(f"| {variant} | {mean:+.4f}{spread} | {wins} / {ties} / {losses} | {n} |")
     return "\n".join(lines)
 
 
@@ -193,7 +194,10 @@ def markdown_table(summary: dict[str, dict[str, tuple]], metric: str = "fbeta") 
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for variant, row in summary.items():
         n = max((v[2] for v in row.values()), default=0)
-        cells = [f"{row[c][0]:.4f} ± {row[c][1]:.4f}" if c in row else "" for c in columns]
+        cells = [
+            (f"{row[c][0]:.4f} ± {row[c][1]:.4f}" if row[c][2] > 1 else f"{row[c][0]:.4f}") if c in row else ""
+            for c in columns
+        ]
         lines.append("| " + " | ".join([variant, str(n), *cells]) + " |")
     return "\n".join(lines)
 
