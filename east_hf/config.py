@@ -9,6 +9,8 @@ error of the object that owns the setting (its parameter shown under its ``east_
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +23,14 @@ from east_hf.functional import AVERAGES, METRICS, target_metric_key
 from east_hf.loss import LOSSES, SetLoss, build_loss
 
 __all__ = ["EASTConfig"]
+
+logger = logging.getLogger(__name__)
+
+
+def _has_accelerator() -> bool:
+    import torch
+
+    return torch.accelerator.is_available()
 
 
 def _field_error(error: Exception, fields: set[str]) -> ValueError:
@@ -146,6 +156,11 @@ class EASTConfig(TrainingArguments):
 
     def __post_init__(self):
         self._validate_east()
+        if not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _has_accelerator():
+            # Under torchrun / accelerate launch without an accelerator, transformers would otherwise run every process
+            # as its own single-process run (no DDP, unsynchronised copies writing into one folder): use gloo on CPU.
+            logger.info(f"WORLD_SIZE={os.environ['WORLD_SIZE']} without an accelerator: use_cpu=True (gloo backend)")
+            self.use_cpu = True
         super().__post_init__()
 
     def _validate_east(self) -> None:

@@ -30,3 +30,33 @@ def test_two_process_gradient_equals_single_process_on_global_batch(tmp_path):
         assert result[key]["max_abs_diff"] < 1e-6, result
     # the two settings optimise different things: the global-batch surrogate and the mean of local ones
     assert abs(result["sync=True"]["grad_norm"] - result["sync=False"]["grad_norm"]) > 1e-4
+
+
+def test_torchrun_without_use_cpu_on_a_machine_without_accelerator_is_one_distributed_run(tmp_path):
+    """The README's `torchrun --nproc_per_node 2 -m east_hf.train ...` with no flag for the CPU: EASTConfig switches to
+    the CPU backend (gloo) itself instead of letting each process train alone."""
+    import torch
+
+    if torch.accelerator.is_available():
+        return  # the accelerator's own backend applies
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "from east_hf.config import EASTConfig\n"
+        "args = EASTConfig(output_dir=sys.argv[1], report_to=[])\n"
+        "path = os.path.join(sys.argv[1], f\"rank{os.environ['RANK']}.json\")\n"
+        "json.dump({'world_size': args.world_size, 'mode': str(args.parallel_mode), 'cpu': args.use_cpu}, open(path, 'w'))\n"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent)}  # this checkout's east_hf
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", str(script), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert seen == {"world_size": 2, "mode": "ParallelMode.DISTRIBUTED", "cpu": True}, seen
