@@ -355,3 +355,26 @@ def test_wheel_ships_every_recipe_the_license_and_builds_without_warnings(tmp_pa
     assert {f"east_hf/recipes/{p.name}" for p in RECIPES} <= set(names)
     assert any(n.endswith("licenses/LICENSE") for n in names) and "east_hf/data/pipeline.py" in names
     assert "east_hf/metrics/mcc/mcc.py" in names and "east_hf/hub_cards/east_model_card.md" in names
+
+
+@pytest.mark.parametrize("writer", ["timm.save_for_hf", "TimmWrapper.save_pretrained"])
+def test_timm_checkpoint_is_fine_tuned_with_its_own_preprocessing(capsys, tmp_path, writer):
+    """A local timm checkpoint whose pretrained_cfg has another mean, std and input size than timm's defaults for the
+    architecture trains and is saved with its own (a 32 px resnet18 with mean (0.1, 0.2, 0.3))."""
+    import timm
+    from timm.models import save_for_hf
+    from transformers import TimmWrapperConfig, TimmWrapperForImageClassification
+
+    overlay = dict(mean=(0.1, 0.2, 0.3), std=(0.5, 0.5, 0.5), input_size=(3, 32, 32), crop_pct=1.0)
+    checkpoint = tmp_path / "ckpt"
+    if writer == "timm.save_for_hf":
+        save_for_hf(timm.create_model("resnet18", num_classes=5, pretrained_cfg_overlay=overlay), str(checkpoint))
+    else:
+        cfg = dict(timm.create_model("resnet18", pretrained_cfg_overlay=overlay).pretrained_cfg)
+        config = TimmWrapperConfig(architecture="resnet18", num_labels=5, pretrained_cfg=cfg)
+        TimmWrapperForImageClassification(config).save_pretrained(checkpoint)
+    out = tmp_path / "run"
+    assert main([str(DEMO), *_tiny_args(out, model_name_or_path=checkpoint)]) == 0
+    saved = json.loads((out / "config.json").read_text())["pretrained_cfg"]
+    assert saved["mean"] == [0.1, 0.2, 0.3] and saved["std"] == [0.5, 0.5, 0.5]
+    assert saved["input_size"] == [3, 32, 32] and saved["crop_pct"] == 1.0

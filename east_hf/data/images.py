@@ -23,7 +23,13 @@ def image_transforms(
 
     timm_model = getattr(model, "timm_model", None)
     if timm_model is not None and (image_processor is None or hasattr(image_processor, "data_config")):
-        data_config = dict(timm.data.resolve_data_config(model=timm_model))
+        # A checkpoint's own preprocessing (config.pretrained_cfg: mean, std, input size, crop, interpolation) wins
+        # over timm's registry defaults for the architecture's name, which TimmWrapper's timm model carries.
+        checkpoint_cfg = getattr(getattr(model, "config", None), "pretrained_cfg", None)
+        if isinstance(checkpoint_cfg, dict) and "mean" in checkpoint_cfg:
+            data_config = dict(timm.data.resolve_data_config(pretrained_cfg=dict(checkpoint_cfg)))
+        else:
+            data_config = dict(timm.data.resolve_data_config(model=timm_model))
         if image_size is not None:
             data_config["input_size"] = (3, image_size, image_size)
         eval_tf = timm.data.create_transform(**data_config, is_training=False)

@@ -66,13 +66,16 @@ def image_classifier_from_pretrained(
     ``label_names``, so ``save_pretrained`` keeps the new class names.
     """
     id2label, label2id = label_maps(num_labels, id2label)
+    revision = {"revision": kwargs["revision"]} if "revision" in kwargs else {}
+    config = AutoConfig.from_pretrained(
+        name_or_path, num_labels=num_labels, id2label=id2label, label2id=label2id, **revision
+    )
+    if isinstance(config, TimmWrapperConfig) and "num_classes" in (config.model_args or {}):
+        # A folder written by timm's save_for_hf keeps num_classes in model_args, which TimmWrapper passes to timm
+        # beside num_labels ("multiple values for keyword argument 'num_classes'"): the new head's size wins.
+        config.model_args = {k: v for k, v in config.model_args.items() if k != "num_classes"}
     model = AutoModelForImageClassification.from_pretrained(
-        name_or_path,
-        num_labels=num_labels,
-        id2label=id2label,
-        label2id=label2id,
-        ignore_mismatched_sizes=True,
-        **kwargs,
+        name_or_path, config=config, ignore_mismatched_sizes=True, **kwargs
     )
     if isinstance(model.config, TimmWrapperConfig):
         # TimmWrapperConfig.to_dict writes a checkpoint's old `label_names` over the new id2label (setdefault):
