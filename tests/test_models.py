@@ -1,5 +1,7 @@
 """east_hf.models: the timm Darknet-19, its TimmWrapper round trip, the tabular MLP and the fine-tuning helpers."""
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -292,3 +294,35 @@ def test_tabular_rejects_bad_inputs_and_configs():
         TabularMLPConfig(num_features=3, dropout=1.5)
     with pytest.raises(ValueError, match="hidden_sizes"):
         TabularMLPConfig(num_features=3, hidden_sizes=(8, 0))
+
+
+def test_saved_tabular_model_loads_without_east_hf(tmp_path):
+    """save_pretrained writes the modeling file and an auto_map: trust_remote_code loads it with east_hf blocked."""
+    torch.manual_seed(0)
+    config = TabularMLPConfig(num_features=5, hidden_sizes=[8], num_labels=3)
+    model = TabularMLPForClassification(config).eval()
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "tabular.py").is_file()
+    assert json.loads((tmp_path / "config.json").read_text())["auto_map"]["AutoModelForSequenceClassification"]
+    x = torch.randn(4, 5)
+    with torch.no_grad():
+        expected = model(input_features=x).logits
+    torch.save(x, tmp_path / "x.pt")
+    script = f"""
+import sys, torch
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name == "east_hf" or name.startswith("east_hf."):
+            raise ImportError("east_hf is blocked")
+sys.meta_path.insert(0, Blocker())
+from transformers import AutoModelForSequenceClassification
+model = AutoModelForSequenceClassification.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()
+assert "east_hf" not in sys.modules
+with torch.no_grad():
+    logits = model(input_features=torch.load({str(tmp_path / "x.pt")!r})).logits
+torch.save(logits, {str(tmp_path / "out.pt")!r})
+"""
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert torch.equal(torch.load(tmp_path / "out.pt"), expected)

@@ -107,3 +107,8 @@ class TabularMLPForClassification(PreTrainedModel):
 
 AutoConfig.register(TabularMLPConfig.model_type, TabularMLPConfig, exist_ok=True)
 AutoModelForSequenceClassification.register(TabularMLPConfig, TabularMLPForClassification, exist_ok=True)
+# save_pretrained also copies this file (it imports only torch and transformers) beside the weights and writes an
+# auto_map into config.json, so a saved model loads where east_hf is not installed:
+# AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).
+TabularMLPConfig.register_for_auto_class()
+TabularMLPForClassification.register_for_auto_class("AutoModelForSequenceClassification")
