@@ -12,7 +12,7 @@ from east_hf.functional.surrogate import confusion_from_memberships, soft_predic
 
 __all__ = ["soft_confusion_from_logits"]
 
-# ---- The loss's fast path: softmax, memberships and confusion matrix in one Function (issue 2) ----------------------
+# ---- The loss's fast path: softmax, memberships and confusion matrix in one Function -------------------------------
 #
 # On a softmax row the two largest entries sum to at most one, so tau <= 1/2, min(tau, 1 - tau) = tau and
 # tau_m = 5T tau. In t = p / tau the breakpoints of Eq. (linear-param) are then fixed, alpha = 1 - 5T/2 and
