@@ -4,6 +4,10 @@
     east-train recipes/cifar10_f1.yaml --loss ce        # the cross-entropy baseline, everything else equal
     accelerate launch --multi_gpu -m east_hf.train recipes/cifar10_f1.yaml
     torchrun --nproc_per_node 4 -m east_hf.train recipes/cifar10_f1.yaml
+    east-train recipes/cifar10_f1.yaml --resume_from_checkpoint true   # resume the last complete checkpoint
+
+An ``output_dir`` that already holds a run (results, model or checkpoints) is refused unless the run resumes it
+(``--resume_from_checkpoint true`` or a checkpoint path) or ``--overwrite_output_dir true`` replaces it.
 
 One run: parse (``east_hf.cli``), load and split the data (``east_hf.data``), build the model, train with
 ``EASTTrainer`` (temperature annealing, the best checkpoint by the target metric kept), evaluate the best model on
@@ -96,9 +100,10 @@ def resolved_settings(parsed: ParsedArguments) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _claim_output_dir(output_dir: str, resume: str | None, overwrite: bool) -> None:
+def _claim_output_dir(output_dir: str, resume: str | None, overwrite: bool, delete: bool = True) -> None:
     """Refuse to train into a folder holding another run unless resuming it or told to overwrite it: a new run would
-    replace its model and results and rotate away its checkpoints, best model included."""
+    replace its model and results and rotate away its checkpoints, best model included. With ``overwrite`` the
+    earlier run's checkpoints and results are deleted (by the main process: ``delete``)."""
     import shutil
 
     from east_hf.runs import RUN_FILES, run_files
@@ -113,6 +118,8 @@ def _claim_output_dir(output_dir: str, resume: str | None, overwrite: bool) -> N
             "pass --resume_from_checkpoint true to resume it, --overwrite_output_dir true to replace it, or choose "
             "another output_dir"
         )
+    if not delete:
+        return
     folder = Path(output_dir)
     logger.warning(f"overwrite_output_dir: deleting the earlier run in {output_dir} ({', '.join(found)})")
     for name in found:
@@ -259,8 +266,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     set_seed(training.seed)
     try:
-        if training.process_index == 0:
-            _claim_output_dir(training.output_dir, training.resume_from_checkpoint, script.overwrite_output_dir)
+        _claim_output_dir(
+            training.output_dir,
+            training.resume_from_checkpoint,
+            script.overwrite_output_dir,
+            delete=training.process_index == 0,
+        )
         with training.main_process_first(desc="loading the data set"):
             data = load_data(data_args)
         model, processor, base_model = build_model(model_args, data, model_args.model_revision)

@@ -223,11 +223,13 @@ class EASTTrainer(Trainer):
         loss_fn = self._current_loss()
         with torch.no_grad():
             logits = logits_of(model(**inputs)).detach()
-            self._check_eval_logits(logits)
+            if self.accelerator.num_processes == 1:
+                self._check_eval_logits(logits)
             stats = loss_fn.statistics(logits, labels)  # this process's batch
             loss = loss_fn.loss_from_statistics(stats)
             if self.accelerator.num_processes > 1:
                 every = self.accelerator.gather_for_metrics((logits, labels))  # drops the padding of uneven shards
+                self._check_eval_logits(every[0])  # on every process alike: all raise or none
                 stats = loss_fn.statistics(*every)  # every process's batch
             self._eval_stats = stats if self._eval_stats is None else self._eval_stats + stats
         if prediction_loss_only:
@@ -284,7 +286,13 @@ class EASTTrainer(Trainer):
 
     def _raise_if_nonfinite(self) -> None:
         """Stop with a one-line error if any training step so far had a non-finite loss (one sync)."""
-        if self._nonfinite_step is not None and (step := int(self._nonfinite_step)) >= 0:
+        flag = self._nonfinite_step
+        if self.accelerator.num_processes > 1:  # every process raises, or none (a lone raise would hang the others)
+            local = flag if flag is not None else torch.full((), -1, dtype=torch.long, device=self.args.device)
+            steps = self.accelerator.gather(local.reshape(1))
+            found = steps[steps >= 0]
+            flag = found.min() if len(found) else None
+        if flag is not None and (step := int(flag)) >= 0:
             raise FloatingPointError(
                 f"Expected a finite training loss, got NaN or inf at step {step}: check the training inputs for NaN "
                 "or inf, or lower the learning rate"
