@@ -106,7 +106,7 @@ def _claim_output_dir(output_dir: str, resume: str | None, overwrite: bool, dele
     earlier run's checkpoints and results are deleted (by the main process: ``delete``)."""
     import shutil
 
-    from east_hf.runs import RUN_FILES, run_files
+    from east_hf.runs import run_files
 
     found = run_files(output_dir)
     resuming = resume is not None and str(resume).strip().lower() not in ("false", "none", "")
@@ -125,8 +125,8 @@ def _claim_output_dir(output_dir: str, resume: str | None, overwrite: bool, dele
     for name in found:
         path = folder / name
         shutil.rmtree(path) if path.is_dir() else path.unlink()
-    for name in ("eval_results.json", DECISION_RULE_NAME):
-        if name not in RUN_FILES and (folder / name).is_file():
+    for name in ("eval_results.json", DECISION_RULE_NAME):  # results a new run might not write again
+        if (folder / name).is_file():
             (folder / name).unlink()
 
 
