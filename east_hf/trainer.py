@@ -84,10 +84,26 @@ def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
     return torch.bincount(labels, minlength=width).tolist()
 
 
-def _all_reduce_differentiable(tensor: torch.Tensor) -> torch.Tensor:
-    from torch.distributed.nn.functional import all_reduce
+class _SumAcrossProcesses(torch.autograd.Function):
+    """The sum of a tensor over all processes, differentiable: the backward sums the incoming gradients the same way
+    (each process's input enters every process's output with weight 1). Written on the public ``all_reduce`` because
+    ``torch.distributed.nn.functional.all_reduce`` is deprecated (a FutureWarning on every process)."""
 
-    return all_reduce(tensor)
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.clone()
+        torch.distributed.all_reduce(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous().clone()
+        torch.distributed.all_reduce(grad)
+        return grad
+
+
+def _all_reduce_differentiable(tensor: torch.Tensor) -> torch.Tensor:
+    return _SumAcrossProcesses.apply(tensor)
 
 
 class EASTTrainer(Trainer):
