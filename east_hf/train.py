@@ -329,7 +329,6 @@ def _train_and_save(trainer, parsed: ParsedArguments, data, base_model: str | No
     if script.evaluate_test and data.test is not None:
         test_metrics = trainer.evaluate(data.test, metric_key_prefix="test")
         test_metrics["test_samples"] = len(data.test)
-        trainer.log_metrics("test", test_metrics)
         trainer.save_metrics("test", test_metrics)
     decision = None
     if script.tune_decision_rule:
