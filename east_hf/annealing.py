@@ -16,7 +16,10 @@ Two monitors, because two questions are asked:
   the paper to the letter.
 
 A stage's anneal value is the best one observed during the stage (what ``load_best_model_at_end`` would keep).
-An improvement must beat the best value so far by more than ``threshold``; a tie is not an improvement.
+An improvement must beat the best value so far by more than ``threshold``, an absolute amount by default or, with
+``threshold_mode="rel"``, a fraction of the best value (as ``torch.optim.lr_scheduler.ReduceLROnPlateau``); a tie
+is not an improvement. A relative threshold ends a stage whose validation surrogate only creeps (the model growing
+more confident by ever smaller amounts), which an absolute 0 never does.
 
 Train a linear classifier with the F1 surrogate, plain PyTorch (stop on ``Decision.STOP``, cool on the rest):
 
@@ -53,6 +56,7 @@ from east_hf.functional.surrogate import check_temperature
 __all__ = ["MODES", "WARM_STARTS", "AnnealingSchedule", "Decision", "monitor_mode", "temperature_at"]
 
 MODES = ("min", "max")
+THRESHOLD_MODES = ("abs", "rel")
 WARM_STARTS = ("none", "ce")  # "ce": a cross-entropy stage before EAST's first
 WARM_START_STAGE = -1
 _STATE_KEYS = (
@@ -96,13 +100,15 @@ class Decision(str, Enum):
     STOP = "stop"  # annealing is over
 
 
-def _improves(value: float, best: float | None, mode: str, threshold: float) -> bool:
-    """True if ``value`` beats ``best`` by more than ``threshold`` in ``mode``. NaN never improves; ties never do."""
+def _improves(value: float, best: float | None, mode: str, threshold: float, relative: bool = False) -> bool:
+    """True if ``value`` beats ``best`` by more than ``threshold`` (times ``|best|`` if ``relative``) in ``mode``.
+    NaN never improves; ties never do."""
     if value is None or math.isnan(value):
         return False
     if best is None:
         return True
-    return value < best - threshold if mode == "min" else value > best + threshold
+    margin = threshold * abs(best) if relative else threshold
+    return value < best - margin if mode == "min" else value > best + margin
 
 
 def _better(value: float | None, best: float | None, mode: str) -> float | None:
@@ -130,6 +136,7 @@ class AnnealingSchedule:
             after stage 36 (T = 0.0045) at r = 0.9, or after stage 6 (T = 0.0031) at r = 0.5.
         max_stages: at most this many EAST stages (the warm start not counted); None for no bound.
         threshold: an improvement (of either monitor) must exceed it; absolute, as ``EarlyStoppingCallback``.
+        threshold_mode: ``"abs"`` (default) or ``"rel"``: the threshold is a fraction of the best value so far.
         stage_mode: ``"min"`` (default, the surrogate loss) or ``"max"``.
         anneal_mode: ``"max"`` (default, a hard metric such as F1) or ``"min"`` (the surrogate).
         warm_start: ``"none"`` (default) or ``"ce"``: begin with stage -1, trained with cross-entropy by the Trainer
@@ -157,6 +164,7 @@ class AnnealingSchedule:
         min_temperature: float = 0.005,
         max_stages: int | None = None,
         threshold: float = 0.0,
+        threshold_mode: str = "abs",
         stage_mode: str = "min",
         anneal_mode: str = "max",
         warm_start: str | bool = "none",
@@ -179,6 +187,8 @@ class AnnealingSchedule:
             raise ValueError(f"Expected max_stages as an int >= 1 or None, got {max_stages!r}")
         if not threshold >= 0:
             raise ValueError(f"Expected threshold >= 0, got {threshold}")
+        if threshold_mode not in THRESHOLD_MODES:
+            raise ValueError(f"Expected threshold_mode in {THRESHOLD_MODES}, got {threshold_mode!r}")
         for name, mode in (("stage_mode", stage_mode), ("anneal_mode", anneal_mode)):
             if mode not in MODES:
                 raise ValueError(f"Expected {name} in {MODES}, got {mode!r}")
@@ -202,6 +212,7 @@ class AnnealingSchedule:
         self.min_temperature = float(min_temperature)
         self.max_stages = max_stages
         self.threshold = float(threshold)
+        self.threshold_mode = threshold_mode
         self.stage_mode = stage_mode
         self.anneal_mode = anneal_mode
         self.warm_start = warm_start
@@ -221,6 +232,7 @@ class AnnealingSchedule:
             "min_temperature": self.min_temperature,
             "max_stages": self.max_stages,
             "threshold": self.threshold,
+            "threshold_mode": self.threshold_mode,
             "stage_mode": self.stage_mode,
             "anneal_mode": self.anneal_mode,
             "warm_start": self.warm_start,
@@ -294,7 +306,8 @@ class AnnealingSchedule:
             self.last_improved = False
             return Decision.STOP
 
-        self.last_improved = _improves(stage_value, self.stage_best, self.stage_mode, self.threshold)
+        relative = self.threshold_mode == "rel"
+        self.last_improved = _improves(stage_value, self.stage_best, self.stage_mode, self.threshold, relative)
         if self.last_improved:
             self.stage_best, self.stage_best_step, self.bad_evaluations = stage_value, step, 0
         else:
@@ -313,7 +326,9 @@ class AnnealingSchedule:
         if self.in_warm_start:
             # The warm start is the reference EAST has to beat; it does not count as a stage without improvement.
             self.best_anneal, self.best_anneal_stage = self.stage_best_anneal, WARM_START_STAGE
-        elif _improves(self.stage_best_anneal, self.best_anneal, self.anneal_mode, self.threshold):
+        elif _improves(
+            self.stage_best_anneal, self.best_anneal, self.anneal_mode, self.threshold, self.threshold_mode == "rel"
+        ):
             self.best_anneal, self.best_anneal_stage = self.stage_best_anneal, self.stage
             self.stages_without_improvement = 0
         else:

@@ -9,7 +9,10 @@ and the batch order only; the data split (``split_seed``) is the recipe's, the s
 protocol: repeated trials over random initialisations). ``--vary_split`` also passes ``--split_seed s``, so each
 seed draws its own split (and long-tail subsample): the mean is then over test sets too, which matters when the
 test split is small. A run whose ``test_results.json`` exists is skipped, and
-one that was interrupted resumes from its last checkpoint, so the command can be re-run until it completes.
+one that was interrupted resumes from its last complete checkpoint, so the command can be re-run until it completes.
+Each run's resolved settings (recipe and flags, as ``east-train --dry_run`` prints them) are kept in its folder as
+``run_settings.json`` and in ``results.json``; a run whose settings changed since (an edited recipe, other flags)
+is trained again from scratch, with a message naming what changed, never reused.
 
 Writes ``DIR/results.json`` (every run's test metrics), ``DIR/results.md`` (mean ± sample std over seeds, the layout
 of the paper's Table 1, then each variant's difference from a reference variant, ``ce`` by default, paired by seed:
@@ -76,27 +79,89 @@ def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[s
     return out
 
 
-def _last_checkpoint(run_dir: Path) -> Path | None:
-    checkpoints = sorted(run_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
-    return checkpoints[-1] if checkpoints else None
+SETTINGS_NAME = "run_settings.json"
+VOLATILE = {"output_dir", "logging_dir", "resume_from_checkpoint", "run_name", "overwrite_output_dir"}
+
+
+def _run_argv(
+    recipe: str, run_dir: Path, seed: int, flags: list[str], extra: list[str], vary_split: bool = False
+) -> list[str]:
+    argv = [recipe, "--seed", str(seed), "--output_dir", str(run_dir), "--report_to", "none", *flags, *extra]
+    return argv + (["--split_seed", str(seed)] if vary_split else [])
+
+
+def run_settings(argv: list[str]) -> dict[str, Any]:
+    """The resolved settings of an ``east-train`` command line (what ``--dry_run`` prints), less where it writes."""
+    from east_hf.cli import EASTArgumentParser
+    from east_hf.train import resolved_settings
+
+    settings = resolved_settings(EASTArgumentParser().parse(argv))
+    settings = {group: {k: v for k, v in values.items() if k not in VOLATILE} for group, values in settings.items()}
+    return json.loads(json.dumps(settings, default=str, sort_keys=True))
+
+
+def settings_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key: old -> new`` for every setting that differs.
+
+    >>> settings_changes({"training": {"learning_rate": 0.001}}, {"training": {"learning_rate": 0.01}})
+    ['learning_rate: 0.001 -> 0.01']
+    """
+    out = []
+    for group in sorted(set(old) | set(new)):
+        a, b = old.get(group, {}), new.get(group, {})
+        out += [
+            f"{k}: {a.get(k, '(default)')} -> {b.get(k, '(default)')}"
+            for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k)
+        ]
+    return out
 
 
 def _run_one(
-    recipe: str, run_dir: Path, seed: int, flags: list[str], extra: list[str], vary_split: bool = False
+    recipe: str,
+    run_dir: Path,
+    seed: int,
+    flags: list[str],
+    extra: list[str],
+    vary_split: bool = False,
+    mode: str = "fresh",
 ) -> dict[str, Any]:
+    """One ``east-train`` run; ``mode``: ``"fresh"``, ``"resume"`` (from the last complete checkpoint) or
+    ``"overwrite"`` (the folder's earlier run is replaced)."""
     from east_hf.train import main as east_train
 
-    argv = [recipe, "--seed", str(seed), "--output_dir", str(run_dir), "--report_to", "none", *flags, *extra]
-    if vary_split:
-        argv += ["--split_seed", str(seed)]
-    checkpoint = _last_checkpoint(run_dir)
-    if checkpoint is not None:
-        argv += ["--resume_from_checkpoint", str(checkpoint)]
+    argv = _run_argv(recipe, run_dir, seed, flags, extra, vary_split)
+    if mode == "resume":
+        argv += ["--resume_from_checkpoint", "true"]
+    elif mode == "overwrite":
+        argv += ["--overwrite_output_dir", "true"]
     start = time.time()
     code = east_train(argv)
     if code:
         raise RuntimeError(f"east-train exited with {code} for {' '.join(argv)}")
     return {"wall_seconds": round(time.time() - start, 1)}
+
+
+def _run_mode(run_dir: Path, settings: dict[str, Any], force: bool) -> tuple[str, str]:
+    """How to treat a run folder: ``"skip"`` (finished with these settings), ``"resume"``, ``"overwrite"`` or
+    ``"fresh"``, and why (empty when nothing needs saying)."""
+    from east_hf.runs import last_complete_checkpoint, run_files
+
+    if not run_files(run_dir):
+        return "fresh", ""
+    if force:
+        return "overwrite", "--force"
+    recorded_file = run_dir / SETTINGS_NAME
+    if not recorded_file.is_file():
+        return "overwrite", f"no {SETTINGS_NAME} records how the earlier run was trained"
+    changes = settings_changes(json.loads(recorded_file.read_text()), settings)
+    if changes:
+        return "overwrite", "settings changed: " + "; ".join(changes)
+    if (run_dir / "test_results.json").is_file():
+        return "skip", ""
+    if last_complete_checkpoint(run_dir) is not None:
+        return "resume", "resuming from the last complete checkpoint"
+    return "overwrite", "no complete checkpoint to resume"
 
 
 def _read_run(run_dir: Path) -> dict[str, Any]:
@@ -282,18 +347,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         for seed in range(args.seeds):
             k += 1
             run_dir = out_dir / name / f"seed-{seed}"
-            done = (run_dir / "test_results.json").exists() and not args.force
-            if done and args.tuned and f"tuned_{metric}" not in _read_run(run_dir):
-                done = False  # finished without a tuned rule: run again with it
             run_flags = [*flags, "--tune_decision_rule", "true"] if args.tuned else flags
-            print(
-                f"[{k}/{total}] {name} seed {seed}: {'done, skipped' if done else 'training'}",
-                file=sys.stderr,
-                flush=True,
-            )
-            info = {} if done else _run_one(args.recipe, run_dir, seed, run_flags, extra, args.vary_split)
+            settings = run_settings(_run_argv(args.recipe, run_dir, seed, run_flags, extra, args.vary_split))
+            mode, why = _run_mode(run_dir, settings, args.force)
+            done = mode == "skip"
+            if done and args.tuned and f"tuned_{metric}" not in _read_run(run_dir):
+                done, mode, why = False, "overwrite", "finished without a tuned rule"
+            state = "done, skipped" if done else f"training ({why})" if why else "training"
+            print(f"[{k}/{total}] {name} seed {seed}: {state}", file=sys.stderr, flush=True)
+            info = {}
+            if not done:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                (run_dir / SETTINGS_NAME).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+                info = _run_one(args.recipe, run_dir, seed, run_flags, extra, args.vary_split, mode=mode)
             metrics = _read_run(run_dir)
-            record = {"seed": seed, "flags": run_flags, "output_dir": str(run_dir), **info}
+            record = {"seed": seed, "flags": run_flags, "output_dir": str(run_dir), "settings": settings, **info}
             runs.append({"variant": name, "metrics": metrics, **record})
             if args.tuned:  # the same model with its decision rule tuned on validation
                 tuned = {k[len("tuned_") :]: v for k, v in metrics.items() if k.startswith("tuned_")}

@@ -71,6 +71,8 @@ class EASTConfig(TrainingArguments):
         east_min_temperature (`float`, defaults to `0.005`): training stops after the stage at this temperature.
         east_max_stages (`int`, defaults to `None`): an upper bound on the number of stages.
         east_restore_best_per_stage (`bool`, defaults to `True`): load the stage's best weights before cooling.
+        east_threshold (`float`, defaults to `0.0`) and east_threshold_mode (`str`, defaults to `"abs"`): the minimum
+            improvement of either monitor, absolute or (`"rel"`) a fraction of the best value so far.
         east_stage_monitor / east_anneal_monitor: the metric keys watched within and across stages; see
             ``TemperatureAnnealingCallback``. Measured: the validation surrogate keeps improving by small amounts
             within a stage (the model grows more confident), so a first stage can take a short budget's whole run;
@@ -126,6 +128,10 @@ class EASTConfig(TrainingArguments):
     east_min_temperature: float = field(default=0.005, metadata={"help": "Stop after the stage at this temperature."})
     east_max_stages: int | None = field(default=None, metadata={"help": "Maximum number of temperature stages."})
     east_threshold: float = field(default=0.0, metadata={"help": "Minimum change that counts as an improvement."})
+    east_threshold_mode: str = field(
+        default="abs",
+        metadata={"help": "'abs': east_threshold is an absolute change; 'rel': a fraction of the best value so far."},
+    )
     east_restore_best_per_stage: bool = field(
         default=True, metadata={"help": "Restore the stage's best weights before lowering the temperature."}
     )
@@ -224,6 +230,7 @@ class EASTConfig(TrainingArguments):
             min_temperature=self.east_min_temperature,
             max_stages=self.east_max_stages if self.east_loss == "east" else 1,
             threshold=self.east_threshold,
+            threshold_mode=self.east_threshold_mode,
             stage_mode=monitor_mode(self.east_stage_monitor),
             anneal_mode=monitor_mode(self.east_anneal_key),
             warm_start=self.east_warm_start if self.east_loss in ("east", "dice") else "none",

@@ -251,6 +251,11 @@ class EASTLoss(SetLoss):
             beta = resolve_beta(beta, class_names, num_classes)
         if num_classes is not None:
             beta_vector(beta, num_classes, torch.empty(0))  # fail now, not at the first step
+            if average == "binary" and num_classes != 2:
+                raise ValueError(
+                    f"Expected 2 classes for average='binary', got {num_classes} (use 'macro', 'weighted' or "
+                    "'micro', or relabel to binary with positive_classes)"
+                )
             if average == "binary" and not 0 <= pos_label < num_classes:
                 raise ValueError(f"Expected pos_label in [0, {num_classes - 1}], got {pos_label}")
         else:
@@ -290,6 +295,8 @@ class EASTLoss(SetLoss):
             )
         if C < 2:
             raise ValueError(f"Expected at least 2 classes, got logits of shape {tuple(logits.shape)}")
+        if self.average == "binary" and C != 2:
+            raise ValueError(f"Expected 2 classes for average='binary', got logits of shape {tuple(logits.shape)}")
         logits, labels, sample_weight = valid_rows(logits, labels, sample_weight, ignore_index=self.ignore_index)
         temperature = check_temperature(self.temperature)
         return soft_confusion_from_logits(logits, labels, sample_weight, temperature, self.threshold_grad)

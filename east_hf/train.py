@@ -4,6 +4,10 @@
     east-train recipes/cifar10_f1.yaml --loss ce        # the cross-entropy baseline, everything else equal
     accelerate launch --multi_gpu -m east_hf.train recipes/cifar10_f1.yaml
     torchrun --nproc_per_node 4 -m east_hf.train recipes/cifar10_f1.yaml
+    east-train recipes/cifar10_f1.yaml --resume_from_checkpoint true   # resume the last complete checkpoint
+
+An ``output_dir`` that already holds a run (results, model or checkpoints) is refused unless the run resumes it
+(``--resume_from_checkpoint true`` or a checkpoint path) or ``--overwrite_output_dir true`` replaces it.
 
 One run: parse (``east_hf.cli``), load and split the data (``east_hf.data``), build the model, train with
 ``EASTTrainer`` (temperature annealing, the best checkpoint by the target metric kept), evaluate the best model on
@@ -67,6 +71,13 @@ class ScriptArguments:
         default=False,
         metadata={"help": "Parse and validate the recipe, print the resolved settings and exit: loads no data."},
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Train from scratch into an output_dir that already holds a run, deleting its checkpoints and "
+            "results first. Without it such a folder is refused (pass --resume_from_checkpoint true to resume it)."
+        },
+    )
 
 
 def resolved_settings(parsed: ParsedArguments) -> dict[str, dict[str, Any]]:
@@ -87,6 +98,50 @@ def resolved_settings(parsed: ParsedArguments) -> dict[str, dict[str, Any]]:
     default, values = EASTConfig(output_dir="x").to_dict(), parsed.training.to_dict()
     out["training"] = {k: v for k, v in values.items() if v != default.get(k) and "token" not in k}
     return out
+
+
+def _claim_output_dir(output_dir: str, resume: str | None, overwrite: bool, delete: bool = True) -> None:
+    """Refuse to train into a folder holding another run unless resuming it or told to overwrite it: a new run would
+    replace its model and results and rotate away its checkpoints, best model included. With ``overwrite`` the
+    earlier run's checkpoints and results are deleted (by the main process: ``delete``)."""
+    import shutil
+
+    from east_hf.runs import run_files
+
+    found = run_files(output_dir)
+    resuming = resume is not None and str(resume).strip().lower() not in ("false", "none", "")
+    if not found or resuming:
+        return
+    if not overwrite:
+        raise ValueError(
+            f"output_dir {output_dir} already holds a run ({', '.join(found[:4])}{', ...' if len(found) > 4 else ''}); "
+            "pass --resume_from_checkpoint true to resume it, --overwrite_output_dir true to replace it, or choose "
+            "another output_dir"
+        )
+    if not delete:
+        return
+    folder = Path(output_dir)
+    logger.warning(f"overwrite_output_dir: deleting the earlier run in {output_dir} ({', '.join(found)})")
+    for name in found:
+        path = folder / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for name in ("eval_results.json", DECISION_RULE_NAME):  # results a new run might not write again
+        if (folder / name).is_file():
+            (folder / name).unlink()
+
+
+def _data_line(name: str, data) -> str:
+    """The data summary line: split sizes, training samples per class, rows left out at load."""
+    counts = ", ".join(f"{n}: {c}" for n, c in zip(data.label_names, data.class_counts("train")))
+    sizes = f"{len(data.train)} train / {len(data.validation)} validation / {len(data.test or [])} test samples"
+    line = f"{name}: {sizes}; training samples per class: {counts}"
+    dropped = getattr(data, "dropped", None) or {}
+    if dropped:
+        line += "; dropped " + ", ".join(
+            f"{n} row{'s' if n != 1 else ''} with an empty label" if reason == "empty label" else f"{n} labelled -100"
+            for reason, n in dropped.items()
+        )
+    return line
 
 
 def _tune_decision_rule(trainer, data, eval_metrics: dict[str, float], test_metrics: dict[str, float]) -> dict:
@@ -211,6 +266,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     set_seed(training.seed)
     try:
+        _claim_output_dir(
+            training.output_dir,
+            training.resume_from_checkpoint,
+            script.overwrite_output_dir,
+            delete=training.process_index == 0,
+        )
         with training.main_process_first(desc="loading the data set"):
             data = load_data(data_args)
         model, processor, base_model = build_model(model_args, data, model_args.model_revision)
@@ -244,9 +305,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     main_process = trainer.is_world_process_zero()
     if main_process:
-        counts = ", ".join(f"{n}: {c}" for n, c in zip(data.label_names, data.class_counts("train")))
-        sizes = f"{len(data.train)} train / {len(data.validation)} validation / {len(data.test or [])} test samples"
-        print(f"{data_args.dataset_name}: {sizes}; training samples per class: {counts}", flush=True)
+        print(_data_line(data_args.dataset_name, data), flush=True)
+    try:
+        return _train_and_save(trainer, parsed, data, base_model)
+    except (ValueError, FloatingPointError) as e:  # NaN / inf, an unknown metric key, a checkpoint to resume
+        parser.error(str(e))
+
+
+def _train_and_save(trainer, parsed: ParsedArguments, data, base_model: str | None) -> int:
+    script, training = parsed.script, parsed.training
+    main_process = trainer.is_world_process_zero()
     train_result = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
     trainer.save_model()  # the best model (load_best_model_at_end) and its image processor, into output_dir
     extra = []
@@ -261,7 +329,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if script.evaluate_test and data.test is not None:
         test_metrics = trainer.evaluate(data.test, metric_key_prefix="test")
         test_metrics["test_samples"] = len(data.test)
-        trainer.log_metrics("test", test_metrics)
         trainer.save_metrics("test", test_metrics)
     decision = None
     if script.tune_decision_rule:

@@ -35,6 +35,7 @@ the temperature and whether the warm start's cross-entropy is on. Temperature an
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +48,7 @@ from east_hf.callbacks import TemperatureAnnealingCallback
 from east_hf.cards import hub_preflight, write_model_card
 from east_hf.config import EASTConfig
 from east_hf.loss import PRIOR_LOSSES, CrossEntropySetLoss, EASTLoss, SetLoss
+from east_hf.runs import is_complete_checkpoint, last_complete_checkpoint
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
 
@@ -82,10 +84,26 @@ def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
     return torch.bincount(labels, minlength=width).tolist()
 
 
-def _all_reduce_differentiable(tensor: torch.Tensor) -> torch.Tensor:
-    from torch.distributed.nn.functional import all_reduce
+class _SumAcrossProcesses(torch.autograd.Function):
+    """The sum of a tensor over all processes, differentiable: the backward sums the incoming gradients the same way
+    (each process's input enters every process's output with weight 1). Written on the public ``all_reduce`` because
+    ``torch.distributed.nn.functional.all_reduce`` is deprecated (a FutureWarning on every process)."""
 
-    return all_reduce(tensor)
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.clone()
+        torch.distributed.all_reduce(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous().clone()
+        torch.distributed.all_reduce(grad)
+        return grad
+
+
+def _all_reduce_differentiable(tensor: torch.Tensor) -> torch.Tensor:
+    return _SumAcrossProcesses.apply(tensor)
 
 
 class EASTTrainer(Trainer):
@@ -143,6 +161,7 @@ class EASTTrainer(Trainer):
         self._soft_metric_sum = None
         self._soft_metric_count = 0
         self._eval_stats = None
+        self._nonfinite_step = None  # device scalar: the first training step with a non-finite loss, -1 if none
         self.decision_rule = None  # set by tune_decision_rule
         callbacks = list(callbacks or [])
         if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
@@ -205,6 +224,8 @@ class EASTTrainer(Trainer):
         if self.args.east_sync_across_processes and self.accelerator.num_processes > 1:
             stats = _all_reduce_differentiable(stats)
         loss = loss_fn.loss_from_statistics(stats)
+        if model.training:
+            self._flag_nonfinite(loss)
         if model.training and loss_fn.soft_metric_key is not None:
             value = 1.0 - loss.detach()
             self._soft_metric_sum = value if self._soft_metric_sum is None else self._soft_metric_sum + value
@@ -218,10 +239,13 @@ class EASTTrainer(Trainer):
         loss_fn = self._current_loss()
         with torch.no_grad():
             logits = logits_of(model(**inputs)).detach()
+            if self.accelerator.num_processes == 1:
+                self._check_eval_logits(logits)
             stats = loss_fn.statistics(logits, labels)  # this process's batch
             loss = loss_fn.loss_from_statistics(stats)
             if self.accelerator.num_processes > 1:
                 every = self.accelerator.gather_for_metrics((logits, labels))  # drops the padding of uneven shards
+                self._check_eval_logits(every[0])  # on every process alike: all raise or none
                 stats = loss_fn.statistics(*every)  # every process's batch
             self._eval_stats = stats if self._eval_stats is None else self._eval_stats + stats
         if prediction_loss_only:
@@ -234,13 +258,85 @@ class EASTTrainer(Trainer):
         self._eval_stats = None
         output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
         if self._eval_stats is not None:
-            loss = self._current_loss().loss_from_statistics(self._eval_stats)
-            output.metrics[f"{metric_key_prefix}_loss"] = loss.item()
+            loss = self._current_loss().loss_from_statistics(self._eval_stats).item()
+            if not math.isfinite(loss):  # finite logits (checked per batch) but a loss that overflowed
+                raise FloatingPointError(
+                    f"Expected a finite {metric_key_prefix}_loss, got {loss} at step {self.state.global_step}"
+                )
+            output.metrics[f"{metric_key_prefix}_loss"] = loss
         self._eval_stats = None
+        if metric_key_prefix == "eval":
+            self._check_best_metric_key(output.metrics)
         return output
+
+    def _check_eval_logits(self, logits: torch.Tensor) -> None:
+        """An evaluation batch with NaN or inf logits is an error, never a silent 'no improvement' (one sync per
+        evaluation batch; evaluation is off the training hot path)."""
+        finite = torch.isfinite(logits).all(dim=1)  # (N,)
+        if not bool(finite.all()):
+            bad = int((~finite).sum())
+            raise ValueError(
+                f"Expected finite logits in evaluation, got NaN or inf in {bad} of {len(finite)} rows of a batch at "
+                f"step {self.state.global_step}: check the evaluation inputs for NaN or inf"
+            )
+
+    def _check_best_metric_key(self, metrics: dict[str, float]) -> None:
+        """``metric_for_best_model`` must name a key this evaluation reports (the Trainer would raise a KeyError)."""
+        name = self.args.metric_for_best_model
+        if not name:
+            return
+        key = name if name.startswith("eval_") else f"eval_{name}"
+        later = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "epoch")  # added by evaluate()
+        if key not in metrics and key not in later:
+            known = ", ".join(k.removeprefix("eval_") for k in sorted(metrics))
+            raise ValueError(f"Expected metric_for_best_model among the evaluation metrics ({known}), got {name!r}")
+
+    # ---- non-finite training: flagged on the device, checked where the Trainer already synchronises ----
+    def _flag_nonfinite(self, loss: torch.Tensor) -> None:
+        """Record the first step whose loss is NaN or inf, on the device (no host synchronisation)."""
+        if self._nonfinite_step is None or self._nonfinite_step.device != loss.device:
+            self._nonfinite_step = torch.full((), -1, dtype=torch.long, device=loss.device)
+        bad = ~torch.isfinite(loss.detach())
+        first = (self._nonfinite_step < 0) & bad
+        self._nonfinite_step = torch.where(first, self.state.global_step + 1, self._nonfinite_step)
+
+    def _raise_if_nonfinite(self) -> None:
+        """Stop with a one-line error if any training step so far had a non-finite loss (one sync)."""
+        flag = self._nonfinite_step
+        if self.accelerator.num_processes > 1:  # every process raises, or none (a lone raise would hang the others)
+            local = flag if flag is not None else torch.full((), -1, dtype=torch.long, device=self.args.device)
+            steps = self.accelerator.gather(local.reshape(1))
+            found = steps[steps >= 0]
+            flag = found.min() if len(found) else None
+        if flag is not None and (step := int(flag)) >= 0:
+            raise FloatingPointError(
+                f"Expected a finite training loss, got NaN or inf at step {step}: check the training inputs for NaN "
+                "or inf, or lower the learning rate"
+            )
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        """``Trainer.save_model``, refused (one line, nothing written) after a non-finite loss or with NaN / inf
+        parameters: a model that cannot predict is never saved over a good one."""
+        self._raise_if_nonfinite()
+        params = [p.detach() for p in self.model.parameters() if p.numel()]
+        if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+            bad = next(n for n, p in self.model.named_parameters() if p.numel() and not bool(torch.isfinite(p).all()))
+            raise FloatingPointError(
+                f"Expected finite model parameters to save, got NaN or inf in {bad!r} at step "
+                f"{self.state.global_step}: nothing was written"
+            )
+        return super().save_model(output_dir, _internal_call)
 
     # ---- logging: temperature, stage and the soft metric, in one place ----
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs:  # a training log: the Trainer has just synchronised to read the loss
+            self._raise_if_nonfinite()
+            grad_norm = logs.get("grad_norm")
+            if isinstance(grad_norm, float) and not math.isfinite(grad_norm):
+                raise FloatingPointError(
+                    f"Expected a finite gradient norm, got {grad_norm} by step {self.state.global_step}: check the "
+                    "training inputs for NaN or inf, or lower the learning rate"
+                )
         if "loss" in logs and self._soft_metric_count:  # a training log
             logs[self.east_loss.soft_metric_key] = round((self._soft_metric_sum / self._soft_metric_count).item(), 6)
         if "loss" in logs:
@@ -287,9 +383,35 @@ class EASTTrainer(Trainer):
         return rule
 
     # ---- fail early ----
-    def train(self, *pargs, **kwargs):
+    def train(self, resume_from_checkpoint: str | bool | None = None, *pargs, **kwargs):
+        """``Trainer.train``; ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last
+        *complete* checkpoint of ``output_dir``, skipping with a warning any whose save was cut off. Stops with a
+        one-line ``FloatingPointError`` naming the step if a training loss or gradient norm is NaN or inf."""
+        resume_from_checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
         self._preflight()
-        return super().train(*pargs, **kwargs)
+        result = super().train(resume_from_checkpoint, *pargs, **kwargs)
+        self._raise_if_nonfinite()  # steps after the last log
+        return result
+
+    def _resolve_checkpoint(self, resume: str | bool | None) -> str | None:
+        if isinstance(resume, str) and resume.strip().lower() in ("true", "last", "false", "none", ""):
+            resume = resume.strip().lower() in ("true", "last")
+        if resume is False or resume is None:
+            return None
+        if resume is True:
+            checkpoint = last_complete_checkpoint(self.args.output_dir)
+            if checkpoint is None:
+                raise ValueError(
+                    f"Expected a complete checkpoint-* folder in {self.args.output_dir} to resume from, got none"
+                )
+            logger.warning(f"resuming from {checkpoint}")
+            return str(checkpoint)
+        if not is_complete_checkpoint(resume):
+            raise ValueError(
+                f"Expected resume_from_checkpoint to be a complete checkpoint (weights and trainer_state.json), got "
+                f"{resume!r}; pass 'true' to resume from the last complete one"
+            )
+        return str(resume)
 
     def _preflight(self) -> None:
         """Check one collated mini-batch before any step: labels present, logits as wide as the configured classes."""
@@ -313,6 +435,10 @@ class EASTTrainer(Trainer):
         finally:
             self.model.train(was_training)
         C = self._num_classes
+        if not bool(torch.isfinite(logits).all()):
+            raise ValueError(
+                "Expected finite logits on the first training batch, got NaN or inf: check the inputs for NaN or inf"
+            )
         if logits.ndim != 2 or (C is not None and logits.shape[1] != C):
             raise ValueError(
                 f"Expected logits of shape (N, {C}) for the configured classes, got {tuple(logits.shape)}"

@@ -420,6 +420,7 @@ def test_from_config_maps_the_east_fields(tmp_path):
             min_temperature=0.01,
             max_stages=6,
             threshold=0.001,
+            threshold_mode="abs",
             stage_mode="min",
             anneal_mode="max",
             warm_start="ce",
@@ -654,3 +655,26 @@ def test_warm_start_epochs_are_checked():
         TemperatureAnnealingCallback(warm_start="ce", warm_start_epochs=0)
     with pytest.raises(ValueError, match="east_warm_start_epochs"):
         EASTConfig(output_dir="out", report_to=[], east_warm_start_epochs=0)
+
+
+def test_relative_threshold_ends_stages_whose_surrogate_only_creeps():
+    """A validation surrogate that improves by ever smaller amounts (the model growing more confident) never ends a
+    stage with an absolute threshold of 0; a relative threshold ends it, and the state round-trips the setting."""
+    creeping = [0.5 * (1 - 0.5 * (1 - 0.97**k)) for k in range(200)]  # -> 0.25, steps shrinking geometrically
+    hard = [0.8] * 200
+    plain = AnnealingSchedule(patience=3, stage_patience=2)
+    assert {plain.update(v, a, step=k) for k, (v, a) in enumerate(zip(creeping, hard))} == {Decision.IMPROVED}
+    assert plain.stage == 0  # 200 evaluations, one stage
+    relative = AnnealingSchedule(patience=3, stage_patience=2, threshold=1e-3, threshold_mode="rel")
+    decisions = []
+    for k, (v, a) in enumerate(zip(creeping, hard)):
+        decisions.append(relative.update(v, a, step=k))
+        if decisions[-1] is Decision.STOP:
+            break
+    assert Decision.NEXT_STAGE in decisions and relative.finished and relative.stop_reason == "stage_patience"
+    assert len(decisions) < 200 and relative.stage >= 2
+    assert AnnealingSchedule(**relative.settings()).threshold_mode == "rel"
+    with pytest.raises(ValueError, match="threshold_mode"):
+        AnnealingSchedule(threshold_mode="relative")
+    with pytest.raises(ValueError, match="east_threshold_mode"):
+        EASTConfig(output_dir="out", report_to=[], east_threshold_mode="pct")

@@ -9,7 +9,7 @@ ratio**(k/(C-1)) of class k; missing splits are carved from the training split b
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ class EASTData:
 
     ``train`` / ``validation`` / ``test``: ``datasets.Dataset``; tabular ones yield ``input_features`` (F,) float32 and
     ``labels``, image ones yield raw rows until ``set_image_transforms``. ``label_names[k]`` names class k.
+    ``dropped`` counts the rows left out at load by reason: an empty label cell, or the label -100 (the ignore index).
     """
 
     train: Any
@@ -38,6 +39,7 @@ class EASTData:
     modality: str  # "image" or "tabular"
     image_column: str | None = None
     preprocessor: TabularPreprocessor | None = None
+    dropped: dict[str, int] = field(default_factory=dict)  # rows left out at load, by reason ("empty label": 3)
 
     @property
     def num_labels(self) -> int:
@@ -77,10 +79,14 @@ def _encode_labels(dsd, label_column: str | None, dataset_name: str):
         dsd = dsd.rename_column(label_column, "label")
     feature = first.features["label"] if "label" in first.features else dsd[next(iter(dsd))].features["label"]
     if isinstance(feature, datasets.ClassLabel):
-        return dsd, list(feature.names)
-    values = set()
+        return dsd, list(feature.names), {}
+    values, dropped = set(), {"empty label": 0, "label -100": 0}
     for ds in dsd.values():
-        values.update(v.strip() if isinstance(v, str) else v for v in ds["label"] if v is not None)
+        for v in ds["label"]:
+            if _unlabelled(v):
+                dropped["empty label" if _empty(v) else "label -100"] += 1
+            else:
+                values.add(v.strip() if isinstance(v, str) else v)
     if any(isinstance(v, float) and not float(v).is_integer() for v in values):
         raise DataError(
             f"label column {label_column!r} holds non-integer numbers: expected classes, not a regression target"
@@ -94,9 +100,19 @@ def _encode_labels(dsd, label_column: str | None, dataset_name: str):
     def encode(batch):
         return {"label": [index[v.strip() if isinstance(v, str) else v] for v in batch["label"]]}
 
-    dsd = dsd.filter(lambda batch: [v is not None for v in batch["label"]], batched=True)
+    if any(dropped.values()):
+        dsd = dsd.filter(lambda batch: [not _unlabelled(v) for v in batch["label"]], batched=True)
     dsd = dsd.map(encode, batched=True)
-    return dsd.cast_column("label", datasets.ClassLabel(names=names)), names
+    return dsd.cast_column("label", datasets.ClassLabel(names=names)), names, {k: n for k, n in dropped.items() if n}
+
+
+def _empty(v) -> bool:
+    return v is None or (isinstance(v, float) and v != v) or (isinstance(v, str) and not v.strip())
+
+
+def _unlabelled(v) -> bool:
+    """An empty label cell, or -100 (the ignore index of every loss): the row is dropped and counted."""
+    return _empty(v) or (isinstance(v, str) and v.strip() == "-100") or (not isinstance(v, (str, bool)) and v == -100)
 
 
 def _binarize(dsd, positive_classes: Sequence[Any], names: list[str]):
@@ -180,7 +196,7 @@ def load_data(args) -> EASTData:
 def _prepare(dsd, args) -> EASTData:
     import datasets
 
-    dsd, names = _encode_labels(dsd, args.label_column, args.dataset_name)
+    dsd, names, dropped = _encode_labels(dsd, args.label_column, args.dataset_name)
     if args.positive_classes:
         dsd, names = _binarize(dsd, args.positive_classes, names)
     if len(names) < 2:
@@ -221,6 +237,16 @@ def _prepare(dsd, args) -> EASTData:
     if image_column is not None:
         keep = [image_column, "label"]
         splits = {k: ds.select_columns(keep) for k, ds in splits.items()}
-        return EASTData(splits["train"], splits["validation"], splits["test"], names, "image", image_column)
+        return EASTData(
+            splits["train"], splits["validation"], splits["test"], names, "image", image_column, dropped=dropped
+        )
     splits, preprocessor = tabular_splits(splits, args.feature_columns, args.standardize, names)
-    return EASTData(splits["train"], splits["validation"], splits["test"], names, "tabular", preprocessor=preprocessor)
+    return EASTData(
+        splits["train"],
+        splits["validation"],
+        splits["test"],
+        names,
+        "tabular",
+        preprocessor=preprocessor,
+        dropped=dropped,
+    )

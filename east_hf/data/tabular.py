@@ -1,5 +1,11 @@
 """Tabular rows as model inputs: ``TabularPreprocessor`` (one-hot text columns, imputation, standardisation with
-training-set statistics) and the splits it turns into ``input_features`` tensors."""
+training-set statistics) and the splits it turns into ``input_features`` tensors.
+
+Bounded memory and finite inputs: a text column with more than ``MAX_CATEGORIES`` distinct training values, or one
+that is mostly unique (an id, a free-text field), is refused with a message naming ``feature_columns``, since its
+one-hot encoding would be as wide as the data set is long; features are float32 throughout; an ``inf`` in any split
+is refused with its column and row count (a missing value, NaN, is imputed with the training mean).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,8 @@ from east_hf.data.sources import DataError
 __all__ = ["PREPROCESSOR_NAME", "TabularPreprocessor", "columns_message", "tabular_splits"]
 
 PREPROCESSOR_NAME = "tabular_preprocessor.json"
+MAX_CATEGORIES = 256  # distinct values of a one-hot text column; above it the column is refused
+UNIQUE_FRACTION = 0.5  # a text column with more distinct values than this fraction of rows (and > 32) looks like an id
 
 
 def columns_message(ds) -> str:
@@ -48,29 +56,54 @@ class TabularPreprocessor:
             c for c in columns if pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])
         ]
         categorical = [c for c in columns if c not in numeric]
-        categories = {c: sorted({str(v).strip() for v in frame[c].dropna()}) for c in categorical}
+        categories = {}
+        for c in categorical:
+            values = frame[c].dropna().map(lambda v: str(v).strip()).unique()
+            if len(values) > MAX_CATEGORIES or (len(values) > 32 and len(values) > UNIQUE_FRACTION * len(frame)):
+                raise DataError(
+                    f"text column {c!r} has {len(values)} distinct values in {len(frame)} training rows (an id or "
+                    f"free text?), too many to one-hot encode (at most {MAX_CATEGORIES}): set feature_columns to the "
+                    "columns to use, without it"
+                )
+            categories[c] = sorted(values)
         self = cls(numeric=numeric, categories=categories)
-        raw = self._raw(frame)  # (N, F), NaN where missing
+        raw = self._raw(frame)  # (N, F) float32, NaN where missing
+        check_finite_features(raw, self.feature_names, "train")
         with np.errstate(all="ignore"):
-            fill = np.nan_to_num(np.nanmean(raw, axis=0)) if len(raw) else np.zeros(raw.shape[1])
-        filled = np.where(np.isnan(raw), fill, raw)
-        mean, std = (filled.mean(0), filled.std(0)) if standardize else (np.zeros(raw.shape[1]), np.ones(raw.shape[1]))
+            fill = np.nan_to_num(np.nanmean(raw, axis=0, dtype=np.float64)) if len(raw) else np.zeros(raw.shape[1])
+        filled = np.where(np.isnan(raw), fill.astype(np.float32), raw)
+        if standardize:
+            mean, std = filled.mean(0, dtype=np.float64), filled.std(0, dtype=np.float64)
+        else:
+            mean, std = np.zeros(raw.shape[1]), np.ones(raw.shape[1])
         std = np.where(std > 0, std, 1.0)  # a constant column stays constant (0) instead of dividing by zero
         self.fill, self.mean, self.std = fill.tolist(), mean.tolist(), std.tolist()
         return self
 
     def _raw(self, frame) -> np.ndarray:
-        parts = [frame[self.numeric].to_numpy(dtype=np.float64, na_value=np.nan)] if self.numeric else []
-        for column, values in self.categories.items():
-            text = frame[column].map(lambda v: None if v is None or v != v else str(v).strip()).to_numpy()
-            parts.append((text[:, None] == np.asarray(values, dtype=object)[None, :]).astype(np.float64))  # (N, V)
-        return np.concatenate(parts, axis=1) if parts else np.zeros((len(frame), 0))
+        """(N, F) float32: the numeric columns, then one 0/1 column per category (a value not seen in training: 0)."""
+        import pandas as pd
 
-    def __call__(self, frame) -> np.ndarray:
-        """(N, F) float32 features of the rows of a pandas DataFrame with the fitted columns."""
+        out = np.zeros((len(frame), len(self.feature_names)), dtype=np.float32)
+        if self.numeric:
+            out[:, : len(self.numeric)] = frame[self.numeric].to_numpy(dtype=np.float32, na_value=np.nan)
+        at, rows = len(self.numeric), np.arange(len(frame))
+        for column, values in self.categories.items():
+            text = frame[column].map(lambda v: None if v is None or v != v else str(v).strip())
+            codes = pd.Categorical(text, categories=values).codes  # (N,), -1 for missing or unseen
+            seen = codes >= 0
+            out[rows[seen], at + codes[seen]] = 1.0
+            at += len(values)
+        return out
+
+    def __call__(self, frame, split: str = "rows") -> np.ndarray:
+        """(N, F) float32 features of the rows of a pandas DataFrame with the fitted columns; an inf is refused."""
         raw = self._raw(frame)
-        raw = np.where(np.isnan(raw), np.asarray(self.fill), raw)
-        return ((raw - np.asarray(self.mean)) / np.asarray(self.std)).astype(np.float32)
+        check_finite_features(raw, self.feature_names, split)
+        raw = np.where(np.isnan(raw), np.asarray(self.fill, dtype=np.float32), raw)
+        raw -= np.asarray(self.mean, dtype=np.float32)
+        raw /= np.asarray(self.std, dtype=np.float32)
+        return raw
 
     def save(self, directory: str | os.PathLike) -> Path:
         path = Path(directory) / PREPROCESSOR_NAME
@@ -80,6 +113,18 @@ class TabularPreprocessor:
     @classmethod
     def load(cls, directory: str | os.PathLike) -> TabularPreprocessor:
         return cls(**json.loads((Path(directory) / PREPROCESSOR_NAME).read_text()))
+
+
+def check_finite_features(raw: np.ndarray, names: Sequence[str], split: str) -> None:
+    """Refuse an inf (or -inf) feature: it would make the training mean inf and every weight NaN."""
+    infinite = np.isinf(raw)  # (N, F)
+    if infinite.any():
+        per_column = infinite.sum(0)
+        columns = ", ".join(f"{names[j]!r} ({per_column[j]} rows)" for j in np.flatnonzero(per_column)[:5])
+        raise DataError(
+            f"expected finite feature values, got inf in the {split} split: {columns}; fix or drop those rows, or "
+            "leave the column out of feature_columns"
+        )
 
 
 def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None, standardize: bool, names: list[str]):
@@ -104,7 +149,7 @@ def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None
     )
     out = {
         k: datasets.Dataset.from_dict(
-            {"input_features": preprocessor(frame), "labels": frame["label"].to_numpy()}, features=features
+            {"input_features": preprocessor(frame, k), "labels": frame["label"].to_numpy()}, features=features
         ).with_format("torch")
         for k, frame in frames.items()
     }

@@ -197,6 +197,9 @@ def check_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: i
     return valid
 
 
+_NARROW_INTS = (torch.uint8, torch.int8, torch.int16)
+
+
 def valid_rows(
     scores: torch.Tensor,
     labels: torch.Tensor,
@@ -207,13 +210,16 @@ def valid_rows(
     """The input formatting every loss and confusion matrix shares: (scores, labels, sample_weight) of the kept rows.
 
     scores: (N, C) logits or probabilities; labels: (N,) integer classes, rows labelled ``ignore_index`` dropped;
-    sample_weight: None or (N,). Raises a one-line error for a wrong shape, a non-integer label or one out of range.
+    sample_weight: None or (N,), finite and >= 0. Labels of a narrow integer dtype (uint8, int8, int16) are cast to
+    int64. Raises a one-line error for a wrong shape, a non-integer label or one out of range, a negative weight.
 
     >>> s, y, w = valid_rows(torch.zeros(3, 2), torch.tensor([1, -100, 0]))
     >>> tuple(s.shape), y.tolist(), w
     ((2, 2), [1, 0], None)
     """
     _check_probs(scores, "scores")
+    if isinstance(labels, torch.Tensor) and labels.dtype in _NARROW_INTS:
+        labels = labels.long()  # uint8 / int8 / int16 class ids: index_add_ and cross_entropy need int64 or int32
     valid = check_labels(labels, scores.shape[0], scores.shape[1], ignore_index)
     sample_weight = _check_weight(sample_weight, scores.shape[0])
     if bool(valid.all()):
@@ -254,7 +260,7 @@ def soft_confusion_matrix(
     """
     _check_probs(probs)
     temperature = check_temperature(temperature)
-    _check_finite(probs, "probs")
+    _check_distribution(probs)
     probs, labels, sample_weight = valid_rows(probs, labels, sample_weight, ignore_index=ignore_index)
     g = soft_predictions(probs, temperature, threshold_grad=threshold_grad)
     return confusion_from_memberships(g, labels, sample_weight)
@@ -274,6 +280,7 @@ def hard_confusion_matrix(
             [1., 0.]])
     """
     _check_probs(probs_or_logits, "probs_or_logits")
+    _check_finite(probs_or_logits, "probs_or_logits")  # argmax of a NaN row is 0: it would count as class 0
     scores, labels, sample_weight = valid_rows(probs_or_logits, labels, sample_weight, ignore_index=ignore_index)
     C = scores.shape[1]
     weight = torch.ones(len(labels), device=scores.device) if sample_weight is None else sample_weight.float()
@@ -286,10 +293,23 @@ def _check_finite(x: torch.Tensor, name: str) -> None:
         raise ValueError(f"Expected finite {name}, got NaN or inf in a tensor of shape {tuple(x.shape)}")
 
 
+def _check_distribution(probs: torch.Tensor, atol: float = 1e-3) -> None:
+    """Rows of probabilities: finite, in [0, 1], summing to 1 (logits would give negative memberships). One sync."""
+    ok = ((probs >= 0) & (probs <= 1)).all() & ((probs.sum(dim=1) - 1).abs() <= atol).all()
+    if not bool(ok):
+        _check_finite(probs, "probs")
+        raise ValueError(
+            f"Expected probabilities (rows in [0, 1] summing to 1), got values in [{probs.min().item():.4g}, "
+            f"{probs.max().item():.4g}] (logits? pass logits.softmax(1))"
+        )
+
+
 def _check_weight(sample_weight: torch.Tensor | None, n: int) -> torch.Tensor | None:
     if sample_weight is None:
         return None
     if not isinstance(sample_weight, torch.Tensor) or sample_weight.shape != (n,):
         shape = tuple(sample_weight.shape) if isinstance(sample_weight, torch.Tensor) else type(sample_weight).__name__
         raise ValueError(f"Expected sample_weight of shape ({n},), got {shape}")
+    if n and not bool(((sample_weight >= 0) & torch.isfinite(sample_weight)).all()):  # NaN fails >= 0 too
+        raise ValueError(f"Expected every sample_weight finite and >= 0, got min {sample_weight.min().item()}")
     return sample_weight
