@@ -377,3 +377,12 @@ class EASTArgumentParser(HfArgumentParser):
             self.error(
                 "temperature annealing needs evaluations: set eval_strategy to 'epoch' or 'steps', or east_annealing false"
             )
+        from transformers.integrations import get_available_reporting_integrations
+
+        requested = [r for r in (training.report_to or []) if r not in ("none", "all")]
+        missing = [r for r in requested if r not in get_available_reporting_integrations()]
+        if missing:  # transformers would fail later with a RuntimeError traceback, after the data is loaded
+            self.error(
+                f"report_to {missing[0]!r} needs its package ({missing[0]}), which is not installed: install it "
+                "or set --report_to none"
+            )

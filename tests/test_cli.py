@@ -378,3 +378,11 @@ def test_timm_checkpoint_is_fine_tuned_with_its_own_preprocessing(capsys, tmp_pa
     saved = json.loads((out / "config.json").read_text())["pretrained_cfg"]
     assert saved["mean"] == [0.1, 0.2, 0.3] and saved["std"] == [0.5, 0.5, 0.5]
     assert saved["input_size"] == [3, 32, 32] and saved["crop_pct"] == 1.0
+
+
+def test_report_to_a_missing_integration_is_one_line(capsys):
+    from transformers.integrations import get_available_reporting_integrations
+
+    missing = next(n for n in ("tensorboard", "wandb", "mlflow") if n not in get_available_reporting_integrations())
+    err = _error(capsys, [DEMO, "--report_to", missing, "--dry_run"])
+    assert f"report_to {missing!r} needs its package" in err and "--report_to none" in err
