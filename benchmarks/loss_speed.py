@@ -79,15 +79,18 @@ def calls_per_block(steps, device: str, target_ms: float) -> int:
     return max(1, round(target_ms / max(slowest, 1e-3)))
 
 
-def time_interleaved(steps: dict, repeats: int, device: str, target_ms: float) -> dict:
-    for step in steps.values():  # warm-up: allocator, lazy initialisation, caches
-        time_block(step, 5, device)
+def time_interleaved(steps: dict, repeats: int, device: str, target_ms: float, warmup: int = 5) -> dict:
+    """{name: [ms per call of each repeat]} and ``calls_per_block``: blocks of every step back to back, in an order
+    that alternates between repeats, after ``warmup`` calls of each (allocator, lazy initialisation, caches)."""
+    for step in steps.values():
+        time_block(step, warmup, device)
     calls = calls_per_block(list(steps.values()), device, target_ms)
     names = list(steps)
     times = {name: [] for name in names}
     for r in range(repeats):
         for name in names if r % 2 == 0 else names[::-1]:
             times[name].append(time_block(steps[name], calls, device))
+    times["calls_per_block"] = calls
     return times
 
 

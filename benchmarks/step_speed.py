@@ -34,8 +34,9 @@ import time
 
 import torch
 import torch.nn.functional as F
+from loss_speed import time_interleaved  # the same interleaved timing as the loss benchmark (benchmarks/ on sys.path)
 
-import east_hf  # noqa: F401  (registers darknet19 / darknet19_tiny with timm)
+import east_hf.models  # noqa: F401  (registers darknet19 / darknet19_tiny with timm)
 from east_hf import EASTLoss
 
 # name: (model, batch, classes, image size or feature count)
@@ -143,35 +144,6 @@ def make_train_step(model, forward, labels, loss_fn, device: str, amp_dtype, lr:
     return step
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def time_block(step, calls: int, device: str) -> float:
-    """Milliseconds per call over a block of ``calls`` calls."""
-    _sync(device)
-    start = time.perf_counter()
-    for _ in range(calls):
-        step()
-    _sync(device)
-    return (time.perf_counter() - start) * 1e3 / calls
-
-
-def time_interleaved(steps: dict, repeats: int, device: str, target_ms: float, warmup: int = 3) -> dict:
-    for step in steps.values():  # warm-up: allocator, lazy initialisation, cuDNN heuristics, AdamW state
-        time_block(step, warmup, device)
-    slowest = max(time_block(step, 2, device) for step in steps.values())
-    calls = max(1, round(target_ms / max(slowest, 1e-3)))
-    names = list(steps)
-    times = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names if r % 2 == 0 else names[::-1]:
-            times[name].append(time_block(steps[name], calls, device))
-    times["calls_per_block"] = calls
-    return times
-
-
 def peak_step_bytes(step, device: str) -> int | None:
     """Peak bytes allocated during one step above what was allocated before it (CUDA only)."""
     if device != "cuda":
@@ -192,7 +164,7 @@ def run_config(name: str, spec, device: str, dtype: str, repeats: int, target_ms
         "east": make_train_step(model, forward, labels, east_loss_fn(classes), device, amp_dtype),
         "ce": make_train_step(copy.deepcopy(model), forward, labels, ce_loss_fn(classes), device, amp_dtype),
     }
-    times = time_interleaved(steps, repeats, device, target_ms)
+    times = time_interleaved(steps, repeats, device, target_ms, warmup=3)
     ratios = [e / c for e, c in zip(times["east"], times["ce"])]
     diffs = [e - c for e, c in zip(times["east"], times["ce"])]
     row = {
