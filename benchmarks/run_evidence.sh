@@ -72,14 +72,18 @@ chain2() {
   EXTRA="--num_train_epochs 200" compare "${S200[@]}" --losses east
 }
 
-evidence() {  # the committed tables above
-  local pids=()
-  chain1 > runs/evidence/chain1.log 2>&1 &
-  pids+=($!)
-  chain2 > runs/evidence/chain2.log 2>&1 &
-  pids+=($!)
-  echo "running; progress in runs/evidence/chain{1,2}.log"
+side_by_side() {  # chain functions run at once, one per core; each logs to runs/evidence/<function>.log
+  local pids=() chain
+  for chain in "$@"; do
+    "$chain" > "runs/evidence/$chain.log" 2>&1 &
+    pids+=($!)
+  done
+  echo "running; progress in runs/evidence/{$(IFS=,; echo "$*")}.log"
   for pid in "${pids[@]}"; do wait "$pid"; done
+}
+
+evidence() {  # the committed tables above
+  side_by_side chain1 chain2
   # The tables that combine both chains (every run is done by now: nothing is retrained).
   {
     compare "${A[@]}" --seeds 10 --losses east,ce,dice --variants "cold_start:--east_warm_start none" "${A_BETA[@]}"
@@ -109,13 +113,7 @@ baselines_chain2() {  # digits9_binary: 36 test positives, so each seed draws it
   compare synthetic_binary synthetic_binary_baselines synthetic_binary_baselines --seeds 10 --losses dice --tuned
 }
 baselines() {
-  local pids=()
-  baselines_chain1 > runs/evidence/baselines_chain1.log 2>&1 &
-  pids+=($!)
-  baselines_chain2 > runs/evidence/baselines_chain2.log 2>&1 &
-  pids+=($!)
-  echo "running; progress in runs/evidence/baselines_chain{1,2}.log"
-  for pid in "${pids[@]}"; do wait "$pid"; done
+  side_by_side baselines_chain1 baselines_chain2
   # the synthetic table combines both chains (nothing is retrained)
   compare synthetic_binary synthetic_binary_baselines synthetic_binary_baselines --seeds 10 "${BASE[@]}" \
     > runs/evidence/baselines_tables.log 2>&1
