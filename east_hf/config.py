@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from transformers import TrainingArguments
 
 from east_hf.annealing import WARM_STARTS, AnnealingSchedule, monitor_mode
@@ -25,12 +26,6 @@ from east_hf.loss import LOSSES, SetLoss, build_loss
 __all__ = ["EASTConfig"]
 
 logger = logging.getLogger(__name__)
-
-
-def _has_accelerator() -> bool:
-    import torch
-
-    return torch.accelerator.is_available()
 
 
 def _field_error(error: Exception, fields: set[str]) -> ValueError:
@@ -162,7 +157,7 @@ class EASTConfig(TrainingArguments):
 
     def __post_init__(self):
         self._validate_east()
-        if not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not _has_accelerator():
+        if not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available():
             # Under torchrun / accelerate launch without an accelerator, transformers would otherwise run every process
             # as its own single-process run (no DDP, unsynchronised copies writing into one folder): use gloo on CPU.
             logger.info(f"WORLD_SIZE={os.environ['WORLD_SIZE']} without an accelerator: use_cpu=True (gloo backend)")

@@ -175,12 +175,8 @@ def soft_predictions(probs: torch.Tensor, temperature: float, *, threshold_grad:
         return _SoftSetMembership.apply(probs, temperature, bool(threshold_grad))
 
 
-def check_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: int | None = -100) -> torch.Tensor:
-    """Validate (N,) integer class labels against N rows of C scores; returns the (N,) mask of rows to keep.
-
-    Rows labelled ``ignore_index`` are dropped (as ``nn.CrossEntropyLoss``); every other label must lie in
-    ``[0, num_classes)``. One host synchronisation (the range check).
-    """
+def _checked_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: int | None):
+    """(mask of the rows to keep, whether that is every row), with one host synchronisation for both checks."""
     if not isinstance(labels, torch.Tensor):
         raise TypeError(f"Expected labels as a torch.Tensor of shape (N,), got {type(labels).__name__}")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
@@ -188,13 +184,23 @@ def check_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: i
     if labels.ndim != 1 or labels.shape[0] != n:
         raise ValueError(f"Expected labels of shape ({n},) to match predictions, got shape {tuple(labels.shape)}")
     valid = labels != ignore_index if ignore_index is not None else torch.ones_like(labels, dtype=torch.bool)
-    if n and valid.any():
-        kept = labels[valid]
-        low, high = int(kept.min()), int(kept.max())
-        if low < 0 or high >= num_classes:
-            bad = low if low < 0 else high
-            raise ValueError(f"Expected labels in [0, {num_classes - 1}] (or ignore_index={ignore_index}), got {bad}")
-    return valid
+    if not n:
+        return valid, True
+    kept = torch.where(valid, labels, torch.zeros((), dtype=labels.dtype, device=labels.device))  # ignored -> 0
+    low, high, every = torch.stack([kept.min(), kept.max(), valid.all().to(labels.dtype)]).tolist()
+    if low < 0 or high >= num_classes:
+        bad = low if low < 0 else high
+        raise ValueError(f"Expected labels in [0, {num_classes - 1}] (or ignore_index={ignore_index}), got {bad}")
+    return valid, bool(every)
+
+
+def check_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: int | None = -100) -> torch.Tensor:
+    """Validate (N,) integer class labels against N rows of C scores; returns the (N,) mask of rows to keep.
+
+    Rows labelled ``ignore_index`` are dropped (as ``nn.CrossEntropyLoss``); every other label must lie in
+    ``[0, num_classes)``. One host synchronisation (the range check).
+    """
+    return _checked_labels(labels, n, num_classes, ignore_index)[0]
 
 
 _NARROW_INTS = (torch.uint8, torch.int8, torch.int16)
@@ -220,9 +226,9 @@ def valid_rows(
     _check_probs(scores, "scores")
     if isinstance(labels, torch.Tensor) and labels.dtype in _NARROW_INTS:
         labels = labels.long()  # uint8 / int8 / int16 class ids: index_add_ and cross_entropy need int64 or int32
-    valid = check_labels(labels, scores.shape[0], scores.shape[1], ignore_index)
+    valid, every = _checked_labels(labels, scores.shape[0], scores.shape[1], ignore_index)
     sample_weight = _check_weight(sample_weight, scores.shape[0])
-    if bool(valid.all()):
+    if every:
         return scores, labels, sample_weight
     return scores[valid], labels[valid], None if sample_weight is None else sample_weight[valid]
 
