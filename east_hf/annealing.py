@@ -16,10 +16,12 @@ Two monitors, because two questions are asked:
   the paper to the letter.
 
 A stage's anneal value is the best one observed during the stage (what ``load_best_model_at_end`` would keep).
-An improvement must beat the best value so far by more than ``threshold``, an absolute amount by default or, with
-``threshold_mode="rel"``, a fraction of the best value (as ``torch.optim.lr_scheduler.ReduceLROnPlateau``); a tie
-is not an improvement. A relative threshold ends a stage whose validation surrogate only creeps (the model growing
-more confident by ever smaller amounts), which an absolute 0 never does.
+Within a stage an improvement must beat the stage's best value by more than ``threshold``, by default a fraction
+(1 %) of it (``threshold_mode="rel"``, as ``torch.optim.lr_scheduler.ReduceLROnPlateau``), or an absolute amount
+(``"abs"``); a tie is not an improvement. The relative default ends a stage whose validation surrogate only creeps
+(the model growing more confident by ever smaller amounts), which the paper's absolute 0 rarely does within an
+ordinary budget. Across stages, a stage's best anneal value must beat the best so far by more than
+``anneal_threshold`` (absolute, default 0).
 
 Train a linear classifier with the F1 surrogate, plain PyTorch (stop on ``Decision.STOP``, cool on the rest):
 
@@ -135,8 +137,13 @@ class AnnealingSchedule:
             (``stage_patience`` usually stops first): with T0 = 0.2 the default 0.005 ends annealing at the latest
             after stage 36 (T = 0.0045) at r = 0.9, or after stage 6 (T = 0.0031) at r = 0.5.
         max_stages: at most this many EAST stages (the warm start not counted); None for no bound.
-        threshold: an improvement (of either monitor) must exceed it; absolute, as ``EarlyStoppingCallback``.
-        threshold_mode: ``"abs"`` (default) or ``"rel"``: the threshold is a fraction of the best value so far.
+        threshold: an improvement of the stage monitor must exceed it (within a stage and in the warm start).
+        threshold_mode: ``"rel"`` (default): the threshold is a fraction of the best value so far, as
+            ``ReduceLROnPlateau``; ``"abs"``: an absolute change, as ``EarlyStoppingCallback``. The default 1e-2
+            relative ends a stage once its surrogate improves by less than 1 % over ``patience`` evaluations; the
+            paper's letter (and releases before 0.3) is ``threshold=0.0, threshold_mode="abs"``.
+        anneal_threshold: an absolute amount a stage's best anneal value must beat the best so far by (default 0:
+            any strict improvement of the hard metric counts).
         stage_mode: ``"min"`` (default, the surrogate loss) or ``"max"``.
         anneal_mode: ``"max"`` (default, a hard metric such as F1) or ``"min"`` (the surrogate).
         warm_start: ``"none"`` (default) or ``"ce"``: begin with stage -1, trained with cross-entropy by the Trainer
@@ -163,8 +170,9 @@ class AnnealingSchedule:
         stage_patience: int = 3,
         min_temperature: float = 0.005,
         max_stages: int | None = None,
-        threshold: float = 0.0,
-        threshold_mode: str = "abs",
+        threshold: float = 1e-2,
+        threshold_mode: str = "rel",
+        anneal_threshold: float = 0.0,
         stage_mode: str = "min",
         anneal_mode: str = "max",
         warm_start: str | bool = "none",
@@ -185,8 +193,9 @@ class AnnealingSchedule:
             isinstance(max_stages, bool) or not isinstance(max_stages, int) or max_stages < 1
         ):
             raise ValueError(f"Expected max_stages as an int >= 1 or None, got {max_stages!r}")
-        if not threshold >= 0:
-            raise ValueError(f"Expected threshold >= 0, got {threshold}")
+        for name, value in (("threshold", threshold), ("anneal_threshold", anneal_threshold)):
+            if not value >= 0:
+                raise ValueError(f"Expected {name} >= 0, got {value}")
         if threshold_mode not in THRESHOLD_MODES:
             raise ValueError(f"Expected threshold_mode in {THRESHOLD_MODES}, got {threshold_mode!r}")
         for name, mode in (("stage_mode", stage_mode), ("anneal_mode", anneal_mode)):
@@ -213,6 +222,7 @@ class AnnealingSchedule:
         self.max_stages = max_stages
         self.threshold = float(threshold)
         self.threshold_mode = threshold_mode
+        self.anneal_threshold = float(anneal_threshold)
         self.stage_mode = stage_mode
         self.anneal_mode = anneal_mode
         self.warm_start = warm_start
@@ -233,6 +243,7 @@ class AnnealingSchedule:
             "max_stages": self.max_stages,
             "threshold": self.threshold,
             "threshold_mode": self.threshold_mode,
+            "anneal_threshold": self.anneal_threshold,
             "stage_mode": self.stage_mode,
             "anneal_mode": self.anneal_mode,
             "warm_start": self.warm_start,
@@ -326,9 +337,7 @@ class AnnealingSchedule:
         if self.in_warm_start:
             # The warm start is the reference EAST has to beat; it does not count as a stage without improvement.
             self.best_anneal, self.best_anneal_stage = self.stage_best_anneal, WARM_START_STAGE
-        elif _improves(
-            self.stage_best_anneal, self.best_anneal, self.anneal_mode, self.threshold, self.threshold_mode == "rel"
-        ):
+        elif _improves(self.stage_best_anneal, self.best_anneal, self.anneal_mode, self.anneal_threshold):
             self.best_anneal, self.best_anneal_stage = self.stage_best_anneal, self.stage
             self.stages_without_improvement = 0
         else:

@@ -343,8 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
 
     runs, total, k = [], len(variants) * args.seeds, 0
-    for name, flags in variants.items():
-        for seed in range(args.seeds):
+    for seed in range(args.seeds):  # seed-major: an interrupted comparison leaves every variant with the same seeds
+        for name, flags in variants.items():
             k += 1
             run_dir = out_dir / name / f"seed-{seed}"
             run_flags = [*flags, "--tune_decision_rule", "true"] if args.tuned else flags

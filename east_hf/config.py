@@ -66,12 +66,18 @@ class EASTConfig(TrainingArguments):
         east_min_temperature (`float`, defaults to `0.005`): training stops after the stage at this temperature.
         east_max_stages (`int`, defaults to `None`): an upper bound on the number of stages.
         east_restore_best_per_stage (`bool`, defaults to `True`): load the stage's best weights before cooling.
-        east_threshold (`float`, defaults to `0.0`) and east_threshold_mode (`str`, defaults to `"abs"`): the minimum
-            improvement of either monitor, absolute or (`"rel"`) a fraction of the best value so far.
+        east_threshold (`float`, defaults to `1e-2`) and east_threshold_mode (`str`, defaults to `"rel"`): the
+            minimum improvement of the stage monitor, a fraction of the best value so far (`"rel"`) or absolute
+            (`"abs"`). The paper's letter, and releases before 0.3: ``0.0`` and ``"abs"``. Why relative 1 %: within a
+            stage the validation surrogate keeps improving by ever smaller amounts (the model grows more confident),
+            so with an absolute 0 a stage rarely ends inside an ordinary budget (README, "Annealing that anneals").
+            Baselines' early stopping uses the same criterion.
+        east_anneal_threshold (`float`, defaults to `0.0`): how much (absolute) a stage's best anneal value must beat
+            the best so far to count as an improvement across temperature decreases.
         east_stage_monitor / east_anneal_monitor: the metric keys watched within and across stages; see
             ``TemperatureAnnealingCallback``. Measured: the validation surrogate keeps improving by small amounts
             within a stage (the model grows more confident), so a first stage can take a short budget's whole run;
-            ``east_stage_monitor="eval_fbeta"`` (or a positive ``east_threshold``) gives fast stages.
+            ``east_stage_monitor="eval_fbeta"`` also gives fast stages.
         east_warm_start (`str`, defaults to `"ce"`): ``"ce"`` trains a short cross-entropy stage before EAST;
             ``"none"`` starts EAST from the initial weights (cold start, as the paper). Why a warm start by default:
             a surrogate built on softmax probabilities gives a sample the model has confidently wrong almost no
@@ -122,10 +128,15 @@ class EASTConfig(TrainingArguments):
     )
     east_min_temperature: float = field(default=0.005, metadata={"help": "Stop after the stage at this temperature."})
     east_max_stages: int | None = field(default=None, metadata={"help": "Maximum number of temperature stages."})
-    east_threshold: float = field(default=0.0, metadata={"help": "Minimum change that counts as an improvement."})
+    east_threshold: float = field(
+        default=1e-2, metadata={"help": "Minimum change of the stage monitor that counts as an improvement."}
+    )
     east_threshold_mode: str = field(
-        default="abs",
-        metadata={"help": "'abs': east_threshold is an absolute change; 'rel': a fraction of the best value so far."},
+        default="rel",
+        metadata={"help": "'rel': east_threshold is a fraction of the best value so far; 'abs': an absolute change."},
+    )
+    east_anneal_threshold: float = field(
+        default=0.0, metadata={"help": "Minimum (absolute) improvement of the anneal monitor across stages."}
     )
     east_restore_best_per_stage: bool = field(
         default=True, metadata={"help": "Restore the stage's best weights before lowering the temperature."}
@@ -226,6 +237,7 @@ class EASTConfig(TrainingArguments):
             max_stages=self.east_max_stages if self.east_loss == "east" else 1,
             threshold=self.east_threshold,
             threshold_mode=self.east_threshold_mode,
+            anneal_threshold=self.east_anneal_threshold,
             stage_mode=monitor_mode(self.east_stage_monitor),
             anneal_mode=monitor_mode(self.east_anneal_key),
             warm_start=self.east_warm_start if self.east_loss in ("east", "dice") else "none",

@@ -80,7 +80,7 @@ def test_ties_are_not_improvements_within_a_stage():
 
 
 def test_improvements_within_threshold_do_not_count():
-    s = AnnealingSchedule(patience=2, stage_patience=1, threshold=0.01)
+    s = AnnealingSchedule(patience=2, stage_patience=1, threshold=0.01, threshold_mode="abs", anneal_threshold=0.01)
     # within the stage: 0.995 is 0.005 below 1.0 (not enough), 0.985 is 0.015 below (enough)
     assert run(s, [(1.0, 0.5), (0.995, 0.5), (0.985, 0.5), (0.98, 0.505), (0.976, 0.505)]) == [
         BEST,
@@ -420,7 +420,8 @@ def test_from_config_maps_the_east_fields(tmp_path):
             min_temperature=0.01,
             max_stages=6,
             threshold=0.001,
-            threshold_mode="abs",
+            threshold_mode="rel",
+            anneal_threshold=0.0,
             stage_mode="min",
             anneal_mode="max",
             warm_start="ce",
@@ -659,13 +660,14 @@ def test_warm_start_epochs_are_checked():
 
 def test_relative_threshold_ends_stages_whose_surrogate_only_creeps():
     """A validation surrogate that improves by ever smaller amounts (the model growing more confident) never ends a
-    stage with an absolute threshold of 0; a relative threshold ends it, and the state round-trips the setting."""
+    stage with the paper's absolute threshold of 0; the default relative threshold ends stages and reaches three
+    temperatures, and the state round-trips the setting."""
     creeping = [0.5 * (1 - 0.5 * (1 - 0.97**k)) for k in range(200)]  # -> 0.25, steps shrinking geometrically
     hard = [0.8] * 200
-    plain = AnnealingSchedule(patience=3, stage_patience=2)
+    plain = AnnealingSchedule(patience=3, stage_patience=2, threshold=0.0, threshold_mode="abs")
     assert {plain.update(v, a, step=k) for k, (v, a) in enumerate(zip(creeping, hard))} == {Decision.IMPROVED}
     assert plain.stage == 0  # 200 evaluations, one stage
-    relative = AnnealingSchedule(patience=3, stage_patience=2, threshold=1e-3, threshold_mode="rel")
+    relative = AnnealingSchedule(patience=3, stage_patience=2)  # the defaults: 1e-2, "rel"
     decisions = []
     for k, (v, a) in enumerate(zip(creeping, hard)):
         decisions.append(relative.update(v, a, step=k))

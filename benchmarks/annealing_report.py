@@ -1,0 +1,91 @@
+"""How each annealed run of an east-compare folder ended: on the annealing criterion or on the budget, and where.
+
+Reads every ``<variant>/seed-*/trainer_state.json`` (the annealing callback's saved state) and prints a Markdown
+table: per variant, the runs that ended on the criterion (``stop_reason``), the temperatures reached (stages + 1),
+and the epochs trained, against the budget. Baselines (one stage) are listed too: their early stopping is the
+same stage criterion.
+
+Usage: python benchmarks/annealing_report.py runs/evidence/hpc [--markdown out.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+
+def run_end(run_dir: Path) -> dict | None:
+    path = run_dir / "trainer_state.json"
+    if not path.is_file():
+        return None
+    state = json.loads(path.read_text())
+    callback = state.get("stateful_callbacks", {}).get("TemperatureAnnealingCallback", {})
+    schedule = callback.get("attributes", {}).get("schedule_state", {})
+    settings = callback.get("args", {}).get("schedule", {})
+    epochs = state.get("epoch") or 0.0
+    budget = state.get("num_train_epochs") or float("nan")
+    return {
+        "criterion": bool(schedule.get("finished")),
+        "reason": schedule.get("stop_reason") or "budget",
+        "temperatures": max(int(schedule.get("stage", 0)), 0) + 1,
+        "epochs": float(epochs),
+        "budget": float(budget),
+        "threshold": f"{settings.get('threshold')} {settings.get('threshold_mode', 'abs')}",
+    }
+
+
+def report(folder: Path) -> list[dict]:
+    rows = []
+    for variant in sorted(p for p in folder.iterdir() if p.is_dir()):
+        ends = [e for e in (run_end(d) for d in sorted(variant.glob("seed-*"))) if e is not None]
+        if not ends:
+            continue
+        temps = [e["temperatures"] for e in ends]
+        rows.append(
+            {
+                "variant": variant.name,
+                "runs": len(ends),
+                "on_criterion": sum(e["criterion"] for e in ends),
+                "temperatures_min": min(temps),
+                "temperatures_median": statistics.median(temps),
+                "epochs_median": statistics.median(e["epochs"] for e in ends),
+                "epochs_max": max(e["epochs"] for e in ends),
+                "budget": ends[0]["budget"],
+                "threshold": ends[0]["threshold"],
+            }
+        )
+    return rows
+
+
+def markdown(folder: Path, rows: list[dict]) -> str:
+    lines = [
+        f"# How the runs of {folder} ended",
+        "",
+        "| variant | runs | ended on the criterion | temperatures (min / median) | epochs (median / max) | budget | "
+        "stage threshold |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['variant']} | {r['runs']} | {r['on_criterion']} | {r['temperatures_min']} / "
+            f"{r['temperatures_median']:g} | {r['epochs_median']:g} / {r['epochs_max']:g} | {r['budget']:g} | "
+            f"{r['threshold']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--markdown", type=Path, default=None)
+    args = parser.parse_args()
+    text = markdown(args.folder, report(args.folder))
+    print(text, end="")
+    if args.markdown:
+        args.markdown.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
