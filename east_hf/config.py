@@ -92,6 +92,9 @@ class EASTConfig(TrainingArguments):
             (0.926) and on long-tailed digits never stopped within 40 epochs (the whole run was cross-entropy).
         east_warm_start_steps (`int`, defaults to `None`): length of the warm start in optimiser steps; overrides
             ``east_warm_start_epochs``.
+        east_ce_weight (`float`, defaults to `0.0`) and east_ce_weight_decay (`float`, defaults to `0.5`): an
+            annealed cross-entropy weight, loss = w_k * CE + (1 - M_T) with w_k = east_ce_weight * decay^k in EAST
+            stage k (``east_hf.loss.MixedSetLoss``); 0 is EAST alone. The warm start is its w = inf version.
     """
 
     # --- the surrogate ---
@@ -160,6 +163,12 @@ class EASTConfig(TrainingArguments):
         default=None,
         metadata={"help": "Length of the warm start in optimiser steps; overrides east_warm_start_epochs."},
     )
+    east_ce_weight: float = field(
+        default=0.0, metadata={"help": "Cross-entropy weight added to EAST's loss in stage 0 (0: EAST alone)."}
+    )
+    east_ce_weight_decay: float = field(
+        default=0.5, metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."}
+    )
     east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
     # The annealing state (stage, temperature, counters) lives in a stateful callback: resume it by default.
     restore_callback_states_from_checkpoint: bool = field(
@@ -185,6 +194,14 @@ class EASTConfig(TrainingArguments):
                 raise ValueError(
                     f"Expected east_beta as a number, a list or a JSON mapping, got {self.east_beta!r}"
                 ) from e
+        for name in ("east_ce_weight", "east_ce_weight_decay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"Expected {name} as a number >= 0, got {value!r}")
+        if self.east_ce_weight_decay > 1:
+            raise ValueError(f"Expected east_ce_weight_decay in [0, 1], got {self.east_ce_weight_decay}")
+        if self.east_ce_weight > 0 and self.east_loss != "east":
+            raise ValueError(f"Expected east_ce_weight 0 for east_loss={self.east_loss!r} (it mixes into EAST only)")
         if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
         # Validation is the core objects' own: build them once (class names are not known yet, so a beta mapping is

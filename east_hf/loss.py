@@ -10,6 +10,8 @@ across every evaluation batch before taking the loss of the evaluation set, what
 - ``CrossEntropySetLoss``: (sum of cross-entropies, count); the loss is their ratio, the mean cross-entropy. With
   class weights it is ``wce`` (inverse training-class frequency), with logit adjustment ``la`` (Menon et al. 2021).
 - ``SoftDiceLoss``: per class (sum p y, sum p^2, sum y); the loss 1 - mean_k Dice_k (Milletari et al., 2016).
+- ``MixedSetLoss``: EAST plus a weighted cross-entropy (both statistics side by side), for an annealed
+  cross-entropy weight.
 
 ``build_loss(name, ...)`` makes one by its ``EASTConfig.east_loss`` name. Pure torch: nothing from transformers.
 """
@@ -31,6 +33,7 @@ __all__ = [
     "PRIOR_LOSSES",
     "CrossEntropySetLoss",
     "EASTLoss",
+    "MixedSetLoss",
     "SetLoss",
     "SoftDiceLoss",
     "build_loss",
@@ -368,3 +371,52 @@ def build_loss(
     )
     loss.name = name
     return loss
+
+
+class MixedSetLoss(SetLoss):
+    """``EASTLoss`` plus ``weight`` times mean cross-entropy: the loss of an annealed cross-entropy weight.
+
+    Statistics: the soft confusion matrix (C, C), flattened, followed by the cross-entropy's (sum, count); both
+    additive, so the set's loss is exact across batches and processes as for the two losses alone. The trainer lowers
+    ``weight`` stage by stage (``EASTConfig.east_ce_weight``, ``east_ce_weight_decay``): w_k = w0 * d^k, so early
+    stages keep cross-entropy's per-sample gradients and late ones train the metric alone. ``weight = 0`` is EAST.
+
+    >>> east = EASTLoss("fbeta", temperature=0.2)
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 0.5]]), torch.tensor([0, 1, 1])
+    >>> mixed = MixedSetLoss(east, weight=0.5)
+    >>> torch.isclose(mixed(logits, labels), east(logits, labels) + 0.5 * F.cross_entropy(logits, labels)).item()
+    True
+    """
+
+    name = "east"
+
+    def __init__(self, east: EASTLoss, weight: float = 1.0):
+        super().__init__(east.ignore_index)
+        self.east = east
+        self.cross_entropy = CrossEntropySetLoss(ignore_index=east.ignore_index)
+        self.weight = weight
+
+    @property
+    def weight(self) -> float:
+        return self._weight
+
+    @weight.setter
+    def weight(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"Expected a cross-entropy weight >= 0, got {value!r}")
+        self._weight = float(value)
+
+    def extra_repr(self) -> str:
+        return f"weight={self._weight:.4g}"
+
+    def statistics(self, logits, labels, sample_weight=None):
+        confmat = self.east.statistics(logits, labels, sample_weight)
+        ce = self.cross_entropy.statistics(logits, labels, sample_weight)
+        return torch.cat([confmat.flatten(), ce.to(confmat.dtype)])
+
+    def loss_from_statistics(self, stats):
+        C = round((stats.numel() - 2) ** 0.5)
+        east = self.east.loss_from_statistics(stats[: C * C].view(C, C))
+        if self._weight == 0:
+            return east
+        return east + self._weight * self.cross_entropy.loss_from_statistics(stats[C * C :])

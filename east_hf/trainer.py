@@ -47,7 +47,7 @@ import east_hf.models  # noqa: F401  (registers darknet19 with timm and the tabu
 from east_hf.callbacks import TemperatureAnnealingCallback
 from east_hf.cards import hub_preflight, write_model_card
 from east_hf.config import EASTConfig
-from east_hf.loss import PRIOR_LOSSES, CrossEntropySetLoss, EASTLoss, SetLoss
+from east_hf.loss import PRIOR_LOSSES, CrossEntropySetLoss, EASTLoss, MixedSetLoss, SetLoss
 from east_hf.runs import is_complete_checkpoint, last_complete_checkpoint
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
@@ -155,6 +155,8 @@ class EASTTrainer(Trainer):
             counts = training_class_counts(kwargs.get("train_dataset"), num_classes)
         self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None), counts)
         self.warm_start_loss = CrossEntropySetLoss()
+        if args.east_ce_weight > 0:  # EAST plus an annealed cross-entropy weight (set per stage in _current_loss)
+            self._mixed_loss = MixedSetLoss(self.east_loss, weight=args.east_ce_weight)
         self._num_classes = num_classes
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
         self.east_card_info: dict[str, Any] = {}
@@ -201,6 +203,10 @@ class EASTTrainer(Trainer):
             return self.warm_start_loss
         if isinstance(self.east_loss, EASTLoss):
             self.east_loss.temperature = annealing.schedule.temperature
+            if self.args.east_ce_weight > 0:  # an annealed cross-entropy weight: w_k = w0 * d^k in stage k
+                stage = annealing.schedule.stage
+                self._mixed_loss.weight = self.args.east_ce_weight * self.args.east_ce_weight_decay**stage
+                return self._mixed_loss
         return self.east_loss
 
     # ---- loss ----

@@ -680,3 +680,49 @@ def test_relative_threshold_ends_stages_whose_surrogate_only_creeps():
         AnnealingSchedule(threshold_mode="relative")
     with pytest.raises(ValueError, match="east_threshold_mode"):
         EASTConfig(output_dir="out", report_to=[], east_threshold_mode="pct")
+
+
+class LossSpy(TrainerCallback):
+    """Records, at every optimizer step, the stage and the cross-entropy weight of the loss in use."""
+
+    def __init__(self):
+        self.trainer, self.weights = None, []
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        loss = self.trainer._current_loss()
+        self.weights.append((self.trainer.east_stage, getattr(loss, "weight", None)))
+
+
+def test_mixed_loss_is_east_plus_weighted_cross_entropy_over_summed_batches():
+    from east_hf.loss import EASTLoss, MixedSetLoss
+
+    torch.manual_seed(0)
+    logits = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, 3, (40,))
+    east = EASTLoss("fbeta", temperature=0.15)
+    mixed = MixedSetLoss(east, weight=0.25)
+    # the statistics of two batches, summed, give the loss of the whole set (as across processes)
+    stats = mixed.statistics(logits[:25], labels[:25]) + mixed.statistics(logits[25:], labels[25:])
+    reference = east(logits, labels) + 0.25 * torch.nn.functional.cross_entropy(logits.float(), labels)
+    assert mixed.loss_from_statistics(stats).item() == pytest.approx(reference.item(), rel=1e-5)
+    (grad,) = torch.autograd.grad(mixed(logits, labels), logits)
+    (expected,) = torch.autograd.grad(reference, logits)
+    torch.testing.assert_close(grad, expected.to(grad.dtype), rtol=1e-4, atol=1e-6)
+    mixed.weight = 0
+    assert mixed(logits, labels).item() == pytest.approx(east(logits, labels).item())
+    with pytest.raises(ValueError, match="cross-entropy weight >= 0"):
+        mixed.weight = -1.0
+
+
+def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
+    spy = LossSpy()
+    trainer = make_trainer(tmp_path, callbacks=[spy], east_ce_weight=2.0, east_ce_weight_decay=0.5, max_steps=120)
+    spy.trainer = trainer
+    trainer.train()
+    seen = dict(spy.weights)
+    assert len(seen) >= 3  # several stages ran
+    assert all(weight == pytest.approx(2.0 * 0.5**stage) for stage, weight in seen.items())
+    with pytest.raises(ValueError, match="east_ce_weight 0 for east_loss='ce'"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce", east_ce_weight=1.0)
+    with pytest.raises(ValueError, match="east_ce_weight_decay in \\[0, 1\\]"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight_decay=2.0)
