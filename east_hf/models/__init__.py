@@ -2,7 +2,7 @@
 
 Importing this package registers ``darknet19`` / ``darknet19_tiny`` in timm (usable through transformers'
 ``TimmWrapperForImageClassification``) and model type ``"east_tabular_mlp"`` with ``AutoConfig`` and
-``AutoModelForSequenceClassification``. A checkpoint of either reloads with ``load_pretrained(path)``, or with
+``AutoModelForSequenceClassification``, and its input encoding ``TabularFeatureExtractor`` with ``AutoFeatureExtractor``. A checkpoint of either reloads with ``load_pretrained(path)``, or with
 transformers' Auto classes after ``import east_hf.models``; without the import, a darknet checkpoint fails with
 transformers' misleading "not supported in your version of timm" (see ``east_hf.models.darknet``).
 """
@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from torch import nn
 from transformers import (
     AutoConfig,
+    AutoFeatureExtractor,
     AutoModelForImageClassification,
     AutoModelForSequenceClassification,
     PreTrainedModel,
@@ -21,9 +22,17 @@ from transformers import (
 
 from east_hf.models.darknet import Darknet19
 from east_hf.models.tabular import TabularMLPConfig, TabularMLPForClassification
+from east_hf.models.tabular_features import TabularFeatureExtractor
+
+# A run folder's preprocessor_config.json names TabularFeatureExtractor: registered, AutoFeatureExtractor finds the
+# class here (and for a TabularMLPConfig without one); saved, the class file travels with an auto_map, so
+# AutoFeatureExtractor.from_pretrained(folder, trust_remote_code=True) also works where east_hf is not installed.
+AutoFeatureExtractor.register(TabularMLPConfig, TabularFeatureExtractor, exist_ok=True)
+TabularFeatureExtractor.register_for_auto_class()
 
 __all__ = [
     "Darknet19",
+    "TabularFeatureExtractor",
     "TabularMLPConfig",
     "TabularMLPForClassification",
     "classifier_head",
