@@ -255,6 +255,25 @@ def test_tiny_run_writes_a_reloadable_model(capsys, tmp_path):
         assert metrics[key] == pytest.approx(saved[f"test_{key}"], abs=1e-6), key
     assert "test_precision_9" in saved  # report_classes: all
 
+    # The same folder through timm alone (east_hf.models imported: darknet19 is east_hf's timm architecture): the
+    # local-dir loader builds the 10-way model with the trained weights and the data config it was trained with.
+    import timm
+    from timm.data import create_transform, resolve_data_config
+
+    timm_model = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
+    transform = create_transform(**resolve_data_config({}, model=timm_model))
+    set_image_transforms(data, transform, transform)
+    with torch.no_grad():
+        timm_logits = timm_model(torch.stack([data.test[i]["pixel_values"] for i in range(len(data.test))]))
+    torch.testing.assert_close(timm_logits, logits)
+    overlay = timm.create_model(
+        "darknet19_tiny",
+        pretrained=True,
+        num_classes=10,
+        pretrained_cfg_overlay=dict(file=str(out / "model.safetensors"), num_classes=10),
+    )
+    assert all(torch.equal(v, timm_model.state_dict()[k]) for k, v in overlay.state_dict().items())
+
 
 def _tiny_args(out, **more):
     overrides = {
