@@ -12,8 +12,9 @@ An ``output_dir`` that already holds a run (results, model or checkpoints) is re
 One run: parse (``east_hf.cli``), load and split the data (``east_hf.data``), build the model, train with
 ``EASTTrainer`` (temperature annealing, the best checkpoint by the target metric kept), evaluate the best model on
 the test split, and save into ``output_dir``: ``model.safetensors`` + ``config.json`` (+ the image processor or the
-tabular preprocessor), ``train_results.json``, ``eval_results.json``, ``test_results.json``, ``all_results.json``,
-``trainer_state.json`` and, when ``east_hf.cards`` is installed, the model card ``README.md``. Under several
+tabular feature extractor, both ``preprocessor_config.json``), ``train_results.json``, ``eval_results.json``,
+``test_results.json``, ``all_results.json``, ``trainer_state.json`` and, when ``east_hf.cards`` is installed, the
+model card ``README.md``. Under several
 processes only the main one prints and writes.
 """
 
@@ -316,11 +317,11 @@ def _train_and_save(trainer, parsed: ParsedArguments, data, base_model: str | No
     script, training = parsed.script, parsed.training
     main_process = trainer.is_world_process_zero()
     train_result = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
-    trainer.save_model()  # the best model (load_best_model_at_end) and its image processor, into output_dir
+    trainer.save_model()  # the best model (load_best_model_at_end) and its processor, into output_dir
     extra = []
-    if main_process and data.preprocessor is not None:
-        path = data.preprocessor.save(training.output_dir)
-        extra.append(f"inputs:   {path} (feature encoding and training-set standardisation)")
+    if data.preprocessor is not None:  # the Trainer's processing_class: saved by save_model, checkpoints included
+        path = Path(training.output_dir) / "preprocessor_config.json"
+        extra.append(f"inputs:   {path} (feature encoding and training-set standardisation; AutoFeatureExtractor)")
     metrics = dict(train_result.metrics, train_samples=len(data.train))
     trainer.save_metrics("train", metrics)
     eval_metrics = trainer.evaluate(metric_key_prefix="eval")

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 from torch import nn
 from transformers import Trainer, TrainingArguments
+from transformers.utils import logging as hf_logging
 
 import east_hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
 from east_hf.callbacks import TemperatureAnnealingCallback
@@ -322,7 +323,7 @@ class EASTTrainer(Trainer):
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
         """``Trainer.save_model``, refused (one line, nothing written) after a non-finite loss or with NaN / inf
-        parameters: a model that cannot predict is never saved over a good one."""
+        parameters: a model that cannot predict is never saved over a good one. Saves draw no progress bar."""
         self._raise_if_nonfinite()
         params = [p.detach() for p in self.model.parameters() if p.numel()]
         if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
@@ -331,7 +332,15 @@ class EASTTrainer(Trainer):
                 f"Expected finite model parameters to save, got NaN or inf in {bad!r} at step "
                 f"{self.state.global_step}: nothing was written"
             )
-        return super().save_model(output_dir, _internal_call)
+        # transformers' save_pretrained draws a "Writing model shards" bar on every save (each checkpoint, the final
+        # model): noise beside the Trainer's own bars, so the switch transformers offers is off while saving.
+        bars_were_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            return super().save_model(output_dir, _internal_call)
+        finally:
+            if bars_were_on:
+                hf_logging.enable_progress_bar()
 
     # ---- logging: temperature, stage and the soft metric, in one place ----
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

@@ -1,6 +1,7 @@
 """Run under `torchrun --nproc_per_node 2`: compares DDP gradients of EASTTrainer with single-process gradients.
 
-Writes rank 0's findings as JSON to argv[1].
+Writes rank 0's findings as JSON to argv[1]. On CPU (gloo) by default, as tests/test_distributed.py runs it; with
+``EAST_DIST_CHECK_GPU=1`` on a machine with 2 GPUs, each rank on its own GPU over NCCL (the README's GPU check).
 """
 
 import copy
@@ -15,6 +16,8 @@ from helpers import PlainClassifier, TinyTabular, east_args  # noqa: E402
 
 from east_hf import EASTTrainer  # noqa: E402
 
+GPU = os.environ.get("EAST_DIST_CHECK_GPU") == "1"
+
 
 def main(out_path: str) -> None:
     result = {}
@@ -23,23 +26,28 @@ def main(out_path: str) -> None:
         model = PlainClassifier()
         reference = copy.deepcopy(model)
         data = TinyTabular(32)
-        trainer = EASTTrainer(model=model, args=east_args(out_path + f".{sync}", east_sync_across_processes=sync))
+        args = east_args(out_path + f".{sync}", east_sync_across_processes=sync, use_cpu=not GPU)
+        trainer = EASTTrainer(model=model, args=args)
         world, rank = trainer.accelerator.num_processes, trainer.accelerator.process_index
         ddp = trainer.accelerator.prepare_model(model)
+        device = trainer.args.device
+        x, y = data.x.to(device), data.y.to(device)
+        reference.to(device)
+        result["backend"] = torch.distributed.get_backend()
         n = len(data) // world
-        local = {"input_values": data.x[rank * n : (rank + 1) * n], "labels": data.y[rank * n : (rank + 1) * n]}
+        local = {"input_values": x[rank * n : (rank + 1) * n], "labels": y[rank * n : (rank + 1) * n]}
         trainer.compute_loss(ddp, local).backward()  # DDP averages gradients across processes here
         got = [p.grad.detach().clone() for p in model.parameters()]
         if rank == 0:
             if sync:  # single process on the concatenated global batch
-                trainer.east_loss(reference(data.x), data.y).backward()
+                trainer.east_loss(reference(x), y).backward()
                 expected = [p.grad for p in reference.parameters()]
             else:  # the mean of the per-process local surrogates' gradients
                 expected = None
                 for r in range(world):
                     reference.zero_grad()
                     sl = slice(r * n, (r + 1) * n)
-                    trainer.east_loss(reference(data.x[sl]), data.y[sl]).backward()
+                    trainer.east_loss(reference(x[sl]), y[sl]).backward()
                     grads = [p.grad.clone() / world for p in reference.parameters()]
                     expected = grads if expected is None else [a + b for a, b in zip(expected, grads)]
             diff = max((a - b).abs().max().item() for a, b in zip(got, expected))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from east_hf.cli import EASTArgumentParser, demo_recipe_path
-from east_hf.data import DataArguments, TabularPreprocessor, load_data
+from east_hf.data import DataArguments, load_data, load_tabular_features
 from east_hf.train import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,8 +158,8 @@ def test_tabular_csv_split_encoding_and_training_statistics(tmp_path):
     x_train = torch.stack([row["input_features"] for row in data.train])  # (128, 4)
     assert torch.allclose(x_train.mean(0), torch.zeros(4), atol=1e-5)
     assert torch.allclose(x_train.std(0, unbiased=False), torch.ones(4), atol=1e-4)
-    data.preprocessor.save(tmp_path)
-    assert TabularPreprocessor.load(tmp_path) == data.preprocessor
+    data.preprocessor.save_pretrained(tmp_path)
+    assert load_tabular_features(tmp_path).to_dict() == data.preprocessor.to_dict()
 
 
 def test_imagefolder_directory(tmp_path):
@@ -255,6 +255,25 @@ def test_tiny_run_writes_a_reloadable_model(capsys, tmp_path):
         assert metrics[key] == pytest.approx(saved[f"test_{key}"], abs=1e-6), key
     assert "test_precision_9" in saved  # report_classes: all
 
+    # The same folder through timm alone (east_hf.models imported: darknet19 is east_hf's timm architecture): the
+    # local-dir loader builds the 10-way model with the trained weights and the data config it was trained with.
+    import timm
+    from timm.data import create_transform, resolve_data_config
+
+    timm_model = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
+    transform = create_transform(**resolve_data_config({}, model=timm_model))
+    set_image_transforms(data, transform, transform)
+    with torch.no_grad():
+        timm_logits = timm_model(torch.stack([data.test[i]["pixel_values"] for i in range(len(data.test))]))
+    torch.testing.assert_close(timm_logits, logits)
+    overlay = timm.create_model(
+        "darknet19_tiny",
+        pretrained=True,
+        num_classes=10,
+        pretrained_cfg_overlay=dict(file=str(out / "model.safetensors"), num_classes=10),
+    )
+    assert all(torch.equal(v, timm_model.state_dict()[k]) for k, v in overlay.state_dict().items())
+
 
 def _tiny_args(out, **more):
     overrides = {
@@ -291,10 +310,91 @@ def test_tabular_run_saves_its_input_statistics(capsys, tmp_path):
     recipe = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
     out = tmp_path / "run"
     assert main([str(recipe), *_tiny_args(out, hidden_sizes=16, max_train_samples=None)]) == 0
-    assert str(out / "tabular_preprocessor.json") in capsys.readouterr().out
-    preprocessor = TabularPreprocessor.load(out)
+    assert str(out / "preprocessor_config.json") in capsys.readouterr().out
+    preprocessor = load_tabular_features(out)
     assert len(preprocessor.feature_names) == json.loads((out / "config.json").read_text())["num_features"] == 30
     assert "test_recall_malignant" in json.loads((out / "test_results.json").read_text())  # the positive class
+
+
+TABULAR_ROWS_SCRIPT = """
+import sys, pandas as pd, torch
+if sys.argv[2] == "blocked":
+    class Blocker:
+        def find_spec(self, name, path=None, target=None):
+            if name == "east_hf" or name.startswith("east_hf."):
+                raise ImportError("east_hf is blocked")
+    sys.meta_path.insert(0, Blocker())
+from transformers import AutoFeatureExtractor, AutoModelForSequenceClassification
+run = sys.argv[1]
+extractor = AutoFeatureExtractor.from_pretrained(run, trust_remote_code=True)
+model = AutoModelForSequenceClassification.from_pretrained(run, trust_remote_code=True).eval()
+assert "east_hf" not in sys.modules, "east_hf was imported"
+inputs = extractor(pd.read_csv(run + "/../data/test.csv").drop(columns="y"), return_tensors="pt")
+with torch.no_grad():
+    logits = model(**inputs).logits
+torch.save({"input_features": inputs["input_features"], "logits": logits}, run + "/../rows.pt")
+"""
+
+
+def test_tabular_run_inputs_reload_with_auto_feature_extractor_from_raw_rows(capsys, tmp_path):
+    """A run folder's preprocessor_config.json loads with AutoFeatureExtractor and turns raw rows (a DataFrame, a
+    list of dicts, a dict of columns) into exactly the training-time inputs; where east_hf is not importable too."""
+    import pandas as pd
+    from transformers import AutoFeatureExtractor
+
+    from east_hf.models import TabularFeatureExtractor, load_pretrained
+
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for split, n in (("train", 96), ("validation", 32), ("test", 40)):
+        x = rng.normal(5, 2, n)
+        colour = rng.choice(["red", "blue", "green", ""], n)  # "": an empty cell, a missing value
+        rows = [f"{x[i]:.4f},{'' if i % 9 == 0 else int(x[i] > 5)},{colour[i]},{int(x[i] > 5.5)}" for i in range(n)]
+        _write(folder / f"{split}.csv", "x,flag,colour,y\n" + "\n".join(rows) + "\n")
+    recipe = _write(tmp_path / "r.yaml", f"dataset_name: {folder}\nlabel_column: y\nmodel_name_or_path: tabular_mlp\n")
+    out = tmp_path / "run"
+    caps = {"max_train_samples": None, "max_eval_samples": None, "max_test_samples": None}
+    assert main([str(recipe), *_tiny_args(out, hidden_sizes=8, **caps)]) == 0
+    assert not (out / "tabular_preprocessor.json").exists()
+    assert json.loads((out / "preprocessor_config.json").read_text())["auto_map"] == {
+        "AutoFeatureExtractor": "tabular_features.TabularFeatureExtractor"
+    }
+    extractor = AutoFeatureExtractor.from_pretrained(out)
+    assert isinstance(extractor, TabularFeatureExtractor)
+    assert extractor.feature_names == ["x", "flag", "colour=blue", "colour=green", "colour=red"]
+
+    data = load_data(EASTArgumentParser().parse([str(recipe), "--output_dir", str(out)]).data)
+    trained_on = data.test.with_format("torch")[:]["input_features"]  # (40, 5): what the test metrics were computed on
+    raw = pd.read_csv(folder / "test.csv").drop(columns="y")
+    assert raw["colour"].isna().any() and raw["flag"].isna().any()
+    for rows in (raw, raw.to_dict("records"), raw.to_dict("list")):
+        torch.testing.assert_close(extractor(rows, return_tensors="pt")["input_features"], trained_on, rtol=0, atol=0)
+    model = load_pretrained(str(out)).eval()
+    with torch.no_grad():
+        predictions = model(**extractor(raw, return_tensors="pt")).logits.argmax(-1)
+    accuracy = (predictions == torch.tensor(pd.read_csv(folder / "test.csv")["y"].to_numpy())).double().mean()
+    assert accuracy.item() == pytest.approx(json.loads((out / "test_results.json").read_text())["test_accuracy"])
+
+    # the older runs' tabular_preprocessor.json still reads
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    fields = ("numeric", "categories", "fill", "mean", "std")
+    _write(legacy / "tabular_preprocessor.json", json.dumps({k: getattr(extractor, k) for k in fields}))
+    np.testing.assert_array_equal(load_tabular_features(legacy).transform(raw), trained_on.numpy())
+
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    result = subprocess.run(
+        [sys.executable, "-c", TABULAR_ROWS_SCRIPT, str(out), "blocked"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    reloaded = torch.load(tmp_path / "rows.pt")
+    torch.testing.assert_close(reloaded["input_features"], trained_on, rtol=0, atol=0)
+    assert torch.equal(reloaded["logits"].argmax(-1), predictions)
 
 
 def test_tuned_decision_rule_is_folded_into_the_saved_model(capsys, tmp_path):

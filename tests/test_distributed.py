@@ -26,6 +26,7 @@ def test_two_process_gradient_equals_single_process_on_global_batch(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
+    assert result["backend"] == "gloo"
     for key in ("sync=True", "sync=False"):
         assert result[key]["world_size"] == 2  # really two processes
         assert result[key]["grad_norm"] > 1e-4

@@ -240,7 +240,7 @@ def test_5_one_hot_is_float32_and_a_mostly_unique_column_is_refused(tmp_path):
     with pytest.raises(DataError, match="text column 'name' has 64 distinct values in 64 training rows"):
         load_data(DataArguments(dataset_name=str(csv), label_column="y"))
     data = load_data(DataArguments(dataset_name=str(csv), label_column="y", feature_columns=["c"]))
-    assert data.preprocessor._raw(data.train.with_format("pandas")[:4].assign(c=["a", "b", "a", None])).dtype == (
+    assert data.preprocessor.encode(data.train.with_format("pandas")[:4].assign(c=["a", "b", "a", None])).dtype == (
         np.float32
     )
 

@@ -184,3 +184,22 @@ def test_one_east_step_for_each_model_family(tmp_path, make_model, data):
     trainer.train()
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert torch.isfinite(torch.tensor(trainer.state.log_history[-1]["train_loss"]))
+
+
+def test_saving_draws_no_progress_bar_and_leaves_bars_on(tmp_path, capfd):
+    """save_pretrained's "Writing model shards" bar (one per checkpoint and final save) is switched off while saving,
+    and transformers' progress bars are on again afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    from east_hf.models import TabularMLPConfig, TabularMLPForClassification
+
+    model = TabularMLPForClassification(TabularMLPConfig(num_features=4, hidden_sizes=[4], num_labels=2))
+    trainer = EASTTrainer(model=model, args=east_args(tmp_path))
+    assert hf_logging.is_progress_bar_enabled()
+    capfd.readouterr()
+    trainer.save_model(str(tmp_path / "saved"))
+    assert (tmp_path / "saved" / "model.safetensors").is_file()
+    assert "Writing model shards" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()
+    model.save_pretrained(tmp_path / "direct")  # the bar still shows outside the Trainer's saves
+    assert "Writing model shards" in capfd.readouterr().err

@@ -17,7 +17,7 @@ relabels to binary (those classes 1, the rest 0); ``imbalance_ratio`` keeps a fr
 k; missing splits are carved from the training split by the paper's protocol (stratified, 64 % train / 16 %
 validation / 20 % test of the whole, fixed seed), and ``resplit`` pools every split first. Tabular rows become a
 float vector ``input_features`` (text columns one-hot, then standardised with training-set statistics only: see
-``TabularPreprocessor``); image rows keep their images and get a model's transform on the fly (``set_image_transforms``).
+``fit_tabular_features``, which returns a transformers feature extractor that saves and reloads with the model); image rows keep their images and get a model's transform on the fly (``set_image_transforms``).
 
 >>> from east_hf.data import DataArguments
 >>> data = load_data(DataArguments(dataset_name="sklearn:wine"))
@@ -27,26 +27,27 @@ float vector ``input_features`` (text columns one-hot, then standardised with tr
 torch.Size([13])
 
 The package's modules: ``arguments`` (``DataArguments``), ``sources`` (``load_raw``), ``pipeline`` (``load_data``,
-``EASTData``), ``tabular`` (``TabularPreprocessor``) and ``images`` (``image_transforms``).
+``EASTData``), ``tabular`` (``fit_tabular_features``, ``load_tabular_features``) and ``images`` (``image_transforms``).
 """
 
 from east_hf.data.arguments import DataArguments
 from east_hf.data.images import image_transforms, set_image_transforms
 from east_hf.data.pipeline import EASTData, load_data
 from east_hf.data.sources import RARE_POSITIVE, SKLEARN_SETS, SYNTHETIC_BINARY, DataError, load_raw
-from east_hf.data.tabular import PREPROCESSOR_NAME, TabularPreprocessor
+from east_hf.data.tabular import LEGACY_PREPROCESSOR_NAME, fit_tabular_features, load_tabular_features
 
 __all__ = [
-    "PREPROCESSOR_NAME",
+    "LEGACY_PREPROCESSOR_NAME",
     "RARE_POSITIVE",
     "SKLEARN_SETS",
     "SYNTHETIC_BINARY",
     "DataArguments",
     "DataError",
     "EASTData",
-    "TabularPreprocessor",
+    "fit_tabular_features",
     "image_transforms",
     "load_data",
     "load_raw",
+    "load_tabular_features",
     "set_image_transforms",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from east_hf.data.sources import DataError, load_raw, quiet_datasets
-from east_hf.data.tabular import TabularPreprocessor, columns_message, tabular_splits
+from east_hf.data.tabular import columns_message, tabular_splits
 from east_hf.functional import class_index
 
 __all__ = ["VALIDATION_NAMES", "EASTData", "load_data"]
@@ -38,7 +38,7 @@ class EASTData:
     label_names: list[str]
     modality: str  # "image" or "tabular"
     image_column: str | None = None
-    preprocessor: TabularPreprocessor | None = None
+    preprocessor: Any | None = None  # tabular: the fitted TabularFeatureExtractor
     dropped: dict[str, int] = field(default_factory=dict)  # rows left out at load, by reason ("empty label": 3)
 
     @property

@@ -1,10 +1,14 @@
-"""Tabular rows as model inputs: ``TabularPreprocessor`` (one-hot text columns, imputation, standardisation with
-training-set statistics) and the splits it turns into ``input_features`` tensors.
+"""Tabular rows as model inputs: fit the ``TabularFeatureExtractor`` (one-hot text columns, imputation,
+standardisation with training-set statistics) on the training split and turn every split into ``input_features``.
 
 Bounded memory and finite inputs: a text column with more than ``MAX_CATEGORIES`` distinct training values, or one
 that is mostly unique (an id, a free-text field), is refused with a message naming ``feature_columns``, since its
 one-hot encoding would be as wide as the data set is long; features are float32 throughout; an ``inf`` in any split
 is refused with its column and row count (a missing value, NaN, is imputed with the training mean).
+
+The fitted extractor is a transformers ``FeatureExtractionMixin`` (``east_hf.models.tabular_features``): it saves
+as ``preprocessor_config.json`` and reloads with ``AutoFeatureExtractor.from_pretrained``. Runs written before it
+kept the same statistics in ``tabular_preprocessor.json``; ``load_tabular_features`` reads either.
 """
 
 from __future__ import annotations
@@ -12,17 +16,25 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from east_hf.data.sources import DataError
 
-__all__ = ["PREPROCESSOR_NAME", "TabularPreprocessor", "columns_message", "tabular_splits"]
+if TYPE_CHECKING:
+    from east_hf.models.tabular_features import TabularFeatureExtractor
 
-PREPROCESSOR_NAME = "tabular_preprocessor.json"
+__all__ = [
+    "LEGACY_PREPROCESSOR_NAME",
+    "columns_message",
+    "fit_tabular_features",
+    "load_tabular_features",
+    "tabular_splits",
+]
+
+LEGACY_PREPROCESSOR_NAME = "tabular_preprocessor.json"  # east_hf's own format before the feature extractor
 MAX_CATEGORIES = 256  # distinct values of a one-hot text column; above it the column is refused
 UNIQUE_FRACTION = 0.5  # a text column with more distinct values than this fraction of rows (and > 32) looks like an id
 
@@ -31,100 +43,58 @@ def columns_message(ds) -> str:
     return ", ".join(ds.column_names)
 
 
-@dataclass
-class TabularPreprocessor:
-    """Rows -> (N, F) float32: numeric columns as they are, text columns one-hot, missing values the training mean,
-    then (x - mean) / std with training-set statistics. Saved beside the model as ``tabular_preprocessor.json``.
-    """
+def fit_tabular_features(frame, columns: Sequence[str], standardize: bool = True) -> TabularFeatureExtractor:
+    """A ``TabularFeatureExtractor`` fitted on the training rows ``frame`` (a pandas DataFrame) only."""
+    import pandas as pd
 
-    numeric: list[str]
-    categories: dict[str, list[str]] = field(default_factory=dict)
-    fill: list[float] = field(default_factory=list)
-    mean: list[float] = field(default_factory=list)
-    std: list[float] = field(default_factory=list)
+    from east_hf.models.tabular_features import TabularFeatureExtractor
 
-    @property
-    def feature_names(self) -> list[str]:
-        return self.numeric + [f"{c}={v}" for c, values in self.categories.items() for v in values]
-
-    @classmethod
-    def fit(cls, frame, columns: Sequence[str], standardize: bool = True) -> TabularPreprocessor:
-        """Statistics of the training rows ``frame`` (a pandas DataFrame) only."""
-        import pandas as pd
-
-        numeric = [
-            c for c in columns if pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])
-        ]
-        categorical = [c for c in columns if c not in numeric]
-        categories = {}
-        for c in categorical:
-            values = frame[c].dropna().map(lambda v: str(v).strip()).unique()
-            if len(values) > MAX_CATEGORIES or (len(values) > 32 and len(values) > UNIQUE_FRACTION * len(frame)):
-                raise DataError(
-                    f"text column {c!r} has {len(values)} distinct values in {len(frame)} training rows (an id or "
-                    f"free text?), too many to one-hot encode (at most {MAX_CATEGORIES}): set feature_columns to the "
-                    "columns to use, without it"
-                )
-            categories[c] = sorted(values)
-        self = cls(numeric=numeric, categories=categories)
-        raw = self._raw(frame)  # (N, F) float32, NaN where missing
-        check_finite_features(raw, self.feature_names, "train")
-        with np.errstate(all="ignore"):
-            fill = np.nan_to_num(np.nanmean(raw, axis=0, dtype=np.float64)) if len(raw) else np.zeros(raw.shape[1])
-        filled = np.where(np.isnan(raw), fill.astype(np.float32), raw)
-        if standardize:
-            mean, std = filled.mean(0, dtype=np.float64), filled.std(0, dtype=np.float64)
-        else:
-            mean, std = np.zeros(raw.shape[1]), np.ones(raw.shape[1])
-        std = np.where(std > 0, std, 1.0)  # a constant column stays constant (0) instead of dividing by zero
-        self.fill, self.mean, self.std = fill.tolist(), mean.tolist(), std.tolist()
-        return self
-
-    def _raw(self, frame) -> np.ndarray:
-        """(N, F) float32: the numeric columns, then one 0/1 column per category (a value not seen in training: 0)."""
-        import pandas as pd
-
-        out = np.zeros((len(frame), len(self.feature_names)), dtype=np.float32)
-        if self.numeric:
-            out[:, : len(self.numeric)] = frame[self.numeric].to_numpy(dtype=np.float32, na_value=np.nan)
-        at, rows = len(self.numeric), np.arange(len(frame))
-        for column, values in self.categories.items():
-            text = frame[column].map(lambda v: None if v is None or v != v else str(v).strip())
-            codes = pd.Categorical(text, categories=values).codes  # (N,), -1 for missing or unseen
-            seen = codes >= 0
-            out[rows[seen], at + codes[seen]] = 1.0
-            at += len(values)
-        return out
-
-    def __call__(self, frame, split: str = "rows") -> np.ndarray:
-        """(N, F) float32 features of the rows of a pandas DataFrame with the fitted columns; an inf is refused."""
-        raw = self._raw(frame)
-        check_finite_features(raw, self.feature_names, split)
-        raw = np.where(np.isnan(raw), np.asarray(self.fill, dtype=np.float32), raw)
-        raw -= np.asarray(self.mean, dtype=np.float32)
-        raw /= np.asarray(self.std, dtype=np.float32)
-        return raw
-
-    def save(self, directory: str | os.PathLike) -> Path:
-        path = Path(directory) / PREPROCESSOR_NAME
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        return path
-
-    @classmethod
-    def load(cls, directory: str | os.PathLike) -> TabularPreprocessor:
-        return cls(**json.loads((Path(directory) / PREPROCESSOR_NAME).read_text()))
+    numeric = [c for c in columns if pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])]
+    categories = {}
+    for c in (c for c in columns if c not in numeric):
+        values = frame[c].dropna().map(lambda v: str(v).strip()).unique()
+        if len(values) > MAX_CATEGORIES or (len(values) > 32 and len(values) > UNIQUE_FRACTION * len(frame)):
+            raise DataError(
+                f"text column {c!r} has {len(values)} distinct values in {len(frame)} training rows (an id or "
+                f"free text?), too many to one-hot encode (at most {MAX_CATEGORIES}): set feature_columns to the "
+                "columns to use, without it"
+            )
+        categories[c] = sorted(values)
+    extractor = TabularFeatureExtractor(numeric=numeric, categories=categories)
+    raw = extractor.encode(frame)  # (N, F) float32, NaN where missing
+    _as_data_error(extractor.check_finite, raw, "train")
+    with np.errstate(all="ignore"):
+        fill = np.nan_to_num(np.nanmean(raw, axis=0, dtype=np.float64)) if len(raw) else np.zeros(raw.shape[1])
+    filled = np.where(np.isnan(raw), fill.astype(np.float32), raw)
+    if standardize:
+        mean, std = filled.mean(0, dtype=np.float64), filled.std(0, dtype=np.float64)
+    else:
+        mean, std = np.zeros(raw.shape[1]), np.ones(raw.shape[1])
+    std = np.where(std > 0, std, 1.0)  # a constant column stays constant (0) instead of dividing by zero
+    extractor.fill, extractor.mean, extractor.std = fill.tolist(), mean.tolist(), std.tolist()
+    return extractor
 
 
-def check_finite_features(raw: np.ndarray, names: Sequence[str], split: str) -> None:
-    """Refuse an inf (or -inf) feature: it would make the training mean inf and every weight NaN."""
-    infinite = np.isinf(raw)  # (N, F)
-    if infinite.any():
-        per_column = infinite.sum(0)
-        columns = ", ".join(f"{names[j]!r} ({per_column[j]} rows)" for j in np.flatnonzero(per_column)[:5])
-        raise DataError(
-            f"expected finite feature values, got inf in the {split} split: {columns}; fix or drop those rows, or "
-            "leave the column out of feature_columns"
-        )
+def _as_data_error(step, *args):
+    try:
+        return step(*args)
+    except ValueError as e:  # an inf: the user's data to fix, reported in one line by east-train
+        raise DataError(str(e)) from None
+
+
+def load_tabular_features(directory: str | os.PathLike) -> TabularFeatureExtractor:
+    """The feature extractor saved in a run folder: ``preprocessor_config.json``, or an older run's
+    ``tabular_preprocessor.json``."""
+    from east_hf.models.tabular_features import TabularFeatureExtractor
+
+    folder = Path(directory)
+    if (folder / "preprocessor_config.json").is_file():
+        return TabularFeatureExtractor.from_pretrained(folder)
+    if (folder / LEGACY_PREPROCESSOR_NAME).is_file():
+        return TabularFeatureExtractor(**json.loads((folder / LEGACY_PREPROCESSOR_NAME).read_text()))
+    raise FileNotFoundError(
+        f"Expected preprocessor_config.json (or {LEGACY_PREPROCESSOR_NAME}) in {folder}, got neither"
+    )
 
 
 def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None, standardize: bool, names: list[str]):
@@ -139,8 +109,8 @@ def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None
     if not columns:
         raise DataError("no feature columns: the data set has only a label column")
     frames = {k: ds.select_columns([*columns, "label"]).to_pandas() for k, ds in splits.items() if ds is not None}
-    preprocessor = TabularPreprocessor.fit(frames["train"], columns, standardize)
-    width = len(preprocessor.feature_names)
+    extractor = fit_tabular_features(frames["train"], columns, standardize)
+    width = len(extractor.feature_names)
     features = datasets.Features(
         {
             "input_features": datasets.List(datasets.Value("float32"), length=width),
@@ -149,8 +119,9 @@ def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None
     )
     out = {
         k: datasets.Dataset.from_dict(
-            {"input_features": preprocessor(frame, k), "labels": frame["label"].to_numpy()}, features=features
+            {"input_features": _as_data_error(extractor.transform, frame, k), "labels": frame["label"].to_numpy()},
+            features=features,
         ).with_format("torch")
         for k, frame in frames.items()
     }
-    return out, preprocessor
+    return out, extractor

@@ -2,7 +2,7 @@
 
 Importing this package registers ``darknet19`` / ``darknet19_tiny`` in timm (usable through transformers'
 ``TimmWrapperForImageClassification``) and model type ``"east_tabular_mlp"`` with ``AutoConfig`` and
-``AutoModelForSequenceClassification``. A checkpoint of either reloads with ``load_pretrained(path)``, or with
+``AutoModelForSequenceClassification``, and its input encoding ``TabularFeatureExtractor`` with ``AutoFeatureExtractor``. A checkpoint of either reloads with ``load_pretrained(path)``, or with
 transformers' Auto classes after ``import east_hf.models``; without the import, a darknet checkpoint fails with
 transformers' misleading "not supported in your version of timm" (see ``east_hf.models.darknet``).
 """
@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from torch import nn
 from transformers import (
     AutoConfig,
+    AutoFeatureExtractor,
     AutoModelForImageClassification,
     AutoModelForSequenceClassification,
     PreTrainedModel,
@@ -21,9 +22,17 @@ from transformers import (
 
 from east_hf.models.darknet import Darknet19
 from east_hf.models.tabular import TabularMLPConfig, TabularMLPForClassification
+from east_hf.models.tabular_features import TabularFeatureExtractor
+
+# A run folder's preprocessor_config.json names TabularFeatureExtractor: registered, AutoFeatureExtractor finds the
+# class here (and for a TabularMLPConfig without one); saved, the class file travels with an auto_map, so
+# AutoFeatureExtractor.from_pretrained(folder, trust_remote_code=True) also works where east_hf is not installed.
+AutoFeatureExtractor.register(TabularMLPConfig, TabularFeatureExtractor, exist_ok=True)
+TabularFeatureExtractor.register_for_auto_class()
 
 __all__ = [
     "Darknet19",
+    "TabularFeatureExtractor",
     "TabularMLPConfig",
     "TabularMLPForClassification",
     "classifier_head",
@@ -70,10 +79,11 @@ def image_classifier_from_pretrained(
     config = AutoConfig.from_pretrained(
         name_or_path, num_labels=num_labels, id2label=id2label, label2id=label2id, **revision
     )
-    if isinstance(config, TimmWrapperConfig) and "num_classes" in (config.model_args or {}):
+    if isinstance(config, TimmWrapperConfig):
         # A folder written by timm's save_for_hf keeps num_classes in model_args, which TimmWrapper passes to timm
-        # beside num_labels ("multiple values for keyword argument 'num_classes'"): the new head's size wins.
-        config.model_args = {k: v for k, v in config.model_args.items() if k != "num_classes"}
+        # beside num_labels ("multiple values for keyword argument 'num_classes'"): the new head's size wins. And
+        # {} rather than None, which timm's create_model("local-dir:...") cannot read in the saved fine-tune.
+        config.model_args = {k: v for k, v in (config.model_args or {}).items() if k != "num_classes"}
     model = AutoModelForImageClassification.from_pretrained(
         name_or_path, config=config, ignore_mismatched_sizes=True, **kwargs
     )
@@ -93,15 +103,22 @@ def create_image_model(
     """A randomly initialised ``TimmWrapperForImageClassification`` of timm architecture ``name``.
 
     ``name`` is any timm model name (``"darknet19"``, ``"darknet19.cifar"``, ``"resnet18"``); nothing is
-    downloaded. ``model_args`` go to ``timm.create_model`` (e.g. ``{"drop_rate": 0.2}``).
+    downloaded. ``model_args`` go to ``timm.create_model`` (e.g. ``{"drop_rate": 0.2}``). The config keeps the
+    architecture's ``pretrained_cfg`` (its input size, mean, std) and ``model_args`` (``{}`` rather than None), which
+    timm's own ``create_model("local-dir:...")`` needs to read a saved folder (see ``east_hf.models.darknet``).
 
     >>> model = create_image_model("darknet19_tiny", num_labels=3)
     >>> model.config.architecture, model.config.num_labels
     ('darknet19_tiny', 3)
     """
     id2label, label2id = label_maps(num_labels, id2label)
-    config = TimmWrapperConfig(architecture=name, id2label=id2label, label2id=label2id, model_args=model_args)
-    return TimmWrapperForImageClassification(config)
+    config = TimmWrapperConfig(
+        architecture=name, id2label=id2label, label2id=label2id, model_args=dict(model_args or {})
+    )
+    model = TimmWrapperForImageClassification(config)
+    cfg = {k: v for k, v in model.timm_model.pretrained_cfg.items() if k != "num_classes"}  # the new head's size wins
+    model.config.pretrained_cfg = cfg
+    return model
 
 
 def load_pretrained(path: str, **kwargs) -> PreTrainedModel:

@@ -74,9 +74,10 @@ def _is_timm_architecture(name: str) -> bool:
 
 
 def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str | None]:
-    """(model, image processor or None, base model id or None) for the data's modality and ``ModelArguments``.
+    """(model, processor or None, base model id or None) for the data's modality and ``ModelArguments``.
 
-    Tables: ``tabular_mlp`` (``TabularMLPForClassification``, the paper's 512-256-128 MLP) or a saved checkpoint.
+    Tables: ``tabular_mlp`` (``TabularMLPForClassification``, the paper's 512-256-128 MLP) or a saved checkpoint;
+    the processor is the data's fitted ``TabularFeatureExtractor``, which the Trainer saves beside the model.
     Images: a timm architecture name builds a randomly initialised ``TimmWrapperForImageClassification``; a Hub id
     or folder is fine-tuned with a new ``num_labels`` head and its own image processor.
     """
@@ -96,7 +97,7 @@ def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str
             id2label=id2label,
             label2id=label2id,
         )
-        return TabularMLPForClassification(config), None, None
+        return TabularMLPForClassification(config), data.preprocessor, None
     if image and _is_timm_architecture(name):
         extra = None if model_args.dropout is None else {"drop_rate": model_args.dropout}
         return create_image_model(name, data.num_labels, id2label, model_args=extra), None, None
@@ -120,7 +121,7 @@ def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str
                 ignore_mismatched_sizes=True,
                 revision=revision,
             )
-            return model, None, name
+            return model, data.preprocessor, name
         model = image_classifier_from_pretrained(name, data.num_labels, id2label, revision=revision)
         processor = None
         if getattr(model.config, "model_type", None) != "timm_wrapper":  # timm checkpoints keep their data config

@@ -32,6 +32,16 @@ Without it, transformers' ``_create_timm_model_with_error_handling``
 upgrading timm does not help, importing ``east_hf.models`` does. Neither timm (no entry-point discovery) nor the
 wrapper (a private module-level function) offers a hook to register the name lazily.
 
+With timm alone, after the same import: a folder saved by ``east-train`` or by ``create_image_model(...)
+.save_pretrained`` is a timm ``local-dir`` checkpoint (its ``config.json`` carries ``architecture``, ``num_classes``,
+``model_args`` and the ``pretrained_cfg`` it was trained with; ``checkpoint_filter_fn`` drops the wrapper's
+``timm_model.`` key prefix)::
+
+    import east_hf.models, timm
+    model = timm.create_model("local-dir:out", pretrained=True)  # the trained head, num_classes from the folder
+    timm.create_model("darknet19", pretrained=True, num_classes=10,
+                      pretrained_cfg_overlay=dict(file="out/model.safetensors"))  # the same weights
+
 Note that ``TimmWrapperForImageClassification(config)`` re-initialises every conv with N(0, 0.02) and every
 BatchNorm with (1, 0) (transformers' ``_init_weights``); ``timm.create_model`` keeps PyTorch's default init.
 """
@@ -227,12 +237,21 @@ class Darknet19(nn.Module):
         return x
 
 
+def checkpoint_filter_fn(state_dict: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
+    """Accept the state dict of a transformers ``TimmWrapper`` (every key prefixed ``timm_model.``, as east-train
+    saves darknet19) as well as timm's own: timm's loaders (``local-dir:``, ``pretrained_cfg_overlay=dict(file=...)``)
+    then load a saved run's ``model.safetensors`` as they are."""
+    prefix = "timm_model."
+    return {k[len(prefix) :] if k.startswith(prefix) else k: v for k, v in state_dict.items()}
+
+
 def _create_darknet19(variant, pretrained=False, **kwargs):
     out_indices = kwargs.pop("out_indices", (1, 2, 3, 4, 5))
     return build_model_with_cfg(
         Darknet19,
         variant,
         pretrained,
+        pretrained_filter_fn=checkpoint_filter_fn,
         feature_cfg=dict(out_indices=out_indices, feature_cls="getter"),
         **kwargs,
     )

@@ -8,7 +8,9 @@ model type ``"east_tabular_mlp"`` with ``AutoConfig`` and ``AutoModelForSequence
 Its input is ``input_features``: a float tensor (B, num_features). With ``datasets``, keep the features of a row in
 one fixed-length float column named ``input_features`` (e.g. ``ds.map(lambda r: {"input_features": [r[c] for c in
 cols]})``) and the class index in ``labels`` (or ``label``, which the default collator renames); the Trainer's
-``remove_unused_columns`` drops every other column because ``forward`` takes only these two.
+``remove_unused_columns`` drops every other column because ``forward`` takes only these two. From raw rows (text
+columns, missing values), ``east_hf.models.tabular_features.TabularFeatureExtractor`` builds ``input_features``: the
+encoding ``east-train`` fits and saves beside the model.
 
 >>> import torch
 >>> config = TabularMLPConfig(num_features=4, hidden_sizes=(8,), num_labels=3)
