@@ -88,37 +88,38 @@ def _dense_forward(p, labels, weight, T, threshold_grad):
     tau = V.mean(1, keepdim=True)  # (N, 1) tau_avg
     rho = torch.sub(p, tau, alpha=1.0 - 2.5 * T).clamp_min_(0)  # (N, C) relu(p - lo)
     over = torch.sub(p, tau, alpha=1.0 + 2.5 * T).clamp_min_(0)  # (N, C) relu(p - hi), nonzero at the top only
-    one_hi = torch.rsub(tau, 1.0, alpha=1.0 + 2.5 * T)  # 1 - hi
-    m = torch.div(tau, one_hi).mul_(T / k1).sub_(k2 / k1)  # (N, 1) (mu - k2) / k1
+    one_hi = torch.rsub(tau, k1 / T, alpha=(1.0 + 2.5 * T) * k1 / T)  # (k1 / T)(1 - hi)
+    m = torch.div(tau, one_hi).sub_(k2 / k1)  # (N, 1) (mu - k2) / k1, mu = T tau / (1 - hi)
     h = torch.add(p, rho, alpha=gamma).addcmul_(over, m)  # (N, C) tau H / k1
-    c = h.sum(1, keepdim=True).reciprocal_()  # 1 / S
-    invS = c
-    if weight is not None:
-        c = weight.unsqueeze(1) * invS  # w / S
-    G = h.mul_(c)  # (N, C) w g
+    S = h.sum(1, keepdim=True)
+    c = None if weight is None else weight.unsqueeze(1) / S  # w / S
+    G = h.div_(S) if c is None else h.mul_(c)  # (N, C) w g
     cm = G.new_zeros(p.shape[1], p.shape[1]).index_add_(0, labels, G)
     over1 = over.sum(1, keepdim=True)  # (N, 1) relu(v1 - hi)
     top = torch.mul(over1.sign(), m)  # (N, 1) m where the top entry is in the upper piece
     mo = None
-    if threshold_grad:  # mu'(tau) relu(v1 - hi) / k1, the top entry's extra dH/dtau
-        mo = one_hi.square_().reciprocal_().mul_(over1).mul_(T / k1)
-    return cm, (p, G, c, invS, tau, top, mo, idx, V)
+    if threshold_grad:  # mu'(tau) relu(v1 - hi) / k1, the top entry's extra dh/dtau
+        mo = torch.div(over1, one_hi.square_()).mul_(k1 / T)
+    return cm, (p, G, S, c, tau, top, mo, idx[:, :1], idx, V)
 
 
 def _dense_backward(dcm, saved, labels, weight, T, threshold_grad):
-    p, G, c, invS, tau, top, mo, idx, V = saved
+    p, G, S, c, tau, top, mo, idx1, idx, V = saved
     gamma = _slopes(T)[2]
     u = dcm.index_select(0, labels)  # (N, C) dL/dg: the row of dL/dC at each sample's class
     ug = torch.mul(u, G).sum(1, keepdim=True)  # w <u, g>
-    x = u.mul_(c).sub_(ug.mul_(invS))  # (N, C) dL/dh = (w / S)(u - <u, g>)
-    x1 = x.gather(1, idx[:, :1])  # the top entry's
+    if c is None:
+        x = u.sub_(ug).div_(S)  # (N, C) dL/dh = (w / S)(u - <u, g>)
+    else:
+        x = u.mul_(c).sub_(ug.div_(S))
+    x1 = x.gather(1, idx1)  # the top entry's
     # dL/dh dh/dp, dh/dp = 1 + gamma [p > lo] + m [top entry above hi]
-    x = torch.where(torch.sub(p, tau, alpha=1.0 - 2.5 * T) > 0, x * (1.0 + gamma), x)
-    x.scatter_add_(1, idx[:, :1], x1 * top)
+    x.addcmul_(x, torch.sub(p, tau, alpha=1.0 - 2.5 * T).gt_(0), value=gamma)
+    x.scatter_add_(1, idx1, x1 * top)
     lam = torch.mul(x, p).sum(1, keepdim=True)  # sum_j p_j dh_j/dp_j dL/dh_j
     if threshold_grad:
         # dL/dtau = -lam / tau + mu'(tau) over_top dL/dh_top / k1 (h is homogeneous in (p, tau) but for m)
-        dtau = x1.mul_(mo).sub_(lam / tau)
+        dtau = x1.mul_(mo).addcdiv_(lam, tau, value=-1.0)
         lam = torch.addcmul(lam, dtau, tau)  # <dp, p> with tau = (v1 + v2) / 2
     dz = x.sub_(lam).mul_(p)  # the softmax backward p (dp - <dp, p>)
     if threshold_grad:

@@ -33,8 +33,8 @@ FUSED_METRICS = ("fbeta", "f1", "accuracy", "mcc")  # precision and recall keep 
 class MetricConstants:
     """The tensors a metric needs on every step, built and validated once per (C, dtype, device).
 
-    b2: (C,) beta^2 (micro: (), one beta); a: 1 + b2; w: (C,) dM/dF_k for ``macro`` (1/C) and ``binary`` (one-hot
-    at ``pos_label``); eye: (C, C) identity for the trace-type gradients.
+    b2: (C,) beta^2 (micro: (), one beta), nb2 = -b2; a: 1 + b2, na = -a; nw: (C,) -dM/dF_k for ``macro`` (-1/C)
+    and ``binary`` (minus the one-hot at ``pos_label``); eye: (C, C) identity for the trace-type gradients.
     """
 
     def __init__(
@@ -52,7 +52,7 @@ class MetricConstants:
         C = num_classes
         self.metric = "fbeta" if metric == "f1" else metric
         self.average, self.pos_label, self.zero_division = average, pos_label, float(zero_division)
-        self.b2 = self.a = self.w = self.eye = None
+        self.b2 = self.nb2 = self.a = self.na = self.nw = self.eye = None
         if self.metric == "fbeta":
             _check_average(average, C, pos_label)
             if average is None:
@@ -63,14 +63,15 @@ class MetricConstants:
                     raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {b.tolist()}")
                 b = b[0]
             self.b2 = b * b
-            self.a = 1 + self.b2
+            self.nb2, self.a = -self.b2, 1 + self.b2
             if average == "macro":
-                self.w = torch.full((C,), 1.0 / C, dtype=like.dtype, device=like.device)
+                self.nw = torch.full((C,), -1.0 / C, dtype=like.dtype, device=like.device)
             elif average == "binary":
-                self.w = torch.zeros(C, dtype=like.dtype, device=like.device)
-                self.w[pos_label] = 1.0
+                self.nw = torch.zeros(C, dtype=like.dtype, device=like.device)
+                self.nw[pos_label] = -1.0
         if self.metric == "accuracy" or (self.metric == "fbeta" and average == "micro"):
             self.eye = torch.eye(C, dtype=like.dtype, device=like.device)
+            self.na = -1.0 if self.a is None else -self.a
 
 
 def _fbeta_forward(cm, k: MetricConstants):
@@ -89,19 +90,21 @@ def _fbeta_forward(cm, k: MetricConstants):
     return M, (d, zero, f, s, total, empty, M)
 
 
-def _fbeta_backward(g, saved, k: MetricConstants):
-    """dL/dC for L = 1 - M; g = -dL_out, the incoming gradient of M."""
+def _fbeta_backward(grad, saved, k: MetricConstants):
+    """dL/dC for L = 1 - M from grad = dL_out: with q = dL/dM w / d (0 where d = 0),
+    dL/dC_ij = [i = j] q_i a_i - q_i F_i b_i^2 - q_j F_j (+ the support's share for ``weighted``)."""
     d, zero, f, *weighted = saved
     if weighted:
         s, total, empty, M = weighted
-        gi = torch.where(empty, 0.0, g / total)
-        q = torch.where(zero, 0.0, (s * gi).div_(d))
-        row = torch.sub(f, M).mul_(gi)  # (F_i - M) / sum(support): the support's share
-        row = row.sub_(q * f * k.b2)
+        gi = torch.where(empty, 0.0, torch.div(grad, total).neg_())  # dL/dM / sum(support)
+        q = torch.where(zero, 0.0, (s * gi).div_(d))  # w = support / sum(support)
+        col = q * f
+        row = torch.sub(f, M).mul_(gi).addcmul_(col, k.nb2)  # (F_i - M) / sum(support): the support's share
     else:
-        q = torch.where(zero, 0.0, (k.w * g).div_(d))  # (C,) w_k / d_k
-        row = (q * f).mul_(k.b2).neg_()
-    dcm = torch.sub(row.unsqueeze(1), q * f)  # (C, C): row_i + col_j
+        q = torch.where(zero, 0.0, (k.nw * grad).div_(d))  # (C,) dL/dM w_k / d_k
+        col = q * f
+        row = col * k.nb2
+    dcm = torch.sub(row.unsqueeze(1), col)  # (C, C) row_i + col_j
     dcm.diagonal().add_(q * k.a)
     return dcm
 
@@ -112,17 +115,17 @@ def _trace_forward(cm, k: MetricConstants):
     if k.metric == "accuracy":
         num, d = tr, cm.sum()
     else:
-        num, d = (1 + k.b2) * tr, torch.addcmul(cm.sum(0).sum(), k.b2, cm.sum(1).sum())
+        num, d = k.a * tr, torch.addcmul(cm.sum(0).sum(), k.b2, cm.sum(1).sum())
     zero = d == 0
     zd = k.zero_division if k.metric == "fbeta" else 0.0
-    M = torch.where(zero, zd, num / torch.where(zero, 1.0, d))
+    d = torch.where(zero, 1.0, d)
+    M = torch.where(zero, zd, num / d)
     return M, (d, zero, M)
 
 
-def _trace_backward(g, saved, k: MetricConstants):
+def _trace_backward(grad, saved, k: MetricConstants):
     d, zero, M = saved
-    a = 1.0 if k.metric == "accuracy" else 1 + k.b2
-    coef = torch.where(zero, 0.0, g * a / torch.where(zero, 1.0, d))
+    coef = torch.where(zero, 0.0, (grad * k.na).div_(d))  # dL/dM a / d
     return torch.sub(k.eye, M).mul_(coef)  # (a / d) ([i = j] - M)
 
 
@@ -140,9 +143,9 @@ def _mcc_forward(cm, k: MetricConstants):
     return M, (t, p, c, s, A, B, R, pos, M)
 
 
-def _mcc_backward(g, saved, k: MetricConstants):
+def _mcc_backward(grad, saved, k: MetricConstants):
     t, p, c, s, A, B, R, pos, M = saved
-    g = torch.where(pos, g, 0.0)
+    g = torch.where(pos, grad.neg(), 0.0)  # dL/dM
     invR = g / R
     MA = torch.where(pos, g * M / torch.where(pos, A, 1.0), 0.0)
     MB = torch.where(pos, g * M / torch.where(pos, B, 1.0), 0.0)
@@ -175,7 +178,7 @@ class _MetricLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         k = ctx.constants
-        return _BACKWARD[_kind(k)](-grad, ctx.saved_tensors, k), None
+        return _BACKWARD[_kind(k)](grad, ctx.saved_tensors, k), None
 
 
 def metric_loss(
