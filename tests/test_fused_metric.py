@@ -78,3 +78,19 @@ def test_fused_metric_loss_treats_nan_as_the_metric_does_and_refuses_what_it_ref
         metric_loss(torch.rand(3, 3), "fbeta", average="binary", pos_label=3)
     with pytest.raises(ValueError, match="fused loss"):
         metric_loss(torch.rand(3, 3), "precision")
+
+
+def test_east_loss_uses_the_fused_loss_and_rebuilds_its_constants_when_a_setting_changes():
+    from east_hf import EASTLoss
+
+    cm = (torch.rand(3, 3, dtype=torch.float64) * 5 + 0.5).requires_grad_()
+    loss_fn = EASTLoss(metric="fbeta", beta=[0.5, 1.0, 2.0], num_classes=3)
+    for metric, average, beta in [("fbeta", "macro", [0.5, 1.0, 2.0]), ("fbeta", "weighted", 2.0),
+                                  ("fbeta", "micro", 2.0), ("mcc", "macro", 1.0), ("accuracy", "macro", 1.0),
+                                  ("precision", "macro", 1.0)]:  # fmt: skip
+        loss_fn.metric, loss_fn.average, loss_fn.beta = metric, average, beta
+        got = loss_fn.loss_from_confusion(cm)
+        ref = 1 - loss_fn.metric_value(cm)
+        torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(torch.autograd.grad(got, cm)[0], torch.autograd.grad(ref, cm)[0])
+    assert loss_fn.loss_from_confusion(torch.tensor([[3, 1, 0], [0, 2, 1], [1, 0, 4]])).dtype == torch.float32
