@@ -220,8 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--json", default=None, help="also write the rows, with every timing, to this file")
     parser.add_argument(
-        "--sizes", default=None, help="N,C pairs, e.g. '256,10 128,10 512,2' (default: " + " ".join(
-            f"{n},{c}" for n, c in SIZES) + ")"
+        "--sizes",
+        default=None,
+        help="N,C pairs, e.g. '256,10 128,10 512,2' (default: " + " ".join(f"{n},{c}" for n, c in SIZES) + ")",
     )
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():

@@ -34,7 +34,11 @@ import time
 
 import torch
 import torch.nn.functional as F
-from loss_speed import CLOCK, CLOCKS, time_interleaved  # the same interleaved timing as the loss benchmark (benchmarks/ on sys.path)
+from loss_speed import (  # the same interleaved timing as the loss benchmark (benchmarks/ on sys.path)
+    CLOCK,
+    CLOCKS,
+    time_interleaved,
+)
 
 import east_hf.models  # noqa: F401  (registers darknet19 / darknet19_tiny with timm)
 from east_hf import EASTLoss

@@ -22,8 +22,11 @@ SETTINGS = [
 
 MATRICES = {
     "soft": lambda c: torch.rand(c, c, dtype=torch.float64) * 10 + 0.1,
-    "empty_class": lambda c: (torch.rand(c, c, dtype=torch.float64) * 10).index_fill_(0, torch.tensor([0]), 0.0)
-    .index_fill_(1, torch.tensor([0]), 0.0),  # class 0 neither true nor predicted: F-beta's denominator is 0
+    "empty_class": lambda c: (
+        (torch.rand(c, c, dtype=torch.float64) * 10)
+        .index_fill_(0, torch.tensor([0]), 0.0)
+        .index_fill_(1, torch.tensor([0]), 0.0)
+    ),  # class 0 neither true nor predicted: F-beta's denominator is 0
     "one_column": lambda c: torch.zeros(c, c, dtype=torch.float64).index_fill_(1, torch.tensor([1]), 3.0),  # MCC 0
     "zeros": lambda c: torch.zeros(c, c, dtype=torch.float64),
     "hard": lambda c: torch.randint(0, 5, (c, c)).double(),
