@@ -63,14 +63,19 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+CLOCK = {"now": time.perf_counter}  # set by --clock; "cpu" (this thread's CPU time) ignores time spent descheduled
+
+
 def time_block(step, calls: int, device: str) -> float:
     """Milliseconds per call over a block of ``calls`` calls."""
     _sync(device)
-    start = time.perf_counter()
+    clock = CLOCK["now"]
+    start = clock()
     for _ in range(calls):
         step()
     _sync(device)
-    return (time.perf_counter() - start) * 1e3 / calls
+    return (clock() - start) * 1e3 / calls
 
 
 def calls_per_block(steps, device: str, target_ms: float) -> int:
@@ -209,13 +214,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale", type=float, default=3.0, help="logits = randn * scale")
     parser.add_argument("--block-ms", type=float, default=50.0, help="approximate length of one timed block")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="wall",
+        help="wall time, or this thread's CPU time (CPU, one thread: steadier on a machine shared with other jobs)",
+    )  # fmt: skip
     parser.add_argument("--json", default=None, help="also write the rows, with every timing, to this file")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="N,C pairs, e.g. '256,10 128,10 512,2' (default: " + " ".join(f"{n},{c}" for n, c in SIZES) + ")",
+    )
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("Expected a CUDA device for --device cuda, found none")
     if args.threads:
         torch.set_num_threads(args.threads)
-    rows = run(args.device, args.repeats, args.block_ms, args.scale)
+    if args.clock == "cpu" and (args.device != "cpu" or torch.get_num_threads() != 1):
+        raise SystemExit("Expected --clock cpu only with --device cpu --threads 1 (CPU time of one thread)")
+    CLOCK["now"] = CLOCKS[args.clock]
+    sizes = [tuple(int(v) for v in pair.split(",")) for pair in args.sizes.split()] if args.sizes else SIZES
+    rows = run(args.device, args.repeats, args.block_ms, args.scale, sizes)
     env = {
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name()

@@ -34,7 +34,11 @@ import time
 
 import torch
 import torch.nn.functional as F
-from loss_speed import time_interleaved  # the same interleaved timing as the loss benchmark (benchmarks/ on sys.path)
+from loss_speed import (  # the same interleaved timing as the loss benchmark (benchmarks/ on sys.path)
+    CLOCK,
+    CLOCKS,
+    time_interleaved,
+)
 
 import east_hf.models  # noqa: F401  (registers darknet19 / darknet19_tiny with timm)
 from east_hf import EASTLoss
@@ -229,6 +233,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=15, help="interleaved EAST/CE blocks per configuration")
     parser.add_argument("--block-ms", type=float, default=100.0, help="approximate length of one timed block")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="wall",
+        help="wall time, or this thread's CPU time (CPU, one thread: steadier on a machine shared with other jobs)",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="tiny configurations, 3 repeats: a smoke test")
     parser.add_argument("--json", default=None, help="write the rows, with every timing, to this file")
     parser.add_argument("--markdown", default=None, help="write the table to this file")
@@ -237,6 +245,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         raise SystemExit("Expected a CUDA device for --device cuda, found none")
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.clock == "cpu" and (args.device != "cpu" or torch.get_num_threads() != 1):
+        raise SystemExit("Expected --clock cpu only with --device cpu --threads 1 (CPU time of one thread)")
+    CLOCK["now"] = CLOCKS[args.clock]
     if args.quick:
         configs = dict(QUICK_CONFIGS)
         args.repeats, args.block_ms = 3, 5.0

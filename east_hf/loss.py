@@ -18,6 +18,7 @@ across every evaluation batch before taking the loss of the evaluation set, what
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from torch import nn
 
 from east_hf.functional import AVERAGES, METRICS, beta_vector, check_temperature, resolve_beta, valid_rows
 from east_hf.functional.fused import soft_confusion_from_logits
+from east_hf.functional.fused_metric import FUSED_METRICS, MetricConstants, metric_loss
 
 __all__ = [
     "LOSSES",
@@ -68,7 +70,7 @@ class SetLoss(nn.Module):
         self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
     ) -> torch.Tensor:
         loss = self.loss_from_statistics(self.statistics(logits, labels, sample_weight))
-        if not bool(torch.isfinite(loss)):  # one scalar check; diagnose the cause only when it fails
+        if not math.isfinite(loss.item()):  # one scalar read; diagnose the cause only when it fails
             if not bool(torch.isfinite(logits).all()):
                 raise ValueError(f"Expected finite logits, got NaN or inf in logits of shape {tuple(logits.shape)}")
             raise FloatingPointError(f"{type(self).__name__} is not finite ({loss.item()}) for finite logits")
@@ -323,9 +325,34 @@ class EASTLoss(SetLoss):
             kwargs.update(average=self.average, pos_label=self.pos_label, zero_division=self.zero_division)
         return METRICS[self.metric](confmat, **kwargs)
 
+    def _metric_constants(self, confmat: torch.Tensor) -> MetricConstants:
+        """The fused loss's validated constants, built once per setting, C, dtype and device and reused."""
+        beta = self.beta if isinstance(self.beta, (int, float)) else repr(self.beta)
+        key = (self.metric, beta, self.average, self.pos_label, self.zero_division, *confmat.shape, confmat.dtype,
+               confmat.device)  # fmt: skip
+        if getattr(self, "_constants_key", None) != key:
+            self._constants = MetricConstants(
+                self.metric, confmat.shape[0], confmat, self.beta, self.average, self.pos_label, self.zero_division
+            )
+            self._constants_key = key
+        return self._constants
+
     def loss_from_confusion(self, confmat: torch.Tensor) -> torch.Tensor:
-        """1 - M(confmat)."""
+        """1 - M(confmat); for F-beta, MCC and accuracy one fused Function (``functional.fused_metric``)."""
+        if isinstance(self.metric, str) and self.metric in FUSED_METRICS:
+            if (
+                isinstance(confmat, torch.Tensor)
+                and confmat.is_floating_point()
+                and confmat.ndim == 2
+                and confmat.shape[0] == confmat.shape[1] >= 2
+            ):
+                return metric_loss(confmat, constants=self._metric_constants(confmat))
+            return metric_loss(confmat, **self._metric_kwargs())  # validates (and casts) confmat first
         return 1.0 - self.metric_value(confmat)
+
+    def _metric_kwargs(self) -> dict:
+        return {"metric": self.metric, "beta": self.beta, "average": self.average, "pos_label": self.pos_label,
+                "zero_division": self.zero_division}  # fmt: skip
 
     # The set-loss interface: the statistics are the soft confusion matrix.
     statistics = confusion_matrix

@@ -79,41 +79,51 @@ def _top2(p: torch.Tensor):
     return torch.cat([v1, v2], 1), torch.cat([i1, i2], 1)
 
 
-def _dense_forward(p, labels, weight, T):
-    """Every entry in (N, C) tensors. Returns the confusion matrix and what the backward needs."""
+def _dense_forward(p, labels, weight, T, threshold_grad):
+    """Every entry in (N, C) tensors, in few operations (at small sizes their count is the cost): with
+    h = tau H / k1 = p + gamma rho + m over (m = (mu - k2) / k1), g = h / S. Returns the confusion matrix and what
+    the backward needs: p and G = w g, the two (N, C) tensors, and per-row scalars."""
+    k1, k2, gamma = _slopes(T)
     V, idx = _top2(p)
-    k = _Pieces(V, T)
-    rho = torch.sub(p, k.lo).clamp_min_(0)  # (N, C)
-    c, _, c_nz = k.scale(rho.sum(1, keepdim=True), weight)
-    G = rho.scatter_add_(1, idx[:, :1], k.top / (k.k2 - k.k1)).mul_(k.gamma).add_(p).mul_(c)  # (N, C) w g
-    q = p.mul_(c)  # (N, C) w m1 p / S, in place: G - q is nonzero exactly where p >= lo
+    tau = V.mean(1, keepdim=True)  # (N, 1) tau_avg
+    rho = torch.sub(p, tau, alpha=1.0 - 2.5 * T).clamp_min_(0)  # (N, C) relu(p - lo)
+    over = torch.sub(p, tau, alpha=1.0 + 2.5 * T).clamp_min_(0)  # (N, C) relu(p - hi), nonzero at the top only
+    one_hi = torch.rsub(tau, k1 / T, alpha=(1.0 + 2.5 * T) * k1 / T)  # (k1 / T)(1 - hi)
+    m = torch.div(tau, one_hi).sub_(k2 / k1)  # (N, 1) (mu - k2) / k1, mu = T tau / (1 - hi)
+    h = torch.add(p, rho, alpha=gamma).addcmul_(over, m)  # (N, C) tau H / k1
+    S = h.sum(1, keepdim=True)
+    c = None if weight is None else weight.unsqueeze(1) / S  # w / S
+    G = h.div_(S) if c is None else h.mul_(c)  # (N, C) w g
     cm = G.new_zeros(p.shape[1], p.shape[1]).index_add_(0, labels, G)
-    return cm, (q, G, idx, k.tau, k.zeta, k.dmu, k.halfV, c, c_nz)
+    over1 = over.sum(1, keepdim=True)  # (N, 1) relu(v1 - hi)
+    top = torch.mul(over1.sign(), m)  # (N, 1) m where the top entry is in the upper piece
+    mo = None
+    if threshold_grad:  # mu'(tau) relu(v1 - hi) / k1, the top entry's extra dh/dtau
+        mo = torch.div(over1, one_hi.square_()).mul_(k1 / T)
+    return cm, (p, G, S, c, tau, top, mo, idx[:, :1], idx, V)
 
 
 def _dense_backward(dcm, saved, labels, weight, T, threshold_grad):
-    q, G, idx, tau, zeta, dmu, halfV, c, c_nz = saved
+    p, G, S, c, tau, top, mo, idx1, idx, V = saved
     gamma = _slopes(T)[2]
     u = dcm.index_select(0, labels)  # (N, C) dL/dg: the row of dL/dC at each sample's class
-    u1 = u.gather(1, idx[:, :1])
-    tmp = torch.mul(u, G)
-    v = tmp.sum(1, keepdim=True)  # w <u, g>
-    if weight is not None:
-        w = weight.unsqueeze(1)
-        v = v / torch.where(w == 0, 1.0, w)
-    x1 = u1 - v
-    sig = torch.sub(G, q, out=tmp).sign_()  # [p >= lo]
-    if weight is not None:
-        sig.abs_()  # a negative weight flips the sign of G - q
-    x = u.sub_(v).mul_(sig.mul_(gamma).add_(1))  # (N, C) (u - v) dH/dp / m1
-    x.scatter_add_(1, idx[:, :1], zeta * x1)  # an upper top entry's slope
-    lam = torch.mul(x, q, out=tmp).sum(1, keepdim=True)  # w sum_j p_j dH_j/dp_j dH_j
+    ug = torch.mul(u, G).sum(1, keepdim=True)  # w <u, g>
+    if c is None:
+        x = u.sub_(ug).div_(S)  # (N, C) dL/dh = (w / S)(u - <u, g>)
+    else:
+        x = u.mul_(c).sub_(ug.div_(S))
+    x1 = x.gather(1, idx1)  # the top entry's
+    # dL/dh dh/dp, dh/dp = 1 + gamma [p > lo] + m [top entry above hi]
+    x.addcmul_(x, torch.sub(p, tau, alpha=1.0 - 2.5 * T).gt_(0), value=gamma)
+    x.scatter_add_(1, idx1, x1 * top)
+    lam = torch.mul(x, p).sum(1, keepdim=True)  # sum_j p_j dh_j/dp_j dL/dh_j
     if threshold_grad:
-        dtau = dmu * c * x1 - lam / tau  # w dL/dtau
-        lam = torch.addcmul(lam, dtau, tau)  # tau = (v1 + v2) / 2
-    dz = x.sub_(lam / c_nz).mul_(q)  # the softmax backward p (dp - <dp, p>), with dp = c x
+        # dL/dtau = -lam / tau + mu'(tau) over_top dL/dh_top / k1 (h is homogeneous in (p, tau) but for m)
+        dtau = x1.mul_(mo).addcdiv_(lam, tau, value=-1.0)
+        lam = torch.addcmul(lam, dtau, tau)  # <dp, p> with tau = (v1 + v2) / 2
+    dz = x.sub_(lam).mul_(p)  # the softmax backward p (dp - <dp, p>)
     if threshold_grad:
-        dz.scatter_add_(1, idx, halfV * dtau)  # tau is the mean of the top two
+        dz.scatter_add_(1, idx, V * dtau * 0.5)  # tau is the mean of the top two
     return dz
 
 
@@ -240,7 +250,7 @@ class _SoftConfusion(torch.autograd.Function):
             out = _sparse_forward(p, labels, weight, temperature)
         ctx.sparse = out is not None
         if out is None:
-            out = _dense_forward(p, labels, weight, temperature)
+            out = _dense_forward(p, labels, weight, temperature, threshold_grad)
         cm, saved = out
         ctx.save_for_backward(labels, weight, *saved)
         ctx.temperature, ctx.threshold_grad = temperature, threshold_grad
@@ -267,7 +277,8 @@ def soft_confusion_from_logits(
     Inputs are expected validated (labels in range, ignored rows removed), as ``EASTLoss.confusion_matrix`` does.
     """
     with torch.autocast(logits.device.type, enabled=False):
-        logits = logits if logits.dtype == torch.float64 else logits.float()
+        if logits.dtype not in (torch.float32, torch.float64):
+            logits = logits.float()
         weight = None if sample_weight is None else sample_weight.to(logits.dtype)
         if logits.shape[0] == 0 or (weight is not None and weight.requires_grad):
             g = soft_predictions(logits.softmax(1), temperature, threshold_grad=threshold_grad)

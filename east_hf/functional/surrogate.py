@@ -176,13 +176,20 @@ def soft_predictions(probs: torch.Tensor, temperature: float, *, threshold_grad:
 
 
 def _checked_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: int | None):
-    """(mask of the rows to keep, whether that is every row), with one host synchronisation for both checks."""
+    """(mask of the rows to keep or None for every row, whether that is every row), with one host synchronisation
+    for both checks."""
     if not isinstance(labels, torch.Tensor):
         raise TypeError(f"Expected labels as a torch.Tensor of shape (N,), got {type(labels).__name__}")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         raise TypeError(f"Expected integer class labels, got dtype {labels.dtype}")
     if labels.ndim != 1 or labels.shape[0] != n:
         raise ValueError(f"Expected labels of shape ({n},) to match predictions, got shape {tuple(labels.shape)}")
+    if n and (ignore_index is None or ignore_index < 0):
+        # the common case in three operations: a negative ignore_index lies below every label in range, so
+        # labels in [0, C) are also all kept (the mask is built only for check_labels, off the hot path)
+        low, high = torch.stack(torch.aminmax(labels)).tolist()
+        if low >= 0 and high < num_classes:
+            return None, True
     valid = labels != ignore_index if ignore_index is not None else torch.ones_like(labels, dtype=torch.bool)
     if not n:
         return valid, True
@@ -200,7 +207,8 @@ def check_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: i
     Rows labelled ``ignore_index`` are dropped (as ``nn.CrossEntropyLoss``); every other label must lie in
     ``[0, num_classes)``. One host synchronisation (the range check).
     """
-    return _checked_labels(labels, n, num_classes, ignore_index)[0]
+    valid, _ = _checked_labels(labels, n, num_classes, ignore_index)
+    return torch.ones_like(labels, dtype=torch.bool) if valid is None else valid
 
 
 _NARROW_INTS = (torch.uint8, torch.int8, torch.int16)
