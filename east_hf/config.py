@@ -47,7 +47,16 @@ class EASTConfig(TrainingArguments):
         east_metric (`str`, defaults to `"fbeta"`): the confusion-matrix metric M to train for; the loss is 1 - M.
         east_beta (`float`, `list[float]` or `dict[str, float]`, defaults to `1.0`): F-beta's beta, one for all
             classes, one per class, or a mapping from class name (``id2label``) to beta, the rest 1.0.
-        east_average (`str`, defaults to `"macro"`): macro, weighted, micro or binary.
+        east_beta_floor (`float`, defaults to `1.0`): the surrogate trains each class at ``max(beta_k, floor)``;
+            ``east_beta`` still defines the metric the model is judged by (validation, annealing, best model, test,
+            decision-rule tuning). ``0``: train the configured beta exactly, as the paper. Why a floor of 1 by
+            default (issue 20): the training-set optimum of a precision-leaning F-beta (beta < 1 weighs recall by
+            beta^2) is reached by *memorising* a pure subset of the training positives and pushing the others to
+            p ~ 0, where softmax gives them almost no gradient; on a hard task the memorised positives do not carry
+            to new data. Measured on Lending Club (6 % positives, MLP, beta 0.25 on 'bad'): within 4 epochs of EAST
+            240 of 331 training positives sat at p < 0.001, training precision rose to 0.98 at recall 0.27, while
+            the test set got 0 to 17 positive predictions at precision ~0.1 (a linear model, which cannot memorise,
+            did not collapse). Recall-leaning betas (> 1) are left as given: memorising cannot reach their optimum.
         east_pos_label (`int`, defaults to `1`): the positive class for ``east_average="binary"``.
         east_threshold_grad (`bool`, defaults to `True`): gradients flow through the dynamic threshold.
         east_sync_across_processes (`bool`, defaults to `True`): all-reduce the soft confusion matrix across
@@ -100,6 +109,14 @@ class EASTConfig(TrainingArguments):
         default=1.0,
         metadata={
             "help": "F-beta's beta: a float, a per-class list, or a JSON mapping {class name: beta} (others 1.0)."
+        },
+    )
+    east_beta_floor: float = field(
+        default=1.0,
+        metadata={
+            "help": "The surrogate trains each class at max(beta_k, floor); east_beta still defines the metric "
+            "judged. 1.0: a precision-leaning beta (< 1) trains as F1 (it collapses by memorising, issue 20); "
+            "0: train the configured beta (the paper)."
         },
     )
     east_average: str = field(default="macro", metadata={"help": f"Averaging over classes, one of {AVERAGES}."})
@@ -182,7 +199,7 @@ class EASTConfig(TrainingArguments):
         try:
             build_loss("east", **{**self._loss_settings(), "beta": beta})
         except (ValueError, TypeError) as e:
-            raise _field_error(e, {"metric", "beta", "average", "pos_label", "temperature"}) from None
+            raise _field_error(e, {"metric", "beta", "beta_floor", "average", "pos_label", "temperature"}) from None
         try:
             self.annealing_schedule()
         except (ValueError, TypeError) as e:
@@ -192,6 +209,7 @@ class EASTConfig(TrainingArguments):
         return dict(
             metric=self.east_metric,
             beta=self.east_beta,
+            beta_floor=self.east_beta_floor,
             average=self.east_average,
             pos_label=self.east_pos_label,
             temperature=self.east_temperature,
