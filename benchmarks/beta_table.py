@@ -61,7 +61,11 @@ def markdown(table, betas, pairs, cls, metric) -> str:
         cells = [mean_sd([r[k] for r in runs.values()]) for k in keys]
         lines.append(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
     if pairs:
-        lines += ["", "| F-beta | model − reference | paired difference (mean ± s.e.) | wins / ties / losses |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "| F-beta | model − reference | paired difference (mean ± s.e.) | wins / ties / losses |",
+            "|---|---|---|---|",
+        ]
     for beta, model, ref in pairs:
         a, b = table.get(model, {}), table.get(ref, {})
         seeds = sorted(set(a) & set(b))
@@ -70,7 +74,9 @@ def markdown(table, betas, pairs, cls, metric) -> str:
         d = [a[s][f"F{beta:g}"] - b[s][f"F{beta:g}"] for s in seeds]
         se = statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else 0.0
         w = sum(x > 1e-9 for x in d), sum(abs(x) <= 1e-9 for x in d), sum(x < -1e-9 for x in d)
-        lines.append(f"| F{beta:g} | {model} − {ref} | {statistics.mean(d):+.3f} ± {se:.3f} | {w[0]} / {w[1]} / {w[2]} |")
+        lines.append(
+            f"| F{beta:g} | {model} − {ref} | {statistics.mean(d):+.3f} ± {se:.3f} | {w[0]} / {w[1]} / {w[2]} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -56,7 +56,10 @@ def _report(model, x, y, xt, yt):
         train, test = hard_confusion_matrix(model(x), y), hard_confusion_matrix(model(xt), yt)
     return {
         "train_precision": (train[1, 1] / train[:, 1].sum()).item(),
-        "lost": (p[y == 1] < 1e-3).float().mean().item(),  # training positives at p ~ 0: softmax gives them ~no gradient
+        "lost": (p[y == 1] < 1e-3)
+        .float()
+        .mean()
+        .item(),  # training positives at p ~ 0: softmax gives them ~no gradient
         "test_fbeta": fbeta(test, BETA, average="binary").item(),
         "test_precision": (test[1, 1] / test[:, 1].sum()).item(),
     }
