@@ -28,7 +28,9 @@ def f_beta(p: float, r: float, beta: float) -> float:
 def run_beta(run: Path, cls: str) -> float:
     settings = json.loads((run / "run_settings.json").read_text())
     beta = next((g["east_beta"] for g in settings.values() if g.get("east_beta") is not None), 1.0)
-    return float(beta.get(cls, 1.0)) if isinstance(beta, dict) else float(beta)
+    if isinstance(beta, dict):  # keys as the recipe spells the class ('L'), metric names lower case ('l')
+        return float(next((v for k, v in beta.items() if str(k).lower() == cls.lower()), 1.0))
+    return float(beta)
 
 
 def scores(folder: Path, cls: str, classes: int, betas: list[float]) -> dict[str, dict[int, dict[str, float]]]:

@@ -206,7 +206,7 @@ class EASTLoss(SetLoss):
         ignore_index: label value whose rows contribute nothing (as ``nn.CrossEntropyLoss``).
         beta_floor: the surrogate trains each class at ``max(beta_k, beta_floor)``; ``beta`` itself (the metric the
             model is judged by) is kept as given. 0 (default here) trains the given beta, as the paper; ``EASTConfig``
-            defaults to 1.0, see ``EASTConfig.east_beta_floor`` for why a precision-leaning beta collapses.
+            defaults to 1.0, see ``EASTConfig.east_beta_floor`` for when a precision-leaning beta collapses.
 
     The surrogate is computed in float32 even under bf16/fp16 autocast. The loss of a batch is a function of the
     whole batch (not a mean over samples); see ``confusion_matrix`` and ``loss_from_confusion`` to sum soft confusion

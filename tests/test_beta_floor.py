@@ -1,4 +1,4 @@
-"""Issue 20: a precision-leaning beta collapses by memorising; ``beta_floor`` trains it at beta = 1 instead."""
+"""Issue 20: a precision-leaning beta can collapse by memorising; ``beta_floor`` trains it at beta = 1 instead."""
 
 import pytest
 import torch
@@ -23,7 +23,7 @@ def test_config_floors_precision_leaning_beta_by_default(tmp_path):
     loss = EASTConfig(output_dir=str(tmp_path), east_beta=BETA, report_to="none").build_loss(2)
     assert loss.beta_floor == 1.0 and loss.beta == BETA
     paper = EASTConfig(output_dir=str(tmp_path), east_beta=BETA, east_beta_floor=0, report_to="none").build_loss(2)
-    assert paper.beta_floor == 0.0
+    assert paper.beta_floor == 0.0 and paper.beta == BETA
     with pytest.raises(ValueError, match="east_beta_floor"):
         EASTConfig(output_dir=str(tmp_path), east_beta_floor=-1, report_to="none")
 
