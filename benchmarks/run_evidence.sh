@@ -38,8 +38,8 @@ compare() {  # task, results folder, runs folder, east-compare arguments...
 ABLATIONS=("cold_start:--east_warm_start none" "warm_5_epochs:--east_warm_start_epochs 5"
   "warm_until_stop:--east_warm_start_epochs -1"
   "no_restore:--east_restore_best_per_stage false" "r0.8:--east_decay 0.8")
-A_BETA=("beta0.25_on_3:--east_beta '{3: 0.25}'" "beta5_on_3:--east_beta '{3: 5}'")
-S_BETA=("beta0.25:--east_beta '{positive: 0.25}'" "beta5:--east_beta '{positive: 5}'")
+A_BETA=("beta0.25_on_3:--east_beta '{3: 0.25}' --east_beta_floor 0" "beta5_on_3:--east_beta '{3: 5}'")
+S_BETA=("beta0.25:--east_beta '{positive: 0.25}' --east_beta_floor 0" "beta5:--east_beta '{positive: 5}'")
 A=(digits_longtail digits_longtail digits_longtail)
 S=(synthetic_binary synthetic_binary synthetic_binary --seeds 10)
 S200=(synthetic_binary synthetic_binary_e200 synthetic_binary_e200 --seeds 10)

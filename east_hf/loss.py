@@ -208,6 +208,9 @@ class EASTLoss(SetLoss):
         num_classes: if given, logits of another width are refused with a clear error.
         threshold_grad: let gradients flow through the dynamic threshold tau_avg(p) (default, as the paper).
         ignore_index: label value whose rows contribute nothing (as ``nn.CrossEntropyLoss``).
+        beta_floor: the surrogate trains each class at ``max(beta_k, beta_floor)``; ``beta`` itself (the metric the
+            model is judged by) is kept as given. 0 (default here) trains the given beta, as the paper; ``EASTConfig``
+            defaults to 1.0, see ``EASTConfig.east_beta_floor`` for when a precision-leaning beta collapses.
 
     The surrogate is computed in float32 even under bf16/fp16 autocast. The loss of a batch is a function of the
     whole batch (not a mean over samples); see ``confusion_matrix`` and ``loss_from_confusion`` to sum soft confusion
@@ -235,8 +238,11 @@ class EASTLoss(SetLoss):
         ignore_index: int | None = -100,
         zero_division: float = 0.0,
         class_names: Sequence[str] | Mapping[int, str] | None = None,
+        beta_floor: float = 0.0,
     ):
         super().__init__(ignore_index)
+        if isinstance(beta_floor, bool) or not isinstance(beta_floor, (int, float)) or not 0 <= beta_floor < math.inf:
+            raise ValueError(f"Expected beta_floor as a finite number >= 0, got {beta_floor!r}")
         if isinstance(metric, str):
             if metric not in METRICS:
                 raise ValueError(f"Expected metric in {sorted(METRICS)} or a callable, got {metric!r}")
@@ -273,6 +279,7 @@ class EASTLoss(SetLoss):
         self.num_classes = num_classes
         self.threshold_grad = threshold_grad
         self.zero_division = zero_division
+        self.beta_floor = float(beta_floor)
 
     @property
     def metric_name(self) -> str:
@@ -284,7 +291,11 @@ class EASTLoss(SetLoss):
         return f"east_soft_{self.metric_name}"
 
     def extra_repr(self) -> str:
-        return f"metric={self.metric_name!r}, beta={self.beta}, average={self.average!r}, temperature={self.temperature:.4g}"
+        floor = f", beta_floor={self.beta_floor:g}" if self.beta_floor > 0 else ""
+        return (
+            f"metric={self.metric_name!r}, beta={self.beta}{floor}, average={self.average!r}, "
+            f"temperature={self.temperature:.4g}"
+        )
 
     def confusion_matrix(
         self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
@@ -307,10 +318,11 @@ class EASTLoss(SetLoss):
         return soft_confusion_from_logits(logits, labels, sample_weight, temperature, self.threshold_grad)
 
     def _beta_tensor(self, confmat: torch.Tensor) -> torch.Tensor:
-        """The validated (C,) beta tensor, built once per (beta, C, dtype, device) and reused on every step."""
-        key = (repr(self.beta), confmat.shape[0], confmat.dtype, confmat.device)
+        """The validated (C,) beta the surrogate trains, max(beta_k, beta_floor), built once per (beta, floor, C,
+        dtype, device) and reused on every step."""
+        key = (repr(self.beta), self.beta_floor, confmat.shape[0], confmat.dtype, confmat.device)
         if getattr(self, "_beta_key", None) != key:
-            self._beta_cache = beta_vector(self.beta, confmat.shape[0], confmat)
+            self._beta_cache = beta_vector(self.beta, confmat.shape[0], confmat).clamp(min=self.beta_floor)
             self._beta_key = key
         return self._beta_cache
 
