@@ -340,12 +340,13 @@ class EASTLoss(SetLoss):
     def _metric_constants(self, confmat: torch.Tensor) -> MetricConstants:
         """The fused loss's validated constants, built once per setting, C, dtype and device and reused."""
         beta = self.beta if isinstance(self.beta, (int, float)) else repr(self.beta)
-        key = (self.metric, beta, self.average, self.pos_label, self.zero_division, *confmat.shape, confmat.dtype,
-               confmat.device)  # fmt: skip
+        key = (self.metric, beta, self.beta_floor, self.average, self.pos_label, self.zero_division, *confmat.shape,
+               confmat.dtype, confmat.device)  # fmt: skip
         if getattr(self, "_constants_key", None) != key:
             self._constants = MetricConstants(
-                self.metric, confmat.shape[0], confmat, self.beta, self.average, self.pos_label, self.zero_division
-            )
+                self.metric, confmat.shape[0], confmat, self._trained_beta(), self.average, self.pos_label,
+                self.zero_division,
+            )  # fmt: skip
             self._constants_key = key
         return self._constants
 
@@ -362,9 +363,19 @@ class EASTLoss(SetLoss):
             return metric_loss(confmat, **self._metric_kwargs())  # validates (and casts) confmat first
         return 1.0 - self.metric_value(confmat)
 
+    def _trained_beta(self) -> float | list[float] | torch.Tensor:
+        """The beta the surrogate trains: ``beta`` itself, or each value raised to ``beta_floor``."""
+        if self.beta_floor == 0:
+            return self.beta
+        if isinstance(self.beta, (int, float)):
+            return max(float(self.beta), self.beta_floor)
+        if isinstance(self.beta, torch.Tensor):
+            return self.beta.clamp(min=self.beta_floor)
+        return [max(float(b), self.beta_floor) for b in self.beta]
+
     def _metric_kwargs(self) -> dict:
-        return {"metric": self.metric, "beta": self.beta, "average": self.average, "pos_label": self.pos_label,
-                "zero_division": self.zero_division}  # fmt: skip
+        return {"metric": self.metric, "beta": self._trained_beta(), "average": self.average,
+                "pos_label": self.pos_label, "zero_division": self.zero_division}  # fmt: skip
 
     # The set-loss interface: the statistics are the soft confusion matrix.
     statistics = confusion_matrix
