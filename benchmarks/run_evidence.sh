@@ -146,12 +146,34 @@ real() {
   side_by_side real_chain1 real_chain2
 }
 
+# Per-class beta on hard real data (issue 20): beta 0.25 and 4 on Lending Club's bad loans and on HPC's rarest class L,
+# 5 seeds with their own splits; every run scored at F0.25, F1 and F4 by benchmarks/beta_table.py. Made with the
+# stage criterion of releases before 0.3 (absolute 0), kept here so that the committed tables reproduce.
+BETA_COMMON=(--seeds 5 --vary_split --tuned --reference f1)
+beta_chain() {
+  EXTRA="--east_threshold 0 --east_threshold_mode abs" compare lending_club beta_lending_club beta_lending_club \
+    "${BETA_COMMON[@]}" --variants "f1:--east_loss east" "b025:--east_loss east --east_beta '{bad: 0.25}'" \
+    "ce_b025:--east_loss ce --east_beta '{bad: 0.25}'" \
+    "b025_paper:--east_loss east --east_beta '{bad: 0.25}' --east_beta_floor 0" \
+    "b4:--east_loss east --east_beta '{bad: 4}'" "ce_b4:--east_loss ce --east_beta '{bad: 4}'"
+  "$BIN/python" benchmarks/beta_table.py runs/evidence/beta_lending_club --cls bad --pair 0.25:b025:f1 \
+    --pair 0.25:b025:ce_b025+tuned --pair 0.25:b025:b025_paper --pair 0.25:b025+tuned:f1 --pair 0.25:b025_paper:f1 \
+    --pair 4:b4:f1 --pair 4:b4:ce_b4+tuned --out benchmarks/results/beta_lending_club
+  EXTRA="--east_threshold 0 --east_threshold_mode abs --report_classes L" compare hpc beta_hpc beta_hpc \
+    "${BETA_COMMON[@]}" --variants "f1:--east_loss east" "L025:--east_loss east --east_beta '{L: 0.25}'" \
+    "ce_L025:--east_loss ce --east_beta '{L: 0.25}'" \
+    "L025_paper:--east_loss east --east_beta '{L: 0.25}' --east_beta_floor 0"
+  "$BIN/python" benchmarks/beta_table.py runs/evidence/beta_hpc --cls l --classes 4 --pair 0.25:L025:f1 \
+    --pair 0.25:L025:ce_L025+tuned --pair 0.25:L025:L025_paper --pair 0.25:L025_paper:f1 --out benchmarks/results/beta_hpc
+}
+
 mkdir -p runs/evidence
 case "${1:-all}" in
-  all) evidence; baselines; real ;;
+  all) evidence; baselines; real; beta_chain ;;
   evidence) evidence ;;
   baselines) baselines ;;
   real) real ;;
-  *) echo "usage: $0 [all|evidence|baselines|real]" >&2; exit 2 ;;
+  beta) real_data; beta_chain ;;
+  *) echo "usage: $0 [all|evidence|baselines|real|beta]" >&2; exit 2 ;;
 esac
 echo "tables: benchmarks/results/"

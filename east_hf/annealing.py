@@ -20,7 +20,9 @@ Within a stage an improvement must beat the stage's best value by more than ``th
 (1 %) of it (``threshold_mode="rel"``, as ``torch.optim.lr_scheduler.ReduceLROnPlateau``), or an absolute amount
 (``"abs"``); a tie is not an improvement. The relative default ends a stage whose validation surrogate only creeps
 (the model growing more confident by ever smaller amounts), which the paper's absolute 0 rarely does within an
-ordinary budget. Across stages, a stage's best anneal value must beat the best so far by more than
+ordinary budget. A relative threshold needs a validation loss that levels off above 0: where the validation set
+becomes perfectly separated its loss falls geometrically towards 0, every relative step stays large, and only an
+absolute threshold ends the stage (the example below). Across stages, a stage's best anneal value must beat the best so far by more than
 ``anneal_threshold`` (absolute, default 0).
 
 Train a linear classifier with the F1 surrogate, plain PyTorch (stop on ``Decision.STOP``, cool on the rest):
@@ -33,7 +35,9 @@ Train a linear classifier with the F1 surrogate, plain PyTorch (stop on ``Decisi
 >>> y, y_val = (x[:, 0] + x[:, 1] > 0).long(), (x_val[:, 0] + x_val[:, 1] > 0).long()
 >>> model = torch.nn.Linear(4, 2)
 >>> opt = torch.optim.Adam(model.parameters(), lr=0.1)
->>> schedule = AnnealingSchedule(temperature=0.2, decay=0.5, patience=2, stage_patience=2, threshold=1e-3)
+>>> schedule = AnnealingSchedule(  # absolute: this validation set is separable, its loss converges to 0
+...     temperature=0.2, decay=0.5, patience=2, stage_patience=2, threshold=1e-3, threshold_mode="abs"
+... )
 >>> loss_fn = EASTLoss("fbeta", temperature=schedule.temperature)
 >>> for epoch in range(200):
 ...     opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
