@@ -66,6 +66,10 @@ class SetLoss(nn.Module):
     def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def soft_metric(self, loss: torch.Tensor) -> torch.Tensor:
+        """The soft metric logged under ``soft_metric_key`` for the ``loss`` just computed: 1 - loss (detached)."""
+        return 1.0 - loss.detach()
+
     def forward(
         self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
     ) -> torch.Tensor:
@@ -459,6 +463,14 @@ class MixedSetLoss(SetLoss):
     def extra_repr(self) -> str:
         return f"weight={self._weight:.4g}"
 
+    @property
+    def soft_metric_key(self) -> str:
+        return self.east.soft_metric_key
+
+    def soft_metric(self, loss: torch.Tensor) -> torch.Tensor:
+        """The soft metric of the last ``loss_from_statistics``: 1 - the EAST part, without the cross-entropy."""
+        return 1.0 - self._east_part.detach()
+
     def statistics(self, logits, labels, sample_weight=None):
         confmat = self.east.statistics(logits, labels, sample_weight)
         ce = self.cross_entropy.statistics(logits, labels, sample_weight)
@@ -466,7 +478,7 @@ class MixedSetLoss(SetLoss):
 
     def loss_from_statistics(self, stats):
         C = round((stats.numel() - 2) ** 0.5)
-        east = self.east.loss_from_statistics(stats[: C * C].view(C, C))
+        east = self._east_part = self.east.loss_from_statistics(stats[: C * C].view(C, C))
         if self._weight == 0:
             return east
         return east + self._weight * self.cross_entropy.loss_from_statistics(stats[C * C :])

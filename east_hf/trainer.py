@@ -118,6 +118,7 @@ class EASTTrainer(Trainer):
     Attributes:
         east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
         warm_start_loss: the cross-entropy trained during the annealing's warm start.
+        east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone).
         annealing: the annealing callback in this trainer's callback list, or None (read-only).
         east_stage, east_temperature, use_cross_entropy: the current stage, its temperature and whether the loss is
             cross-entropy (the warm start, or ``east_loss="ce"``), read from ``annealing.schedule`` (read-only).
@@ -156,8 +157,9 @@ class EASTTrainer(Trainer):
             counts = training_class_counts(kwargs.get("train_dataset"), num_classes)
         self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None), counts)
         self.warm_start_loss = CrossEntropySetLoss()
-        if args.east_ce_weight > 0:  # EAST plus an annealed cross-entropy weight (set per stage in _current_loss)
-            self._mixed_loss = MixedSetLoss(self.east_loss, weight=args.east_ce_weight)
+        self.east_ce_weight = args.resolved_ce_weight(num_classes)  # w0 of the annealed cross-entropy weight
+        if self.east_ce_weight > 0:  # EAST plus an annealed cross-entropy weight (set per stage in _current_loss)
+            self._mixed_loss = MixedSetLoss(self.east_loss, weight=self.east_ce_weight)
         self._num_classes = num_classes
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
         self.east_card_info: dict[str, Any] = {}
@@ -204,9 +206,9 @@ class EASTTrainer(Trainer):
             return self.warm_start_loss
         if isinstance(self.east_loss, EASTLoss):
             self.east_loss.temperature = annealing.schedule.temperature
-            if self.args.east_ce_weight > 0:  # an annealed cross-entropy weight: w_k = w0 * d^k in stage k
+            if self.east_ce_weight > 0:  # an annealed cross-entropy weight: w_k = w0 * d^k in stage k
                 stage = annealing.schedule.stage
-                self._mixed_loss.weight = self.args.east_ce_weight * self.args.east_ce_weight_decay**stage
+                self._mixed_loss.weight = self.east_ce_weight * self.args.east_ce_weight_decay**stage
                 return self._mixed_loss
         return self.east_loss
 
@@ -234,7 +236,7 @@ class EASTTrainer(Trainer):
         if model.training:
             self._flag_nonfinite(loss)
         if model.training and loss_fn.soft_metric_key is not None:
-            value = 1.0 - loss.detach()
+            value = loss_fn.soft_metric(loss)
             self._soft_metric_sum = value if self._soft_metric_sum is None else self._soft_metric_sum + value
             self._soft_metric_count += 1
         return (loss, outputs) if return_outputs else loss

@@ -722,6 +722,13 @@ def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
     seen = dict(spy.weights)
     assert len(seen) >= 3  # several stages ran
     assert all(weight == pytest.approx(2.0 * 0.5**stage) for stage, weight in seen.items())
+    # the default: the annealed weight with more than two classes, EAST alone with two (or an unknown number)
+    default = EASTConfig(output_dir=str(tmp_path), report_to=[])
+    assert default.east_ce_weight is None
+    assert [default.resolved_ce_weight(c) for c in (2, 3, 10, None)] == [0.0, 1.0, 1.0, 0.0]
+    paper = EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight=0)
+    assert paper.resolved_ce_weight(10) == 0.0
+    assert EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce").resolved_ce_weight(10) == 0.0
     with pytest.raises(ValueError, match="east_ce_weight 0 for east_loss='ce'"):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce", east_ce_weight=1.0)
     with pytest.raises(ValueError, match="east_ce_weight_decay in \\[0, 1\\]"):
