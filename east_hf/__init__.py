@@ -28,7 +28,7 @@ from east_hf.functional import (
 )
 from east_hf.loss import CrossEntropySetLoss, EASTLoss, SetLoss, SoftDiceLoss, build_loss
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
     "EASTConfig": "east_hf.config",

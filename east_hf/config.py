@@ -78,7 +78,7 @@ class EASTConfig(TrainingArguments):
         east_restore_best_per_stage (`bool`, defaults to `True`): load the stage's best weights before cooling.
         east_threshold (`float`, defaults to `1e-2`) and east_threshold_mode (`str`, defaults to `"rel"`): the
             minimum improvement of the stage monitor, a fraction of the best value so far (`"rel"`) or absolute
-            (`"abs"`). The paper's letter, and releases before 0.3: ``0.0`` and ``"abs"``. Why relative 1 %: within a
+            (`"abs"`). The paper's letter, and release 0.1: ``0.0`` and ``"abs"``. Why relative 1 %: within a
             stage the validation surrogate keeps improving by ever smaller amounts (the model grows more confident),
             so with an absolute 0 a stage rarely ends inside an ordinary budget (README, "Annealing that anneals").
             Baselines' early stopping uses the same criterion.
