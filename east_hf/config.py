@@ -194,7 +194,8 @@ class EASTConfig(TrainingArguments):
         },
     )
     east_ce_weight_decay: float = field(
-        default=0.5, metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."}
+        default=0.5,
+        metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."},
     )
     east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
     # The annealing state (stage, temperature, counters) lives in a stateful callback: resume it by default.
