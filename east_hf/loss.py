@@ -326,7 +326,7 @@ class EASTLoss(SetLoss):
         dtype, device) and reused on every step."""
         key = (repr(self.beta), self.beta_floor, confmat.shape[0], confmat.dtype, confmat.device)
         if getattr(self, "_beta_key", None) != key:
-            self._beta_cache = beta_vector(self.beta, confmat.shape[0], confmat).clamp(min=self.beta_floor)
+            self._beta_cache = beta_vector(self._trained_beta(), confmat.shape[0], confmat)
             self._beta_key = key
         return self._beta_cache
 

@@ -118,7 +118,8 @@ class EASTTrainer(Trainer):
     Attributes:
         east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
         warm_start_loss: the cross-entropy trained during the annealing's warm start.
-        east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone).
+        east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone),
+            applied stage by stage by the annealing (with ``east_annealing=False`` the loss is EAST alone).
         annealing: the annealing callback in this trainer's callback list, or None (read-only).
         east_stage, east_temperature, use_cross_entropy: the current stage, its temperature and whether the loss is
             cross-entropy (the warm start, or ``east_loss="ce"``), read from ``annealing.schedule`` (read-only).

@@ -2,8 +2,9 @@
 
 Importing this package registers ``darknet19`` / ``darknet19_tiny`` in timm (usable through transformers'
 ``TimmWrapperForImageClassification``) and model type ``"east_tabular_mlp"`` with ``AutoConfig`` and
-``AutoModelForSequenceClassification``, and its input encoding ``TabularFeatureExtractor`` with ``AutoFeatureExtractor``. A checkpoint of either reloads with ``load_pretrained(path)``, or with
-transformers' Auto classes after ``import east_hf.models``; without the import, a darknet checkpoint fails with
+``AutoModelForSequenceClassification``, and its input encoding ``TabularFeatureExtractor`` with
+``AutoFeatureExtractor``. A checkpoint of either reloads with ``load_pretrained(path)``, or with transformers' Auto
+classes after ``import east_hf.models``; without the import, a darknet checkpoint fails with
 transformers' misleading "not supported in your version of timm" (see ``east_hf.models.darknet``).
 """
 
