@@ -110,6 +110,12 @@ class EASTConfig(TrainingArguments):
             rule, and the annealed weight lifted it by +0.025 and +0.022 macro F1 (paired); on the binary tables with
             rare positives it cost 0.012 and 0.022 F1, so two classes keep EAST alone. The warm start is its w = inf
             version.
+        east_confusion_memory (`float`, defaults to `0.0`): d in [0, 1): train on the batch's soft confusion matrix
+            plus a detached memory of the stage's earlier batches, m <- d * (m + C_batch), so rare-class rates are
+            not estimated from one batch's few positives (the paper's own explanation of its one binary loss). The
+            memory holds about 1 / (1 - d) batches, is emptied when the temperature changes, is not kept in
+            checkpoints (a resumed run starts it empty), and is summed over processes like the batch's matrix.
+            0 (default): the batch alone, as the paper.
     """
 
     # --- the surrogate ---
@@ -197,6 +203,13 @@ class EASTConfig(TrainingArguments):
         default=0.5,
         metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."},
     )
+    east_confusion_memory: float = field(
+        default=0.0,
+        metadata={
+            "help": "Decay d in [0, 1) of a detached memory of earlier batches' soft confusion matrices added to the "
+            "batch's (0: the batch alone, the paper)."
+        },
+    )
     east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
     # The annealing state (stage, temperature, counters) lives in a stateful callback: resume it by default.
     restore_callback_states_from_checkpoint: bool = field(
@@ -232,6 +245,11 @@ class EASTConfig(TrainingArguments):
             raise ValueError(f"Expected east_ce_weight_decay in [0, 1], got {self.east_ce_weight_decay}")
         if self.east_ce_weight is not None and self.east_ce_weight > 0 and self.east_loss != "east":
             raise ValueError(f"Expected east_ce_weight 0 for east_loss={self.east_loss!r} (it mixes into EAST only)")
+        memory = self.east_confusion_memory
+        if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not 0 <= memory < 1:
+            raise ValueError(f"Expected east_confusion_memory in [0, 1), got {memory!r}")
+        if memory > 0 and self.east_loss != "east":
+            raise ValueError(f"Expected east_confusion_memory 0 for east_loss={self.east_loss!r} (it is EAST's)")
         if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
         # Validation is the core objects' own: build them once (class names are not known yet, so a beta mapping is

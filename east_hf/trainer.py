@@ -120,6 +120,8 @@ class EASTTrainer(Trainer):
         warm_start_loss: the cross-entropy trained during the annealing's warm start.
         east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone),
             applied stage by stage by the annealing (with ``east_annealing=False`` the loss is EAST alone).
+        confusion_memory: the detached, decayed sum of the stage's earlier soft confusion matrices that training adds
+            to the batch's (``EASTConfig.east_confusion_memory``), or None (empty, or the memory is off).
         annealing: the annealing callback in this trainer's callback list, or None (read-only).
         east_stage, east_temperature, use_cross_entropy: the current stage, its temperature and whether the loss is
             cross-entropy (the warm start, or ``east_loss="ce"``), read from ``annealing.schedule`` (read-only).
@@ -162,6 +164,8 @@ class EASTTrainer(Trainer):
         if self.east_ce_weight > 0:  # EAST plus an annealed cross-entropy weight (set per stage in _current_loss)
             self._mixed_loss = MixedSetLoss(self.east_loss, weight=self.east_ce_weight)
         self._num_classes = num_classes
+        self.confusion_memory: torch.Tensor | None = None
+        self._memory_temperature: float | None = None  # the temperature the memory was accumulated at
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
         self.east_card_info: dict[str, Any] = {}
         self._soft_metric_sum = None
@@ -233,6 +237,8 @@ class EASTTrainer(Trainer):
         stats = loss_fn.statistics(logits_of(outputs), labels)  # additive: (C, C) for EAST
         if self.args.east_sync_across_processes and self.accelerator.num_processes > 1:
             stats = _all_reduce_differentiable(stats)
+        if model.training and self.args.east_confusion_memory > 0 and loss_fn is not self.warm_start_loss:
+            stats = self._add_confusion_memory(stats)
         loss = loss_fn.loss_from_statistics(stats)
         if model.training:
             self._flag_nonfinite(loss)
@@ -241,6 +247,21 @@ class EASTTrainer(Trainer):
             self._soft_metric_sum = value if self._soft_metric_sum is None else self._soft_metric_sum + value
             self._soft_metric_count += 1
         return (loss, outputs) if return_outputs else loss
+
+    def _add_confusion_memory(self, stats: torch.Tensor) -> torch.Tensor:
+        """The batch's statistics with the memory added to their confusion matrix (the first C * C entries; a
+        ``MixedSetLoss``'s cross-entropy sum and count stay the batch's), then m <- d * (m + C_batch.detach())."""
+        n = stats.numel() if stats.ndim == 2 else stats.numel() - 2  # EASTLoss: (C, C); MixedSetLoss: C * C + 2
+        flat = stats.reshape(-1)
+        confmat = flat[:n]
+        temperature = self.east_loss.temperature
+        memory = self.confusion_memory
+        if memory is None or self._memory_temperature != temperature or memory.shape != confmat.shape:
+            memory = torch.zeros_like(confmat, requires_grad=False)  # a new stage: its matrices are another function
+        decay = self.args.east_confusion_memory
+        self.confusion_memory = decay * (memory + confmat.detach())
+        self._memory_temperature = temperature
+        return torch.cat([confmat + memory, flat[n:]]).view(stats.shape)
 
     # ---- evaluation: the loss of the whole set ----
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):

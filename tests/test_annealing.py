@@ -733,3 +733,54 @@ def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce", east_ce_weight=1.0)
     with pytest.raises(ValueError, match="east_ce_weight_decay in \\[0, 1\\]"):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight_decay=2.0)
+
+
+@pytest.mark.parametrize("ce_weight", [0.0, 1.0])
+def test_confusion_memory_adds_the_stages_earlier_matrices_decayed_and_detached(tmp_path, ce_weight):
+    trainer = make_trainer(tmp_path, east_confusion_memory=0.5, east_ce_weight=ce_weight)
+    model, east = trainer.model.train(), trainer.east_loss
+    data = Blobs(48, 2)
+    batches = [{"input_values": data.x[i : i + 16], "labels": data.y[i : i + 16]} for i in (0, 16, 32)]
+
+    def reference(batch, memory, weight=ce_weight):  # independent: EAST of (batch matrix + memory) + the batch's CE
+        logits = model(batch["input_values"])
+        confmat = east.confusion_matrix(logits, batch["labels"])
+        loss = east.loss_from_confusion(confmat + memory)
+        return loss + weight * torch.nn.functional.cross_entropy(logits, batch["labels"]), confmat.detach()
+
+    memory = torch.zeros(3, 3)
+    for batch in batches:
+        loss = trainer.compute_loss(model, dict(batch))
+        (grad,) = torch.autograd.grad(loss, model.net[0].weight)
+        expected, confmat = reference(batch, memory)
+        (expected_grad,) = torch.autograd.grad(expected, model.net[0].weight)  # no gradient into earlier batches
+        assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=1e-7)
+        memory = 0.5 * (memory + confmat)
+    torch.testing.assert_close(trainer.confusion_memory, memory.flatten())
+    annealer(trainer).schedule.stage = 1  # a new temperature empties the memory: its matrices are another function
+    loss = trainer.compute_loss(model, dict(batches[0]))
+    assert east.temperature == pytest.approx(0.1)
+    assert loss.item() == pytest.approx(reference(batches[0], torch.zeros(3, 3), ce_weight / 2)[0].item(), rel=1e-5)
+    model.eval()  # evaluation never sees the memory
+    stored = trainer.confusion_memory.clone()
+    with torch.no_grad():
+        assert trainer.compute_loss(model, dict(batches[1])).item() == pytest.approx(
+            reference(batches[1], torch.zeros(3, 3), ce_weight / 2)[0].item(), rel=1e-5
+        )
+    torch.testing.assert_close(trainer.confusion_memory, stored)
+
+
+def test_training_with_a_confusion_memory_learns_and_anneals(tmp_path):
+    trainer = make_trainer(tmp_path, east_confusion_memory=0.9, east_ce_weight=0, max_steps=120)
+    before = trainer.evaluate()["eval_fbeta"]
+    trainer.train()
+    assert annealer(trainer).schedule.stage >= 1
+    assert trainer.evaluate()["eval_fbeta"] > max(before + 0.2, 0.7)
+    for kwargs, match in (
+        (dict(east_confusion_memory=1.0), r"east_confusion_memory in \[0, 1\), got 1.0"),
+        (dict(east_confusion_memory=-0.1), r"east_confusion_memory in \[0, 1\)"),
+        (dict(east_confusion_memory=0.5, east_loss="ce"), "east_confusion_memory 0 for east_loss='ce'"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            EASTConfig(output_dir=str(tmp_path), report_to=[], **kwargs)
