@@ -148,6 +148,17 @@ real() {
   real_data
   side_by_side real_chain1 real_chain2
 }
+# Research probe (issue 18): a confusion-matrix memory (east_confusion_memory 0.9: the batch's soft confusion matrix
+# plus a decayed, detached sum of the stage's earlier ones, ~10 batches) on the real tables, added to their tables.
+MEM="east_mem:--east_ce_weight 0 --east_confusion_memory 0.9"
+memory_chain() {
+  local task
+  for task in "$@"; do
+    compare "$task" "$task" "$task" "${REAL[@]}" --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MEM"
+  done
+}
+memory() { memory_chain lending_club caravan; }
+
 # The 0.2 defaults (relative stage threshold) on the earlier tasks: digits9_binary in full (10 own splits); how EAST
 # runs end on synthetic_binary's old 100-epoch budget (3 seeds, EAST and CE only: 2 of 3 on the budget, hence the
 # recipe's 200); synthetic_binary in full with 200 epochs (5 seeds on the fixed split: its test set holds ~400 positives).
@@ -199,6 +210,7 @@ case "${1:-all}" in
   real) real ;;
   beta) real_data; beta_chain ;;
   v02) defaults_v02 ;;
-  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02]" >&2; exit 2 ;;
+  memory) real_data; memory ;;
+  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory]" >&2; exit 2 ;;
 esac
 echo "tables: benchmarks/results/"
