@@ -40,7 +40,7 @@ ABLATIONS=("cold_start:--east_warm_start none" "warm_5_epochs:--east_warm_start_
   "no_restore:--east_restore_best_per_stage false" "r0.8:--east_decay 0.8")
 A_BETA=("beta0.25_on_3:--east_beta '{3: 0.25}' --east_beta_floor 0" "beta5_on_3:--east_beta '{3: 5}'")
 S_BETA=("beta0.25:--east_beta '{positive: 0.25}' --east_beta_floor 0" "beta5:--east_beta '{positive: 5}'")
-A=(digits_longtail digits_longtail digits_longtail)
+A=(digits_longtail_e40 digits_longtail digits_longtail)
 S=(synthetic_binary_e100 synthetic_binary synthetic_binary --seeds 10)
 S200=(synthetic_binary_e100 synthetic_binary_e200 synthetic_binary_e200 --seeds 10)
 PROBES=("one_stage:--east_max_stages 1" "anneal_on_loss:--east_anneal_monitor eval_loss"
@@ -87,7 +87,7 @@ evidence() {  # the committed tables above
   # The tables that combine both chains (every run is done by now: nothing is retrained).
   {
     compare "${A[@]}" --seeds 10 --losses east,ce,dice --variants "cold_start:--east_warm_start none" "${A_BETA[@]}"
-    compare digits_longtail digits_longtail_ablations digits_longtail --seeds 5 --losses east,ce --variants "${ABLATIONS[@]}"
+    compare digits_longtail_e40 digits_longtail_ablations digits_longtail --seeds 5 --losses east,ce --variants "${ABLATIONS[@]}"
     compare "${S[@]}" --losses east,ce,dice --variants "${S_BETA[@]}"
     EXTRA="--num_train_epochs 200" compare "${S200[@]}" --losses east,ce,dice
   } > runs/evidence/tables.log 2>&1
@@ -109,7 +109,7 @@ baselines_chain1() {
 baselines_chain2() {  # digits9_binary: 36 test positives, so each seed draws its own split (--vary_split)
   compare digits9_binary digits9_binary_resplit_baselines digits9_binary_resplit_baselines --seeds 10 --vary_split \
     "${BASE[@]}"
-  compare digits_longtail digits_longtail_baselines digits_longtail_baselines --seeds "$LT_SEEDS" "${BASE[@]}"
+  compare digits_longtail_e40 digits_longtail_baselines digits_longtail_baselines --seeds "$LT_SEEDS" "${BASE[@]}"
   compare synthetic_binary_e100 synthetic_binary_baselines synthetic_binary_baselines --seeds 10 --losses dice --tuned
 }
 baselines() {
@@ -167,9 +167,11 @@ defaults_v02() {
     --tuned --reference ce+tuned --variants "$EAST0" "$PAPER" "$ABS0" "$MIX"
   compare synthetic_binary_e100 synthetic_binary_v02_e100 synthetic_binary_v02_e100 --seeds 3 --losses ce --tuned \
     --reference ce+tuned --variants "$EAST0"
-  side_by_side synthetic_v02_chain1 synthetic_v02_chain2
-  compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}" --variants "$EAST0" "$PAPER" \
-    > runs/evidence/synthetic_v02_tables.log 2>&1
+  side_by_side synthetic_v02_chain1 synthetic_v02_chain2 longtail_v02_chain1 longtail_v02_chain2
+  {
+    compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}" --variants "$EAST0" "$PAPER"
+    compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}" --variants "$EAST0" "$MIX" "$PAPER"
+  } > runs/evidence/v02_tables.log 2>&1
 }
 SYN=(--seeds 5 --losses ce,wce,la,dice --tuned --reference ce+tuned)
 synthetic_v02_chain1() {  # the two long ones (~400 s a run)
@@ -177,6 +179,16 @@ synthetic_v02_chain1() {  # the two long ones (~400 s a run)
 }
 synthetic_v02_chain2() {
   compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}"
+}
+# The long-tailed digits (10 classes; the recipe's budget is now 200 epochs): 5 seeds, each with its own split (time
+# box: an EAST run takes ~3 min here). ce_mix is the 0.2 default with 10 classes; east is EAST alone.
+LT=(--seeds 5 --vary_split --losses ce,wce,la,dice --tuned --reference ce+tuned)
+longtail_v02_chain1() {
+  compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 5 --vary_split --tuned \
+    --variants "$EAST0" "$MIX" "$PAPER"
+}
+longtail_v02_chain2() {
+  compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}"
 }
 
 # Per-class beta on hard real data (issue 20): beta 0.25 and 4 on Lending Club's bad loans and on HPC's rarest class L,
@@ -211,6 +223,7 @@ case "${1:-all}" in
   beta) real_data; beta_chain ;;
   v02) defaults_v02 ;;
   memory) real_data; memory ;;
+  longtail_v02) side_by_side longtail_v02_chain1 longtail_v02_chain2 ;;
   *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory]" >&2; exit 2 ;;
 esac
 echo "tables: benchmarks/results/"
