@@ -163,10 +163,10 @@ memory() { memory_chain lending_club caravan; }
 # alone is east_abs0 above).
 COLD="cold_start:--east_warm_start none --east_ce_weight 0"
 ON_LOSS="anneal_on_loss:--east_anneal_monitor eval_loss --east_ce_weight 0"
-paper_ablation() {
+paper_ablation() {  # after memory: the tables list every variant of the real binary tables
   local task
   for task in lending_club caravan; do
-    compare "$task" "$task" "$task" "${REAL[@]}" --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MEM" "$COLD" "$ON_LOSS"
+    compare "$task" "$task" "$task" "${REAL[@]}" --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$COLD" "$ON_LOSS" "$MEM"
   done
 }
 
