@@ -252,6 +252,8 @@ class EASTConfig(TrainingArguments):
             raise ValueError(f"Expected east_confusion_memory 0 for east_loss={self.east_loss!r} (it is EAST's)")
         if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
+        if self.east_annealing and self.east_loss in ("east", "dice") and monitor_mode(self.east_anneal_key) == "min":
+            self.check_loss_anneal_monitor(self.east_ce_weight or 0.0)
         # Validation is the core objects' own: build them once (class names are not known yet, so a beta mapping is
         # checked for its values; the trainer resolves its names against the model's id2label).
         beta = list(self.east_beta.values()) if isinstance(self.east_beta, Mapping) else self.east_beta
@@ -274,6 +276,25 @@ class EASTConfig(TrainingArguments):
             temperature=self.east_temperature,
             threshold_grad=self.east_threshold_grad,
         )
+
+    def check_loss_anneal_monitor(self, ce_weight: float) -> None:
+        """An anneal monitor that is the validation loss compares the loss of different stages, so every stage must
+        train the same kind of loss: not after a cross-entropy warm start (its loss is cross-entropy, far below any
+        surrogate, so it would be the best "stage" and the model kept), nor with a cross-entropy weight that changes
+        from stage to stage. The paper's letter (``east_warm_start none``, ``east_ce_weight 0``) passes."""
+        if monitor_mode(self.east_anneal_key) != "min":
+            return
+        if self.east_warm_start != "none":
+            raise ValueError(
+                f"Expected east_warm_start 'none' with east_anneal_monitor={self.east_anneal_key!r} (the warm start's "
+                "cross-entropy would be compared with EAST's surrogate and kept as the best stage), got "
+                f"east_warm_start={self.east_warm_start!r}; or watch a hard metric across stages (the default)"
+            )
+        if ce_weight > 0:
+            raise ValueError(
+                f"Expected east_ce_weight 0 with east_anneal_monitor={self.east_anneal_key!r} (the loss changes with "
+                f"the weight from stage to stage), got {ce_weight:g}; or watch a hard metric across stages (the default)"
+            )
 
     def resolved_ce_weight(self, num_classes: int | None) -> float:
         """The cross-entropy weight of EAST's stage 0: ``east_ce_weight``, or by default 1.0 with more than two
