@@ -105,7 +105,7 @@ class EASTConfig(TrainingArguments):
         east_ce_weight (`float`, defaults to `None`) and east_ce_weight_decay (`float`, defaults to `0.5`): an
             annealed cross-entropy weight, loss = w_k * CE + (1 - M_T) with w_k = east_ce_weight * decay^k in EAST
             stage k (``east_hf.loss.MixedSetLoss``); 0 is EAST alone, as the paper. None: 1.0 with more than two
-            classes, 0 with two (``resolved_ce_weight``). Measured (README, "Quality on real tables"): on two
+            classes, 0 with two (``resolved_ce_weight``). Measured (README, "Quality on every evidence task"): on two
             imbalanced multiclass tables EAST alone was 0.010 and 0.023 below cross-entropy with a tuned decision
             rule, and the annealed weight lifted it by +0.025 and +0.022 macro F1 (paired); on the binary tables with
             rare positives it cost 0.012 and 0.022 F1, so two classes keep EAST alone. The warm start is its w = inf
