@@ -220,6 +220,11 @@ longtail_v02_chain2() {
 longtail_v02_chain3() {
   compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 10 --vary_split --tuned --variants "$PAPER"
 }
+# A probe: a minimum across-stage gain of 0.005 macro F1 (about 2 of the 360 validation images) for the default.
+MIX_AT="ce_mix_at005:--east_ce_weight 1 --east_ce_weight_decay 0.5 --east_anneal_threshold 0.005"
+longtail_v02_probe() {
+  compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 10 --vary_split --tuned --variants "$MIX_AT"
+}
 
 # Every 0.2 table with every variant, rebuilt from the runs above (nothing is retrained), and how the runs ended
 # (benchmarks/results/annealing_ends.md). Run after `real`, `v02`, `memory`, `paper_ablation` and `memory_v02`.
@@ -236,7 +241,8 @@ tables_v02() {
     compare digits9_binary digits9_binary_v02 digits9_binary_v02 --seeds 10 --vary_split --losses ce,wce,la,dice \
       --tuned --reference ce+tuned --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MEM"
     compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}" --variants "$EAST0" "$PAPER" "$MEM"
-    compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}" --variants "$EAST0" "$MIX" "$PAPER"
+    compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}" --variants "$EAST0" "$MIX" "$PAPER" \
+      "$MIX_AT"
   } > runs/evidence/v02_tables.log 2>&1
   {
     echo "# How the runs of the 0.2 evidence ended (issue 18)"
@@ -286,7 +292,7 @@ case "${1:-all}" in
   memory) real_data; memory ;;
   paper_ablation) real_data; paper_ablation ;;
   memory_v02) real_data; side_by_side memory_v02_chain1 memory_v02_chain2 ;;
-  longtail_v02) side_by_side longtail_v02_chain1 longtail_v02_chain2 longtail_v02_chain3 ;;
+  longtail_v02) side_by_side longtail_v02_chain1 longtail_v02_chain2 longtail_v02_chain3; longtail_v02_probe ;;
   tables_v02) tables_v02 ;;
   *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory|paper_ablation|memory_v02|longtail_v02|tables_v02]" >&2; exit 2 ;;
 esac
