@@ -225,6 +225,15 @@ MIX_AT="ce_mix_at005:--east_ce_weight 1 --east_ce_weight_decay 0.5 --east_anneal
 longtail_v02_probe() {
   compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 10 --vary_split --tuned --variants "$MIX_AT"
 }
+# The same minimum across-stage gain on three more tasks, paired against the default (own tables, *_at005; the
+# main tables are not rebuilt with it).
+EAST_AT="east_at005:--east_ce_weight 0 --east_anneal_threshold 0.005"
+anneal_threshold_probe() {
+  compare hpc hpc_at005 hpc --seeds 10 --vary_split --tuned --reference ce_mix --variants "$MIX" "$MIX_AT"
+  compare caravan caravan_at005 caravan --seeds 10 --vary_split --tuned --reference east --variants "$EAST0" "$EAST_AT"
+  compare digits9_binary digits9_binary_at005 digits9_binary_v02 --seeds 10 --vary_split --tuned --reference east \
+    --variants "$EAST0" "$EAST_AT"
+}
 
 # Every 0.2 table with every variant, rebuilt from the runs above (nothing is retrained), and how the runs ended
 # (benchmarks/results/annealing_ends.md). Run after `real`, `v02`, `memory`, `paper_ablation` and `memory_v02`.
@@ -294,6 +303,7 @@ case "${1:-all}" in
   memory_v02) real_data; side_by_side memory_v02_chain1 memory_v02_chain2 ;;
   longtail_v02) side_by_side longtail_v02_chain1 longtail_v02_chain2 longtail_v02_chain3; longtail_v02_probe ;;
   tables_v02) tables_v02 ;;
-  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory|paper_ablation|memory_v02|longtail_v02|tables_v02]" >&2; exit 2 ;;
+  anneal_threshold_probe) real_data; anneal_threshold_probe ;;
+  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory|paper_ablation|memory_v02|longtail_v02|tables_v02|anneal_threshold_probe]" >&2; exit 2 ;;
 esac
 echo "tables: benchmarks/results/"
