@@ -225,7 +225,7 @@ MIX_AT="ce_mix_at005:--east_ce_weight 1 --east_ce_weight_decay 0.5 --east_anneal
 longtail_v02_probe() {
   compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 10 --vary_split --tuned --variants "$MIX_AT"
 }
-# The same minimum across-stage gain on three more tasks, paired against the default (own tables, *_at005; the
+# The same minimum across-stage gain on five more tasks, paired against the default (own tables, *_at005; the
 # main tables are not rebuilt with it).
 EAST_AT="east_at005:--east_ce_weight 0 --east_anneal_threshold 0.005"
 anneal_threshold_probe() {
@@ -233,6 +233,9 @@ anneal_threshold_probe() {
   compare caravan caravan_at005 caravan --seeds 10 --vary_split --tuned --reference east --variants "$EAST0" "$EAST_AT"
   compare digits9_binary digits9_binary_at005 digits9_binary_v02 --seeds 10 --vary_split --tuned --reference east \
     --variants "$EAST0" "$EAST_AT"
+  compare lending_club lending_club_at005 lending_club --seeds 10 --vary_split --tuned --reference east \
+    --variants "$EAST0" "$EAST_AT"
+  compare diamonds diamonds_at005 diamonds --seeds 10 --vary_split --tuned --reference ce_mix --variants "$MIX" "$MIX_AT"
 }
 
 # Every 0.2 table with every variant, rebuilt from the runs above (nothing is retrained), and how the runs ended
