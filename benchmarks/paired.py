@@ -22,7 +22,8 @@ def difference(result: dict, a: str, b: str, metric: str | None = None):
     return paired_differences(result["runs"], metric or result["metric"], b).get(a)
 
 
-def cell(diff) -> str:
+def difference_text(diff) -> str:
+    """``+0.0123 ± 0.0045 · 7/0/3`` (Unicode minus), or "-" for a missing difference."""
     if diff is None:
         return "-"
     mean, se, wins, ties, losses, n = diff
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
             if diff is None:
                 known = sorted({run["variant"] for run in results[0]["runs"]})
                 parser.error(f"Expected variants with common seeds among {known}, got {a!r} and {b!r}")
-            print(f"{a} - {b}: {cell(diff)} ({diff[-1]} seeds, {args.metric or results[0]['metric']})")
+            print(f"{a} - {b}: {difference_text(diff)} ({diff[-1]} seeds, {args.metric or results[0]['metric']})")
         return
     lines = [
         "| paired difference | " + " | ".join(f.parent.name for f in files) + " |",
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     for pair in pairs:
         a, _, b = pair.partition(":")
-        cells = [cell(difference(r, a, b, args.metric)) for r in results]
+        cells = [difference_text(difference(r, a, b, args.metric)) for r in results]
         lines.append(f"| {a} − {b} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
     print(text, end="")

@@ -13,6 +13,8 @@ import argparse
 import json
 from pathlib import Path
 
+from paired import difference_text  # benchmarks/paired.py: this script's folder is on sys.path
+
 
 def cell(result: dict, variant: str, best: float) -> str:
     metric = result["metric"]
@@ -27,8 +29,7 @@ def cell(result: dict, variant: str, best: float) -> str:
         return text + " (reference)"
     diff = paired.get("differences", {}).get(variant)
     if diff:
-        d, se, wins, ties, losses, _ = diff
-        text += f" · {d:+.4f} ± {se:.4f} · {wins}/{ties}/{losses}".replace("+-", "−").replace("-", "−")
+        text += " · " + difference_text(diff)
     return text
 
 

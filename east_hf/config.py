@@ -255,8 +255,7 @@ class EASTConfig(TrainingArguments):
             raise ValueError(f"Expected east_confusion_memory 0 for east_loss={self.east_loss!r} (it is EAST's)")
         if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
-        if self.east_annealing and self.east_loss in ("east", "dice") and monitor_mode(self.east_anneal_key) == "min":
-            self.check_loss_anneal_monitor(self.east_ce_weight or 0.0)
+        self.check_loss_anneal_monitor(self.east_ce_weight or 0.0)
         # Validation is the core objects' own: build them once (class names are not known yet, so a beta mapping is
         # checked for its values; the trainer resolves its names against the model's id2label).
         beta = list(self.east_beta.values()) if isinstance(self.east_beta, Mapping) else self.east_beta
@@ -284,8 +283,13 @@ class EASTConfig(TrainingArguments):
         """An anneal monitor that is the validation loss compares the loss of different stages, so every stage must
         train the same kind of loss: not after a cross-entropy warm start (its loss is cross-entropy, far below any
         surrogate, so it would be the best "stage" and the model kept), nor with a cross-entropy weight that changes
-        from stage to stage. The paper's letter (``east_warm_start none``, ``east_ce_weight 0``) passes."""
-        if monitor_mode(self.east_anneal_key) != "min":
+        from stage to stage. The paper's letter (``east_warm_start none``, ``east_ce_weight 0``) passes, and so do the
+        baselines (one loss throughout; ``dice`` alone has a warm start) and runs without annealing."""
+        if (
+            not self.east_annealing
+            or self.east_loss not in ("east", "dice")
+            or monitor_mode(self.east_anneal_key) != "min"
+        ):
             return
         if self.east_warm_start != "none":
             raise ValueError(

@@ -161,8 +161,7 @@ class EASTTrainer(Trainer):
         self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None), counts)
         self.warm_start_loss = CrossEntropySetLoss()
         self.east_ce_weight = args.resolved_ce_weight(num_classes)  # w0 of the annealed cross-entropy weight
-        if args.east_annealing and args.east_loss == "east":
-            args.check_loss_anneal_monitor(self.east_ce_weight)  # the default weight is known once the classes are
+        args.check_loss_anneal_monitor(self.east_ce_weight)  # the default weight is known once the classes are
         if self.east_ce_weight > 0:  # EAST plus an annealed cross-entropy weight (set per stage in _current_loss)
             self._mixed_loss = MixedSetLoss(self.east_loss, weight=self.east_ce_weight)
         self._num_classes = num_classes
@@ -258,8 +257,8 @@ class EASTTrainer(Trainer):
         confmat = flat[:n]
         temperature = self.east_loss.temperature
         memory = self.confusion_memory
-        if memory is None or self._memory_temperature != temperature or memory.shape != confmat.shape:
-            memory = torch.zeros_like(confmat, requires_grad=False)  # a new stage: its matrices are another function
+        if memory is None or self._memory_temperature != temperature:
+            memory = torch.zeros_like(confmat)  # a new stage: its matrices are another function
         decay = self.args.east_confusion_memory
         self.confusion_memory = decay * (memory + confmat.detach())
         self._memory_temperature = temperature
