@@ -85,6 +85,19 @@ def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
     return torch.bincount(labels, minlength=width).tolist()
 
 
+def validation_size(eval_dataset: Any, anneal_key: str) -> int | None:
+    """The number of samples behind the anneal monitor ``anneal_key``: the length of ``eval_dataset``, or with a
+    mapping of evaluation sets (metrics ``eval_<name>_*``) the length of the one the key names; None where unknown
+    (no such set, or an iterable dataset without a length)."""
+    if isinstance(eval_dataset, Mapping):
+        names = [name for name in eval_dataset if anneal_key.startswith(f"eval_{name}_")]
+        eval_dataset = eval_dataset[max(names, key=len)] if names else None
+    try:
+        return len(eval_dataset)
+    except TypeError:  # None, or an IterableDataset
+        return None
+
+
 class _SumAcrossProcesses(torch.autograd.Function):
     """The sum of a tensor over all processes, differentiable: the backward sums the incoming gradients the same way
     (each process's input enters every process's output with weight 1). Written on the public ``all_reduce`` because
@@ -176,7 +189,10 @@ class EASTTrainer(Trainer):
         self.decision_rule = None  # set by tune_decision_rule
         callbacks = list(callbacks or [])
         if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
-            callbacks.append(args.annealing_callback())
+            # The default minimum across-stage gain is two validation samples' worth (EASTConfig.resolved_anneal_threshold)
+            callbacks.append(
+                args.annealing_callback(validation_size(kwargs.get("eval_dataset"), args.east_anneal_key))
+            )
         super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
 
