@@ -21,7 +21,7 @@ from transformers import TrainingArguments
 
 from east_hf.annealing import WARM_STARTS, AnnealingSchedule, monitor_mode
 from east_hf.functional import AVERAGES, METRICS, target_metric_key
-from east_hf.loss import LOSSES, SetLoss, build_loss
+from east_hf.loss import LOSSES, PRIOR_LOSSES, SetLoss, build_loss
 
 __all__ = ["EASTConfig"]
 
@@ -117,6 +117,11 @@ class EASTConfig(TrainingArguments):
             rule, and the annealed weight lifted it by +0.025 and +0.022 macro F1 (paired); on the binary tables with
             rare positives it cost 0.012 and 0.022 F1, so two classes keep EAST alone. The warm start is its w = inf
             version.
+        east_ce_loss (`str`, defaults to `"ce"`): the cross-entropy EAST uses, in the warm start and as the annealed
+            weight's term: ``"ce"``, ``"wce"`` (class-weighted) or ``"la"`` (logit-adjusted), with the training
+            split's class priors as the baselines of those names. A probe for two classes with rare positives, where
+            plain cross-entropy's pull towards the majority class is what the annealed weight cost (README, "Quality
+            on every evidence task").
         east_confusion_memory (`float`, defaults to `0.0`): d in [0, 1): train on the batch's soft confusion matrix
             plus a detached memory of the stage's earlier batches, m <- d * (m + C_batch), so rare-class rates are
             not estimated from one batch's few positives (the paper's own explanation of its one binary loss). The
@@ -217,6 +222,13 @@ class EASTConfig(TrainingArguments):
         default=0.5,
         metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."},
     )
+    east_ce_loss: str = field(
+        default="ce",
+        metadata={
+            "help": "The cross-entropy of the warm start and of the annealed weight: 'ce', 'wce' (class-weighted) or "
+            "'la' (logit-adjusted)."
+        },
+    )
     east_confusion_memory: float = field(
         default=0.0,
         metadata={
@@ -259,6 +271,10 @@ class EASTConfig(TrainingArguments):
             raise ValueError(f"Expected east_ce_weight_decay in [0, 1], got {self.east_ce_weight_decay}")
         if self.east_ce_weight is not None and self.east_ce_weight > 0 and self.east_loss != "east":
             raise ValueError(f"Expected east_ce_weight 0 for east_loss={self.east_loss!r} (it mixes into EAST only)")
+        if self.east_ce_loss not in ("ce", *PRIOR_LOSSES):
+            raise ValueError(f"Expected east_ce_loss in {('ce', *PRIOR_LOSSES)}, got {self.east_ce_loss!r}")
+        if self.east_ce_loss != "ce" and self.east_loss not in ("east", "dice"):
+            raise ValueError(f"Expected east_ce_loss 'ce' for east_loss={self.east_loss!r} (it is EAST's and Dice's)")
         memory = self.east_confusion_memory
         if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not 0 <= memory < 1:
             raise ValueError(f"Expected east_confusion_memory in [0, 1), got {memory!r}")
@@ -322,6 +338,16 @@ class EASTConfig(TrainingArguments):
         if self.east_ce_weight is not None:
             return float(self.east_ce_weight)
         return 1.0 if num_classes is not None and num_classes > 2 else 0.0
+
+    @property
+    def needs_class_counts(self) -> bool:
+        """Whether building the losses needs the training split's class counts (``wce`` or ``la``, as the loss or as
+        EAST's cross-entropy)."""
+        return self.east_loss in PRIOR_LOSSES or self.east_ce_loss in PRIOR_LOSSES
+
+    def build_ce_loss(self, class_counts: Any = None) -> SetLoss:
+        """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``)."""
+        return build_loss(self.east_ce_loss, class_counts=class_counts)
 
     def build_loss(self, num_classes: int | None = None, class_names: Any = None, class_counts: Any = None) -> SetLoss:
         """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``) or none (the baselines).

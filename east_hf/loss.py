@@ -429,6 +429,7 @@ def build_loss(
 
 class MixedSetLoss(SetLoss):
     """``EASTLoss`` plus ``weight`` times mean cross-entropy: the loss of an annealed cross-entropy weight.
+    ``cross_entropy``: plain by default, or a class-weighted or logit-adjusted one (``build_loss("la", ...)``).
 
     Statistics: the soft confusion matrix (C, C), flattened, followed by the cross-entropy's (sum, count); both
     additive, so the set's loss is exact across batches and processes as for the two losses alone. The trainer lowers
@@ -444,10 +445,12 @@ class MixedSetLoss(SetLoss):
 
     name = "east"
 
-    def __init__(self, east: EASTLoss, weight: float = 1.0):
+    def __init__(self, east: EASTLoss, weight: float = 1.0, cross_entropy: CrossEntropySetLoss | None = None):
         super().__init__(east.ignore_index)
+        if cross_entropy is not None and not isinstance(cross_entropy, CrossEntropySetLoss):
+            raise TypeError(f"Expected cross_entropy as a CrossEntropySetLoss, got {type(cross_entropy).__name__}")
         self.east = east
-        self.cross_entropy = CrossEntropySetLoss(ignore_index=east.ignore_index)
+        self.cross_entropy = cross_entropy or CrossEntropySetLoss(ignore_index=east.ignore_index)
         self.weight = weight
 
     @property

@@ -48,7 +48,7 @@ import east_hf.models  # noqa: F401  (registers darknet19 with timm and the tabu
 from east_hf.callbacks import TemperatureAnnealingCallback
 from east_hf.cards import hub_preflight, write_model_card
 from east_hf.config import EASTConfig
-from east_hf.loss import PRIOR_LOSSES, CrossEntropySetLoss, EASTLoss, MixedSetLoss, SetLoss
+from east_hf.loss import CrossEntropySetLoss, EASTLoss, MixedSetLoss, SetLoss
 from east_hf.runs import is_complete_checkpoint, last_complete_checkpoint
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
@@ -130,7 +130,8 @@ class EASTTrainer(Trainer):
 
     Attributes:
         east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
-        warm_start_loss: the cross-entropy trained during the annealing's warm start.
+        warm_start_loss: the cross-entropy trained during the annealing's warm start, and the annealed weight's term
+            (``args.east_ce_loss``: plain, class-weighted or logit-adjusted).
         east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone),
             applied stage by stage by the annealing (with ``east_annealing=False`` the loss is EAST alone).
         confusion_memory: the detached, decayed sum of the stage's earlier soft confusion matrices that training adds
@@ -169,14 +170,16 @@ class EASTTrainer(Trainer):
                 "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
             )
         counts = None
-        if args.east_loss in PRIOR_LOSSES:
+        if args.needs_class_counts:
             counts = training_class_counts(kwargs.get("train_dataset"), num_classes)
         self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None), counts)
-        self.warm_start_loss = CrossEntropySetLoss()
+        self.warm_start_loss = args.build_ce_loss(counts)
         self.east_ce_weight = args.resolved_ce_weight(num_classes)  # w0 of the annealed cross-entropy weight
         args.check_loss_anneal_monitor(self.east_ce_weight)  # the default weight is known once the classes are
         if self.east_ce_weight > 0:  # EAST plus an annealed cross-entropy weight (set per stage in _current_loss)
-            self._mixed_loss = MixedSetLoss(self.east_loss, weight=self.east_ce_weight)
+            self._mixed_loss = MixedSetLoss(
+                self.east_loss, weight=self.east_ce_weight, cross_entropy=self.warm_start_loss
+            )
         self._num_classes = num_classes
         self.confusion_memory: torch.Tensor | None = None
         self._memory_temperature: float | None = None  # the temperature the memory was accumulated at
@@ -217,7 +220,7 @@ class EASTTrainer(Trainer):
 
     @property
     def use_cross_entropy(self) -> bool:
-        return self._current_loss().name == "ce"
+        return isinstance(self._current_loss(), CrossEntropySetLoss)
 
     def _current_loss(self) -> SetLoss:
         """The loss of the current stage: cross-entropy in a warm start, else ``east_loss`` at the stage's T."""

@@ -682,6 +682,54 @@ def test_relative_threshold_ends_stages_whose_surrogate_only_creeps():
         EASTConfig(output_dir="out", report_to=[], east_threshold_mode="pct")
 
 
+def test_the_default_across_stage_gain_is_two_validation_samples_worth(tmp_path):
+    """A hard metric on a small validation set sets new bests of one sample's size by chance; each would reset the
+    stage patience. By default a stage must beat the best so far by two validation samples' worth (2 / n): the
+    noise-sized bests of the sequence below end the annealing, which with 0 runs on."""
+    config = EASTConfig(output_dir=str(tmp_path), report_to=[])
+    assert config.east_anneal_threshold is None
+    assert config.resolved_anneal_threshold(288) == pytest.approx(2 / 288)
+    assert config.resolved_anneal_threshold(None) == 0.0  # size unknown (an iterable validation set)
+    paper = EASTConfig(
+        output_dir=str(tmp_path), report_to=[], east_warm_start="none", east_ce_weight=0, east_anneal_monitor="loss"
+    )
+    assert paper.resolved_anneal_threshold(288) == 0.0  # a loss across stages: the paper's letter
+    explicit = EASTConfig(output_dir=str(tmp_path), report_to=[], east_anneal_threshold=0.0)
+    assert explicit.resolved_anneal_threshold(288) == 0.0
+    with pytest.raises(ValueError, match="east_anneal_threshold"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_anneal_threshold=-0.01)
+
+    one_image = 1 / 288  # macro F1 on a balanced validation set moves by about 1 / n per image
+    stage_bests = [0.90, 0.90 + one_image, 0.90 + 1.5 * one_image, 0.90 + 1.9 * one_image, 0.95, 0.95]
+
+    def stages(threshold):
+        s = AnnealingSchedule(
+            patience=1, stage_patience=3, decay=0.5, min_temperature=0.001, anneal_threshold=threshold
+        )
+        for k, best in enumerate(stage_bests):  # two evaluations per stage: a best, then a tie ends it (patience 1)
+            if s.update(1.0, best, step=2 * k) is Decision.IMPROVED and s.update(1.0, best) is Decision.STOP:
+                return s.stage, s.best_anneal
+        return None, s.best_anneal
+
+    assert stages(config.resolved_anneal_threshold(288)) == (3, 0.90)  # three stages without a real gain: stop
+    assert stages(0.0) == (None, 0.95)  # every new best resets the count: the annealing goes on
+
+    # EASTTrainer resolves it from the evaluation set it is given (a mapping: the set the anneal monitor names)
+    trainer = make_trainer(tmp_path / "a")
+    assert annealer(trainer).schedule.anneal_threshold == pytest.approx(2 / 48)
+    from east_hf.trainer import EASTTrainer
+
+    args = EASTConfig(output_dir=str(tmp_path / "b"), report_to=[], use_cpu=True, east_anneal_monitor="eval_val_fbeta")
+    trainer = EASTTrainer(
+        model=TinyNet(),
+        args=args,
+        train_dataset=Blobs(64, 0),
+        eval_dataset={"val": Blobs(40, 1), "val_big": Blobs(100, 2)},
+        compute_metrics=hard_metrics,
+    )
+    assert annealer(trainer).schedule.anneal_threshold == pytest.approx(2 / 40)
+
+
 class LossSpy(TrainerCallback):
     """Records, at every optimizer step, the stage and the cross-entropy weight of the loss in use."""
 
@@ -712,6 +760,38 @@ def test_mixed_loss_is_east_plus_weighted_cross_entropy_over_summed_batches():
     assert mixed(logits, labels).item() == pytest.approx(east(logits, labels).item())
     with pytest.raises(ValueError, match="cross-entropy weight >= 0"):
         mixed.weight = -1.0
+
+
+def test_a_logit_adjusted_cross_entropy_warm_starts_and_mixes_into_east(tmp_path):
+    """``east_ce_loss: la``: the warm start and the annealed weight's term are the logit-adjusted cross-entropy of the
+    training priors, the loss against an independent reference (F.cross_entropy of logits + log prior)."""
+    from east_hf.loss import EASTLoss, MixedSetLoss, build_loss
+
+    torch.manual_seed(0)
+    logits = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, 3, (40,))
+    counts = [30, 8, 2]
+    east = EASTLoss("fbeta", temperature=0.15)
+    mixed = MixedSetLoss(east, weight=0.5, cross_entropy=build_loss("la", class_counts=counts))
+    log_prior = torch.log(torch.tensor(counts, dtype=torch.float32) / sum(counts))
+    reference = east(logits, labels) + 0.5 * torch.nn.functional.cross_entropy(logits.float() + log_prior, labels)
+    stats = mixed.statistics(logits[:25], labels[:25]) + mixed.statistics(logits[25:], labels[25:])
+    assert mixed.loss_from_statistics(stats).item() == pytest.approx(reference.item(), rel=1e-5)
+    with pytest.raises(TypeError, match="CrossEntropySetLoss"):
+        MixedSetLoss(east, cross_entropy=east)
+
+    trainer = make_trainer(tmp_path, east_ce_loss="la", east_ce_weight=1.0, east_warm_start="ce", max_steps=40)
+    train_counts = torch.bincount(trainer.train_dataset.y, minlength=3).float()
+    expected = torch.log(train_counts / train_counts.sum())
+    torch.testing.assert_close(trainer.warm_start_loss.logit_adjustment, expected)
+    assert trainer._mixed_loss.cross_entropy is trainer.warm_start_loss
+    trainer.train()
+    assert {h["east_stage"] for h in evaluations(trainer)} >= {-1, 0}  # the warm start, then EAST with the term
+    assert all(math.isfinite(h["eval_loss"]) for h in evaluations(trainer))
+    with pytest.raises(ValueError, match="east_ce_loss in"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_loss="focal")
+    with pytest.raises(ValueError, match="east_ce_loss 'ce' for east_loss='la'"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_ce_loss="wce")
 
 
 def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
