@@ -44,7 +44,11 @@ def build(out_dir: str | Path = "runs/data") -> list[Path]:
         if name == "diamonds":
             frame = frame.sample(n=DIAMONDS_ROWS, random_state=0)
         frame["label"] = frame["label"].astype(str)
-        frame.to_csv(path, index=False)
+        text = frame.to_csv(index=False)
+        if not path.is_file() or path.read_text() != text:  # atomic: a run reading the file never sees half of it
+            tmp = path.with_suffix(".csv.tmp")
+            tmp.write_text(text)
+            tmp.replace(path)
         written.append(path)
         shares = frame["label"].value_counts(normalize=True).round(3).to_dict()
         print(f"{path}: {len(frame)} rows, {frame.shape[1] - 1} features, classes {shares}")
