@@ -48,7 +48,7 @@ import east_hf.models  # noqa: F401  (registers darknet19 with timm and the tabu
 from east_hf.callbacks import TemperatureAnnealingCallback
 from east_hf.cards import hub_preflight, write_model_card
 from east_hf.config import EASTConfig
-from east_hf.loss import CrossEntropySetLoss, EASTLoss, MixedSetLoss, SetLoss
+from east_hf.loss import EASTLoss, MixedSetLoss, SetLoss
 from east_hf.runs import is_complete_checkpoint, last_complete_checkpoint
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
@@ -220,7 +220,10 @@ class EASTTrainer(Trainer):
 
     @property
     def use_cross_entropy(self) -> bool:
-        return isinstance(self._current_loss(), CrossEntropySetLoss)
+        loss = self._current_loss()
+        return (
+            loss is self.warm_start_loss or loss.name == "ce"
+        )  # the warm start's may be logit-adjusted (east_ce_loss)
 
     def _current_loss(self) -> SetLoss:
         """The loss of the current stage: cross-entropy in a warm start, else ``east_loss`` at the stage's T."""
