@@ -294,16 +294,17 @@ tables_v02() {
   {
     for task in lending_club caravan; do
       compare "$task" "$task" "$task" "${REAL[@]}" --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$COLD" "$COLD_ON_LOSS" \
-        "$MEM"
+        "$MEM" "$LA_MIX"
     done
     for task in hpc diamonds; do
-      compare "$task" "$task" "$task" "${REAL[@]}" --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MIX_MEM" "$MEM"
+      compare "$task" "$task" "$task" "${REAL[@]}" --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MIX_MEM" "$MEM" "$LA_MIX"
     done
     compare digits9_binary digits9_binary_v02 digits9_binary_v02 --seeds 10 --vary_split --losses ce,wce,la,dice \
-      --tuned --reference ce+tuned --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MEM"
-    compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}" --variants "$EAST0" "$PAPER" "$MEM"
+      --tuned --reference ce+tuned --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MEM" "$LA_MIX"
+    compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}" --variants "$EAST0" "$PAPER" "$MEM" \
+      "$LA_MIX"
     compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}" --variants "$EAST0" "$MIX" "$PAPER" \
-      "$MIX_AT"
+      "$MIX_AT" "$LA_MIX"
   } > runs/evidence/v02_tables.log 2>&1
   {
     echo "# How the runs of the 0.2 evidence ended (issue 18)"
@@ -344,7 +345,7 @@ beta_chain() {
 mkdir -p runs/evidence
 case "${1:-all}" in
   all) evidence; baselines; real; beta_chain; defaults_v02; memory; paper_ablation; side_by_side memory_v02_chain1 \
-    memory_v02_chain2; tables_v02 ;;
+    memory_v02_chain2; side_by_side la_mix_chain1 la_mix_chain2; tables_v02 ;;
   evidence) evidence ;;
   baselines) baselines ;;
   real) real ;;
