@@ -244,10 +244,13 @@ anneal_threshold_probe() {
 # annealed weight's term w_k * LA, with the training priors), on every task. The annealed plain cross-entropy weight
 # lifted the multiclass tables but cost 0.012 and 0.022 F1 on the rare-positive binary ones, where plain
 # cross-entropy pulls towards the majority class; the logit-adjusted one does not.
+# On synthetic_binary, where it moved most, two decompositions: the plain annealed weight (ce_mix), and the
+# logit-adjusted warm start alone (east_la: EAST alone after it).
 LA_MIX="la_mix:--east_ce_weight 1 --east_ce_weight_decay 0.5 --east_ce_loss la"
+EAST_LA="east_la:--east_ce_weight 0 --east_ce_loss la"
 la_mix_chain1() {
   compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 10 --vary_split --tuned --variants "$LA_MIX"
-  compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 --seeds 5 --tuned --variants "$LA_MIX"
+  compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 --seeds 5 --tuned --variants "$LA_MIX" "$MIX"
 }
 la_mix_chain2() {
   local task
@@ -255,6 +258,7 @@ la_mix_chain2() {
     compare "$task" "$task" "$task" --seeds 10 --vary_split --tuned --variants "$LA_MIX"
   done
   compare digits9_binary digits9_binary_v02 digits9_binary_v02 --seeds 10 --vary_split --tuned --variants "$LA_MIX"
+  compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 --seeds 5 --tuned --variants "$EAST_LA"
 }
 
 # The default minimum across-stage gain of 0.2, two validation samples' worth (2 / n; EASTConfig.
@@ -304,7 +308,7 @@ tables_v02() {
     compare digits9_binary digits9_binary_v02 digits9_binary_v02 --seeds 10 --vary_split --losses ce,wce,la,dice \
       --tuned --reference ce+tuned --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" "$MEM" "$LA_MIX"
     compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 "${SYN[@]}" --variants "$EAST0" "$PAPER" "$MEM" \
-      "$LA_MIX"
+      "$LA_MIX" "$MIX" "$EAST_LA"
     compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}" --variants "$EAST0" "$MIX" "$PAPER" \
       "$MIX_AT" "$LA_MIX"
   } > runs/evidence/v02_tables.log 2>&1
