@@ -9,6 +9,7 @@ two validation samples' worth (``EASTConfig.resolved_anneal_threshold``: 2 / n f
 
     python benchmarks/anneal_threshold_replay.py runs/evidence/hpc runs/evidence/diamonds ...           # report
     python benchmarks/anneal_threshold_replay.py runs/evidence/hpc ... --apply runs/evidence_anneal0    # migrate
+    python benchmarks/anneal_threshold_replay.py runs/evidence --paired runs/evidence_anneal0           # new - old
 
 ``--apply``: a run trained with the old default (its saved schedule has the threshold 0, its ``run_settings.json`` does
 not set it) whose decisions change is moved to the given folder (kept, not deleted), so that the next
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 
@@ -72,11 +74,48 @@ def replay(run_dir: Path) -> dict | None:
     return {"key": key, "size": size, "threshold": new, "trained_with": trained_with, "changed": changed}
 
 
+def paired_with_old(old_root: Path, new_root: Path) -> list[str]:
+    """After ``--apply`` and the retraining: per task and variant, the test target of the new default minus the old
+    (0), paired by seed (a run whose decisions did not change counts as a difference of 0), and median epochs of the
+    retrained runs before and after."""
+    lines = [
+        "| folder | variant | retrained | new - old, mean ± s.e. · wins/ties/losses | epochs of those (median, old → new) |",
+        "|---|---|---|---|---|",
+    ]
+    for task in sorted(p.name for p in old_root.iterdir() if p.is_dir()):
+        for variant in sorted(p.name for p in (old_root / task).iterdir() if p.is_dir()):
+            diffs, old_epochs, new_epochs = [], [], []
+            for run_dir in sorted((new_root / task / variant).glob("seed-*")):
+                new_file, old_dir = run_dir / "test_results.json", old_root / task / variant / run_dir.name
+                if not new_file.is_file():
+                    continue
+                new = json.loads(new_file.read_text())["test_fbeta"]
+                if (old_dir / "test_results.json").is_file():
+                    diffs.append(new - json.loads((old_dir / "test_results.json").read_text())["test_fbeta"])
+                    old_epochs.append(json.loads((old_dir / "trainer_state.json").read_text())["epoch"])
+                    new_epochs.append(json.loads((run_dir / "trainer_state.json").read_text())["epoch"])
+                else:
+                    diffs.append(0.0)
+            if len(diffs) < 2:
+                continue
+            mean, se = statistics.mean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5
+            wtl = f"{sum(d > 0 for d in diffs)}/{sum(d == 0 for d in diffs)}/{sum(d < 0 for d in diffs)}"
+            epochs = f"{statistics.median(old_epochs):g} → {statistics.median(new_epochs):g}" if old_epochs else "-"
+            lines.append(
+                f"| {task} | {variant} | {len(old_epochs)} of {len(diffs)} | {mean:+.4f} ± {se:.4f} · {wtl} | {epochs} |"
+            )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="east-compare output folders (runs/evidence/<task>)")
     parser.add_argument("--apply", type=Path, default=None, help="migrate: move changed runs here, record the rest")
+    parser.add_argument("--paired", type=Path, default=None, help="after retraining: compare with the moved runs")
     args = parser.parse_args()
+    if args.paired is not None:
+        print("\n".join(paired_with_old(args.paired, args.folders[0])))
+        return
     print("| folder | variant | runs | validation size | threshold | runs whose decisions change |")
     print("|---|---|---|---|---|---|")
     for folder in args.folders:

@@ -265,7 +265,8 @@ la_mix_chain2() {
 # resolved_anneal_threshold): the runs above were trained with 0. benchmarks/anneal_threshold_replay.py replays each
 # run's across-stage decisions from its log (benchmarks/results/anneal_threshold_replay.md); the runs whose decisions
 # change are moved to runs/evidence_anneal0/ (once) and trained again with the new default, the others are what it
-# trains and stay; then tables_v02 rebuilds every table.
+# trains and stay; the new runs are paired with the old (benchmarks/results/anneal_threshold_default.md), and
+# tables_v02 rebuilds every table.
 anneal_default_chain1() {
   compare digits_longtail digits_longtail_v02 digits_longtail_v02 "${LT[@]}" --variants "$EAST0" "$MIX" "$PAPER" \
     "$MIX_AT"
@@ -290,6 +291,8 @@ anneal_default() {
   [ -e runs/evidence_anneal0 ] || "$BIN/python" benchmarks/anneal_threshold_replay.py "${folders[@]}" \
     --apply runs/evidence_anneal0 > benchmarks/results/anneal_threshold_replay.md
   side_by_side anneal_default_chain1 anneal_default_chain2
+  "$BIN/python" benchmarks/anneal_threshold_replay.py runs/evidence --paired runs/evidence_anneal0 \
+    > benchmarks/results/anneal_threshold_default.md
   tables_v02
 }
 
