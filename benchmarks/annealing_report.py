@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections import Counter
 from pathlib import Path
 
 
@@ -33,6 +34,7 @@ def run_end(run_dir: Path) -> dict | None:
         "epochs": float(epochs),
         "budget": float(budget),
         "threshold": f"{settings.get('threshold')} {settings.get('threshold_mode', 'abs')}",
+        "anneal_threshold": f"{settings.get('anneal_threshold', 0.0):.4g}",
     }
 
 
@@ -54,6 +56,11 @@ def report(folder: Path) -> list[dict]:
                 "epochs_max": max(e["epochs"] for e in ends),
                 "budget": ends[0]["budget"],
                 "threshold": ends[0]["threshold"],
+                "anneal_threshold": ", ".join(  # several where runs were kept across a change of default
+                    f"{value} ×{count}" if len(counts) > 1 else value
+                    for counts in [Counter(e["anneal_threshold"] for e in ends)]
+                    for value, count in sorted(counts.items())
+                ),
             }
         )
     return rows
@@ -64,14 +71,14 @@ def markdown(folder: Path, rows: list[dict]) -> str:
         f"# How the runs of {folder} ended",
         "",
         "| variant | runs | ended on the criterion | temperatures (min / median) | epochs (median / max) | budget | "
-        "stage threshold |",
-        "|---|---|---|---|---|---|---|",
+        "stage threshold | across-stage threshold |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['variant']} | {r['runs']} | {r['on_criterion']} | {r['temperatures_min']} / "
             f"{r['temperatures_median']:g} | {r['epochs_median']:g} / {r['epochs_max']:g} | {r['budget']:g} | "
-            f"{r['threshold']} |"
+            f"{r['threshold']} | {r['anneal_threshold']} |"
         )
     return "\n".join(lines) + "\n"
 
