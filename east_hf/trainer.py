@@ -157,6 +157,8 @@ class EASTTrainer(Trainer):
                 )
             raise TypeError(f"Expected args as an east_hf.EASTConfig, got {type(args).__name__}")
         hub_preflight(args)  # push_to_hub without network or token fails now, not after training
+        # Trainer's positional order after args: data_collator, train_dataset, eval_dataset, ...
+        given = dict(zip(("data_collator", "train_dataset", "eval_dataset"), pargs)) | kwargs
         if args.label_names is None:
             args.label_names = ["labels"]  # plain nn.Modules have no `labels` argument for the Trainer to find
         config = getattr(model, "config", None)
@@ -171,7 +173,7 @@ class EASTTrainer(Trainer):
             )
         counts = None
         if args.needs_class_counts:
-            counts = training_class_counts(kwargs.get("train_dataset"), num_classes)
+            counts = training_class_counts(given.get("train_dataset"), num_classes)
         self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None), counts)
         self.warm_start_loss = args.build_ce_loss(counts)
         self.east_ce_weight = args.resolved_ce_weight(num_classes)  # w0 of the annealed cross-entropy weight
@@ -193,9 +195,7 @@ class EASTTrainer(Trainer):
         callbacks = list(callbacks or [])
         if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
             # The default minimum across-stage gain is two validation samples' worth (EASTConfig.resolved_anneal_threshold)
-            callbacks.append(
-                args.annealing_callback(validation_size(kwargs.get("eval_dataset"), args.east_anneal_key))
-            )
+            callbacks.append(args.annealing_callback(validation_size(given.get("eval_dataset"), args.east_anneal_key)))
         super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
 

@@ -728,6 +728,10 @@ def test_the_default_across_stage_gain_is_two_validation_samples_worth(tmp_path)
         compute_metrics=hard_metrics,
     )
     assert annealer(trainer).schedule.anneal_threshold == pytest.approx(2 / 40)
+    positional = EASTTrainer(
+        TinyNet(), EASTConfig(output_dir=str(tmp_path / "c"), report_to=[]), None, Blobs(64, 0), Blobs(30, 1)
+    )
+    assert annealer(positional).schedule.anneal_threshold == pytest.approx(2 / 30)
 
 
 class LossSpy(TrainerCallback):
