@@ -378,6 +378,7 @@ case "${1:-all}" in
   anneal_threshold_probe) real_data; anneal_threshold_probe ;;
   anneal_default) real_data; anneal_default ;;
   la_mix) real_data; side_by_side la_mix_chain1 la_mix_chain2; la_mix_resplit ;;
-  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory|paper_ablation|memory_v02|longtail_v02|tables_v02|anneal_threshold_probe|anneal_default|la_mix]" >&2; exit 2 ;;
+  la_mix_resplit) la_mix_resplit ;;
+  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory|paper_ablation|memory_v02|longtail_v02|tables_v02|anneal_threshold_probe|anneal_default|la_mix|la_mix_resplit]" >&2; exit 2 ;;
 esac
 echo "tables: benchmarks/results/"
