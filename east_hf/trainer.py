@@ -220,10 +220,8 @@ class EASTTrainer(Trainer):
 
     @property
     def use_cross_entropy(self) -> bool:
-        loss = self._current_loss()
-        return (
-            loss is self.warm_start_loss or loss.name == "ce"
-        )  # the warm start's may be logit-adjusted (east_ce_loss)
+        loss = self._current_loss()  # the warm start's cross-entropy may be logit-adjusted (east_ce_loss)
+        return loss is self.warm_start_loss or loss.name == "ce"
 
     def _current_loss(self) -> SetLoss:
         """The loss of the current stage: cross-entropy in a warm start, else ``east_loss`` at the stage's T."""
