@@ -28,12 +28,13 @@ import statistics
 from pathlib import Path
 
 
-def anneal_history(state: dict) -> tuple[str, str, list[tuple[int, float]]]:
-    """The anneal monitor, its mode and (stage, value) of every evaluation of a run's ``trainer_state.json``."""
+def anneal_history(state: dict) -> tuple[str, dict, list[tuple[int, float]]]:
+    """The anneal monitor, the saved schedule settings and (stage, value) of every evaluation of a run's
+    ``trainer_state.json``."""
     callback = state.get("stateful_callbacks", {}).get("TemperatureAnnealingCallback", {}).get("args", {})
-    key, mode = callback.get("anneal_monitor", "eval_fbeta"), callback.get("schedule", {}).get("anneal_mode", "max")
+    key, schedule = callback.get("anneal_monitor", "eval_fbeta"), callback.get("schedule", {})
     history = [(int(h["east_stage"]), float(h[key])) for h in state["log_history"] if key in h and "east_stage" in h]
-    return key, mode, history
+    return key, schedule, history
 
 
 def changed_stages(history: list[tuple[int, float]], mode: str, threshold: float) -> list[tuple[int, float]]:
@@ -64,12 +65,11 @@ def replay(run_dir: Path) -> dict | None:
     if not (state_file.is_file() and settings_file.is_file() and (run_dir / "test_results.json").is_file()):
         return None
     state = json.loads(state_file.read_text())
-    key, mode, history = anneal_history(state)
-    schedule = state.get("stateful_callbacks", {}).get("TemperatureAnnealingCallback", {}).get("args", {})
-    trained_with = schedule.get("schedule", {}).get("anneal_threshold")
+    key, schedule, history = anneal_history(state)
+    mode, trained_with = schedule.get("anneal_mode", "max"), schedule.get("anneal_threshold")
     first = next((h for h in state["log_history"] if "eval_runtime" in h and key in h), None)
     size = round(first["eval_samples_per_second"] * first["eval_runtime"]) if first else 0
-    new = 0.0 if mode == "min" or not size else 2.0 / size
+    new = 0.0 if mode == "min" or not size else 2.0 / size  # EASTConfig.resolved_anneal_threshold's rule
     changed = changed_stages(history, mode, new)
     return {"key": key, "size": size, "threshold": new, "trained_with": trained_with, "changed": changed}
 
@@ -110,7 +110,7 @@ def paired_with_old(old_root: Path, new_root: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="east-compare output folders (runs/evidence/<task>)")
-    parser.add_argument("--apply", type=Path, default=None, help="migrate: move changed runs here, record the rest")
+    parser.add_argument("--apply", type=Path, default=None, help="migrate: move the runs whose decisions change here")
     parser.add_argument("--paired", type=Path, default=None, help="after retraining: compare with the moved runs")
     args = parser.parse_args()
     if args.paired is not None:

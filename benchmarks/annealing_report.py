@@ -44,6 +44,7 @@ def report(folder: Path) -> list[dict]:
         ends = [e for e in (run_end(d) for d in sorted(variant.glob("seed-*"))) if e is not None]
         if not ends:
             continue
+        anneal_thresholds = Counter(e["anneal_threshold"] for e in ends)  # several: runs kept across a default change
         temps = [e["temperatures"] for e in ends]
         rows.append(
             {
@@ -56,10 +57,9 @@ def report(folder: Path) -> list[dict]:
                 "epochs_max": max(e["epochs"] for e in ends),
                 "budget": ends[0]["budget"],
                 "threshold": ends[0]["threshold"],
-                "anneal_threshold": ", ".join(  # several where runs were kept across a change of default
-                    f"{value} ×{count}" if len(counts) > 1 else value
-                    for counts in [Counter(e["anneal_threshold"] for e in ends)]
-                    for value, count in sorted(counts.items())
+                "anneal_threshold": ", ".join(
+                    f"{value} ×{count}" if len(anneal_thresholds) > 1 else value
+                    for value, count in sorted(anneal_thresholds.items())
                 ),
             }
         )
