@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from east_hf.decision import tune_logit_offsets
+from east_hf.core.decision import tune_logit_offsets
 
 
 def make_inputs(n: int, c: int, device: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

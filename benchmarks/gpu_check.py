@@ -383,7 +383,7 @@ def _train(model, data, loss: str, out_dir: str, batch: int, bf16: bool, device:
 
 
 def check_trainer(device: str, quick: bool) -> dict:
-    from east_hf.models import create_image_model
+    from east_hf.hf.models import create_image_model
 
     arch, n, batch = ("darknet19_tiny", 256, 32) if quick else ("darknet19", 50_000, 128)
     bf16 = True
@@ -470,7 +470,7 @@ def check_profile(device: str, sizes, calls: int = 20) -> list[dict]:
 def check_compile(device: str, sizes, repeats: int, block_ms: float) -> list[dict]:
     """torch.compile of the loss: of the module as a user can today (graph breaks at the label checks' host reads),
     and of the fused core without the checks (what a built-in opt-in could reach). Forward + backward, interleaved."""
-    from east_hf.functional.fused import soft_confusion_from_logits  # the core without validation: experiment only
+    from east_hf.core.fused import soft_confusion_from_logits  # the core without validation: experiment only
 
     rows = []
     for n, c in sizes:

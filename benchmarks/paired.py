@@ -1,4 +1,4 @@
-"""Paired differences between any two variants of east-compare results.json files, by seed (east_hf.compare's own
+"""Paired differences between any two variants of east-compare results.json files, by seed (east_hf.scripts.east_compare's own
 ``paired_differences``): ``metric(A) - metric(B)``, mean ± standard error and wins / ties / losses.
 
 One file: a line per pair. Several: a Markdown table, a row per pair and a column per file (its folder's name); a cell
@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from east_hf.compare import paired_differences
+from east_hf.scripts.east_compare import paired_differences
 
 
 def difference(result: dict, a: str, b: str, metric: str | None = None):

@@ -40,7 +40,7 @@ from loss_speed import (  # the same interleaved timing as the loss benchmark (b
     time_interleaved,
 )
 
-import east_hf.models  # noqa: F401  (registers darknet19 / darknet19_tiny with timm)
+import east_hf.hf.models  # noqa: F401  (registers darknet19 / darknet19_tiny with timm)
 from east_hf import EASTLoss
 
 # name: (model, batch, classes, image size or feature count)
@@ -98,7 +98,7 @@ def build(kind: str, batch: int, classes: int, size: int, device: str, seed: int
     torch.manual_seed(seed)
     labels = torch.randint(0, classes, (batch,), generator=gen).to(device)
     if kind == "tabular_mlp":
-        from east_hf.models import TabularMLPConfig, TabularMLPForClassification
+        from east_hf.hf.models import TabularMLPConfig, TabularMLPForClassification
 
         model = TabularMLPForClassification(TabularMLPConfig(num_features=size, num_labels=classes))
         x = torch.randn(batch, size, generator=gen).to(device)

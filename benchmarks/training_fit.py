@@ -45,8 +45,8 @@ def main() -> None:
 
     from transformers import AutoModelForSequenceClassification
 
-    from east_hf.cli import EASTArgumentParser
-    from east_hf.data import load_data
+    from east_hf.hf.data import load_data
+    from east_hf.scripts.arguments import EASTArgumentParser
 
     data = load_data(EASTArgumentParser().parse([args.recipe, "--output_dir", args.runs]).data)
     if data.modality != "tabular":

@@ -1,11 +1,19 @@
 """east_hf: EAST (Evaluation Aligned Surrogate Training) for the Hugging Face Trainer and timm.
 
-The functional core (``east_hf.functional``, ``east_hf.loss``, ``east_hf.annealing``, ``east_hf.decision``) is pure
-torch: importing it loads neither transformers nor timm. Everything else is loaded on first access
-(``east_hf.EASTTrainer``, ``east_hf.EASTConfig``, ...).
+Three layers, each importing only from the ones before it:
 
-Our architectures are registered where they are defined: importing ``east_hf.models`` (which ``east_hf.trainer``
-and ``east-train`` do) registers ``darknet19`` / ``darknet19_tiny`` in timm's registry and the tabular MLP with
+- ``east_hf.core``: pure torch. The soft confusion matrix, the metrics, the losses, the annealing schedule and the
+  decision-rule tuner. Importing it loads neither transformers, timm nor evaluate.
+- ``east_hf.hf``: the Hugging Face layer. ``EASTConfig`` / ``EASTTrainer``, the annealing callback, model cards, the
+  evaluate modules and ``compute_metrics`` (``east_hf.hf.metrics``), timm / transformers models
+  (``east_hf.hf.models``) and data loading (``east_hf.hf.data``).
+- ``east_hf.scripts``: the command-line scripts ``east-train`` and ``east-compare`` and their argument parsing.
+
+The names below are loaded on first access, so ``import east_hf`` stays a pure-torch import. The short paths
+``east_hf.models``, ``east_hf.loss``, ``east_hf.trainer``, ... name the same modules as their layer paths.
+
+Our architectures are registered where they are defined: importing ``east_hf.models`` (which the trainer and
+``east-train`` do) registers ``darknet19`` / ``darknet19_tiny`` in timm's registry and the tabular MLP with
 transformers' ``AutoConfig`` / ``AutoModelForSequenceClassification``. To reload a saved model with the Auto classes
 in a fresh interpreter, ``import east_hf.models`` first.
 """
@@ -14,7 +22,8 @@ from __future__ import annotations
 
 import importlib
 
-from east_hf.functional import (
+from east_hf import _moved
+from east_hf.core import (
     accuracy,
     dynamic_threshold,
     fbeta,
@@ -26,21 +35,21 @@ from east_hf.functional import (
     soft_confusion_matrix,
     soft_predictions,
 )
-from east_hf.loss import CrossEntropySetLoss, EASTLoss, SetLoss, SoftDiceLoss, build_loss
+from east_hf.core.loss import CrossEntropySetLoss, EASTLoss, SetLoss, SoftDiceLoss, build_loss
 
 __version__ = "0.2.0"
 
 _LAZY = {
-    "EASTConfig": "east_hf.config",
-    "EASTTrainer": "east_hf.trainer",
-    "TemperatureAnnealingCallback": "east_hf.callbacks",
-    "AnnealingSchedule": "east_hf.annealing",
-    "Decision": "east_hf.annealing",
-    "temperature_at": "east_hf.annealing",
-    "build_compute_metrics": "east_hf.metrics",
-    "load_metric": "east_hf.metrics",
+    "EASTConfig": "east_hf.hf.config",
+    "EASTTrainer": "east_hf.hf.trainer",
+    "TemperatureAnnealingCallback": "east_hf.hf.callbacks",
+    "AnnealingSchedule": "east_hf.core.annealing",
+    "Decision": "east_hf.core.annealing",
+    "temperature_at": "east_hf.core.annealing",
+    "build_compute_metrics": "east_hf.hf.metrics",
+    "load_metric": "east_hf.hf.metrics",
 }
-_SUBMODULES = ("models", "metrics", "trainer", "callbacks", "config", "annealing", "cards", "compare", "train")
+_moved.install()
 
 __all__ = [
     "CrossEntropySetLoss",
@@ -65,7 +74,7 @@ __all__ = [
 def __getattr__(name: str):
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
-    elif name in _SUBMODULES:
+    elif _moved.new_name(f"east_hf.{name}"):
         value = importlib.import_module(f"east_hf.{name}")
     else:
         raise AttributeError(f"module 'east_hf' has no attribute {name!r}")

@@ -17,9 +17,9 @@ from torch import nn
 from transformers import TrainerCallback, TrainerControl, TrainerState
 
 from east_hf import EASTLoss, accuracy, fbeta, hard_confusion_matrix
-from east_hf.annealing import AnnealingSchedule, Decision, temperature_at
-from east_hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
-from east_hf.config import EASTConfig
+from east_hf.core.annealing import AnnealingSchedule, Decision, temperature_at
+from east_hf.hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
+from east_hf.hf.config import EASTConfig
 
 CONT, BEST, NEXT, STOP = Decision.CONTINUE, Decision.IMPROVED, Decision.NEXT_STAGE, Decision.STOP
 
@@ -320,7 +320,7 @@ def test_callback_warns_when_the_budget_ends_training_before_the_annealing(caplo
     driver = Driver(callback).begin()
     driver.state.max_steps = 4
     driver.run(STAGES + STAGES[:1])  # stage 0 ends at step 3; the budget ends stage 1 at step 4
-    with caplog.at_level(logging.WARNING, logger="east_hf.callbacks"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.callbacks"):
         callback.on_train_end(driver.args, driver.state, driver.control)
     assert "whole budget (max_steps=4) in stage 1 (T=0.1), before the annealing's stopping" in caplog.text
     caplog.clear()
@@ -328,7 +328,7 @@ def test_callback_warns_when_the_budget_ends_training_before_the_annealing(caplo
     driver = Driver(finished).begin()
     driver.run(STAGES * 4)  # ends on the annealing criterion at step 9
     driver.state.max_steps = 9
-    with caplog.at_level(logging.WARNING, logger="east_hf.callbacks"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.callbacks"):
         finished.on_train_end(driver.args, driver.state, driver.control)
     assert finished.schedule.finished and "budget" not in caplog.text
 
@@ -476,7 +476,7 @@ def hard_metrics(pred):
 
 
 def make_trainer(output_dir, callbacks=None, **overrides):
-    from east_hf.trainer import EASTTrainer
+    from east_hf.hf.trainer import EASTTrainer
 
     kwargs = dict(
         output_dir=str(output_dir),
@@ -717,7 +717,7 @@ def test_the_default_across_stage_gain_is_two_validation_samples_worth(tmp_path)
     # EASTTrainer resolves it from the evaluation set it is given (a mapping: the set the anneal monitor names)
     trainer = make_trainer(tmp_path / "a")
     assert annealer(trainer).schedule.anneal_threshold == pytest.approx(2 / 48)
-    from east_hf.trainer import EASTTrainer
+    from east_hf.hf.trainer import EASTTrainer
 
     args = EASTConfig(output_dir=str(tmp_path / "b"), report_to=[], use_cpu=True, east_anneal_monitor="eval_val_fbeta")
     trainer = EASTTrainer(
@@ -746,7 +746,7 @@ class LossSpy(TrainerCallback):
 
 
 def test_mixed_loss_is_east_plus_weighted_cross_entropy_over_summed_batches():
-    from east_hf.loss import EASTLoss, MixedSetLoss
+    from east_hf.core.loss import EASTLoss, MixedSetLoss
 
     torch.manual_seed(0)
     logits = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
@@ -769,7 +769,7 @@ def test_mixed_loss_is_east_plus_weighted_cross_entropy_over_summed_batches():
 def test_a_logit_adjusted_cross_entropy_warm_starts_and_mixes_into_east(tmp_path):
     """``east_ce_loss: la``: the warm start and the annealed weight's term are the logit-adjusted cross-entropy of the
     training priors, the loss against an independent reference (F.cross_entropy of logits + log prior)."""
-    from east_hf.loss import EASTLoss, MixedSetLoss, build_loss
+    from east_hf.core.loss import EASTLoss, MixedSetLoss, build_loss
 
     torch.manual_seed(0)
     logits = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
@@ -884,7 +884,7 @@ def test_a_loss_anneal_monitor_needs_one_kind_of_loss_in_every_stage(tmp_path):
     # the multiclass default weight (1.0) is only known with the model's classes: the trainer checks it
     from helpers import TinyImages, east_args, tiny_vit
 
-    from east_hf.trainer import EASTTrainer
+    from east_hf.hf.trainer import EASTTrainer
 
     paper = dict(east_annealing=True, east_anneal_monitor="eval_loss", east_warm_start="none", eval_strategy="steps")
     with pytest.raises(ValueError, match="Expected east_ce_weight 0 with east_anneal_monitor='eval_loss'.*got 1"):

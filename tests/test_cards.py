@@ -129,7 +129,7 @@ def test_push_fails_before_training_when_offline_or_without_token(tmp_path):
 
 
 def test_trajectory_names_the_warm_start_rows():
-    from east_hf.cards import annealing_trajectory
+    from east_hf.hf.cards import annealing_trajectory
 
     history = [
         {"step": 8, "east_stage": -1, "east_temperature": 0.2, "eval_loss": 2.29, "eval_fbeta": 0.1},

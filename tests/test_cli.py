@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from east_hf.cli import EASTArgumentParser, demo_recipe_path
-from east_hf.data import DataArguments, load_data, load_tabular_features
-from east_hf.train import main
+from east_hf.hf.data import DataArguments, load_data, load_tabular_features
+from east_hf.scripts.arguments import EASTArgumentParser, demo_recipe_path
+from east_hf.scripts.east_train import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
@@ -42,7 +42,7 @@ def _error(capsys, argv) -> str:
 # ---- the parser ----
 def test_help_runs_as_a_console_script():
     script = Path(sys.executable).with_name("east-train")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "east_hf.train"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "east_hf.scripts.east_train"]
     out = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     for flag in ("--east_loss", "--dataset_name", "--model_name_or_path", "--imbalance_ratio", "--loss = --east_loss"):
@@ -237,9 +237,9 @@ def test_tiny_run_writes_a_reloadable_model(capsys, tmp_path):
     # Reload: the model from its folder, the transforms from its config.json, the test split from the same recipe.
     from transformers import AutoImageProcessor
 
-    from east_hf.data import set_image_transforms
-    from east_hf.metrics import build_compute_metrics
-    from east_hf.models import load_pretrained
+    from east_hf.hf.data import set_image_transforms
+    from east_hf.hf.metrics import build_compute_metrics
+    from east_hf.hf.models import load_pretrained
 
     model = load_pretrained(str(out)).eval()
     processor = AutoImageProcessor.from_pretrained(str(out))
@@ -255,7 +255,7 @@ def test_tiny_run_writes_a_reloadable_model(capsys, tmp_path):
         assert metrics[key] == pytest.approx(saved[f"test_{key}"], abs=1e-6), key
     assert "test_precision_9" in saved  # report_classes: all
 
-    # The same folder through timm alone (east_hf.models imported: darknet19 is east_hf's timm architecture): the
+    # The same folder through timm alone (east_hf.hf.models imported: darknet19 is east_hf's timm architecture): the
     # local-dir loader builds the 10-way model with the trained weights and the data config it was trained with.
     import timm
     from timm.data import create_transform, resolve_data_config
@@ -342,7 +342,7 @@ def test_tabular_run_inputs_reload_with_auto_feature_extractor_from_raw_rows(cap
     import pandas as pd
     from transformers import AutoFeatureExtractor
 
-    from east_hf.models import TabularFeatureExtractor, load_pretrained
+    from east_hf.hf.models import TabularFeatureExtractor, load_pretrained
 
     rng = np.random.default_rng(0)
     folder = tmp_path / "data"
@@ -398,8 +398,8 @@ def test_tabular_run_inputs_reload_with_auto_feature_extractor_from_raw_rows(cap
 
 
 def test_tuned_decision_rule_is_folded_into_the_saved_model(capsys, tmp_path):
-    from east_hf.metrics import build_compute_metrics
-    from east_hf.models import load_pretrained
+    from east_hf.hf.metrics import build_compute_metrics
+    from east_hf.hf.models import load_pretrained
 
     recipe = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
     out = tmp_path / "run"
@@ -425,7 +425,7 @@ def test_tuned_decision_rule_is_folded_into_the_saved_model(capsys, tmp_path):
 
 
 def test_every_recipe_is_packaged_and_reachable_by_name(parser, capsys):
-    from east_hf.cli import packaged_recipes
+    from east_hf.scripts.arguments import packaged_recipes
 
     assert sorted(packaged_recipes()) == sorted(p.stem for p in RECIPES)
     assert parser.parse(["cifar10_f1", "--dry_run"]).recipe_path == str(packaged_recipes()["cifar10_f1"])
@@ -453,8 +453,8 @@ def test_wheel_ships_every_recipe_the_license_and_builds_without_warnings(tmp_pa
     (wheel,) = tmp_path.glob("east_hf-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {f"east_hf/recipes/{p.name}" for p in RECIPES} <= set(names)
-    assert any(n.endswith("licenses/LICENSE") for n in names) and "east_hf/data/pipeline.py" in names
-    assert "east_hf/metrics/mcc/mcc.py" in names and "east_hf/hub_cards/east_model_card.md" in names
+    assert any(n.endswith("licenses/LICENSE") for n in names) and "east_hf/hf/data/pipeline.py" in names
+    assert "east_hf/hf/metrics/mcc/mcc.py" in names and "east_hf/hub_cards/east_model_card.md" in names
 
 
 @pytest.mark.parametrize("writer", ["timm.save_for_hf", "TimmWrapper.save_pretrained"])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from east_hf.compare import main, markdown_table, parse_variants, redefining_flags, summarize
+from east_hf.scripts.east_compare import main, markdown_table, parse_variants, redefining_flags, summarize
 
 RECIPE = str(Path(__file__).parents[1] / "recipes" / "digits_longtail_demo.yaml")
 TINY = [
@@ -99,11 +99,11 @@ def test_summary_and_variant_parsing():
 
 
 def test_vary_split_gives_each_seed_its_own_split(tmp_path, monkeypatch):
-    import east_hf.train
+    import east_hf.scripts.east_train
 
     seen = []
-    monkeypatch.setattr(east_hf.train, "main", lambda argv: seen.append(argv) or 1)
-    from east_hf.compare import _run_one
+    monkeypatch.setattr(east_hf.scripts.east_train, "main", lambda argv: seen.append(argv) or 1)
+    from east_hf.scripts.east_compare import _run_one
 
     with pytest.raises(RuntimeError, match="exited with 1"):
         _run_one(RECIPE, tmp_path / "run", 3, ["--east_loss", "ce"], [], vary_split=True)

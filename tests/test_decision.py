@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 from east_hf import decision
-from east_hf.decision import DecisionRule, fold_offsets_into_bias, tune_logit_offsets
-from east_hf.functional import METRICS, beta_vector, hard_confusion_matrix
+from east_hf.core import METRICS, beta_vector, hard_confusion_matrix
+from east_hf.core.decision import DecisionRule, fold_offsets_into_bias, tune_logit_offsets
 
 
 def library_score(logits, labels, metric="fbeta", beta=1.0, ignore_index=-100, **kwargs):

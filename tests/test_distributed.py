@@ -36,7 +36,7 @@ def test_two_process_gradient_equals_single_process_on_global_batch(tmp_path):
 
 
 def test_torchrun_without_use_cpu_on_a_machine_without_accelerator_is_one_distributed_run(tmp_path):
-    """The README's `torchrun --nproc_per_node 2 -m east_hf.train ...` with no flag for the CPU: EASTConfig switches to
+    """The README's `torchrun --nproc_per_node 2 -m east_hf.scripts.east_train ...` with no flag for the CPU: EASTConfig switches to
     the CPU backend (gloo) itself instead of letting each process train alone."""
     import torch
 
@@ -46,7 +46,7 @@ def test_torchrun_without_use_cpu_on_a_machine_without_accelerator_is_one_distri
     script = tmp_path / "probe.py"
     script.write_text(
         "import json, os, sys\n"
-        "from east_hf.config import EASTConfig\n"
+        "from east_hf.hf.config import EASTConfig\n"
         "args = EASTConfig(output_dir=sys.argv[1], report_to=[])\n"
         "path = os.path.join(sys.argv[1], f\"rank{os.environ['RANK']}.json\")\n"
         "json.dump({'world_size': args.world_size, 'mode': str(args.parallel_mode), 'cpu': args.use_cpu}, open(path, 'w'))\n"

@@ -16,12 +16,12 @@ import torch
 from helpers import PlainClassifier, TinyTabular, east_args
 
 from east_hf import EASTLoss, EASTTrainer
-from east_hf.data import DataArguments, DataError, load_data
-from east_hf.functional import hard_confusion_matrix, soft_confusion_matrix
-from east_hf.loss import CrossEntropySetLoss
-from east_hf.runs import is_complete_checkpoint, last_complete_checkpoint
-from east_hf.train import _data_line
-from east_hf.train import main as east_train
+from east_hf.core import hard_confusion_matrix, soft_confusion_matrix
+from east_hf.core.loss import CrossEntropySetLoss
+from east_hf.hf.checkpoints import is_complete_checkpoint, last_complete_checkpoint
+from east_hf.hf.data import DataArguments, DataError, load_data
+from east_hf.scripts.east_train import _data_line
+from east_hf.scripts.east_train import main as east_train
 
 ROOT = Path(__file__).resolve().parents[1]
 TABULAR = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
@@ -173,7 +173,7 @@ def test_3_rerunning_into_a_finished_run_is_refused_and_overwrite_is_explicit(ca
 
 # ---- 4. east-compare never reuses a run trained with other settings ----
 def test_4_compare_reruns_a_run_whose_recipe_changed(tmp_path, capsys):
-    from east_hf.compare import main as compare
+    from east_hf.scripts.east_compare import main as compare
 
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(TABULAR.read_text())
@@ -200,7 +200,7 @@ def test_4_compare_reruns_a_run_whose_recipe_changed(tmp_path, capsys):
 # ---- 5. tabular loading has bounded memory ----
 PEAK_SCRIPT = """
 import resource, sys
-from east_hf.data import DataArguments, DataError, load_data
+from east_hf.hf.data import DataArguments, DataError, load_data
 path = sys.argv[1]
 load_data(DataArguments(dataset_name="sklearn:iris"))  # warm every import and code path
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -255,7 +255,7 @@ def save_or_die(self, path):
         os.kill(os.getpid(), signal.SIGKILL)  # weights and optimizer written, trainer_state.json not yet
     return save(self, path)
 TrainerState.save_to_json = save_or_die
-from east_hf.train import main
+from east_hf.scripts.east_train import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import east_hf
-from east_hf.functional import fused
-from east_hf.functional.fused import soft_confusion_from_logits
-from east_hf.functional.surrogate import confusion_from_memberships
+from east_hf.core import fused
+from east_hf.core.fused import soft_confusion_from_logits
+from east_hf.core.surrogate import confusion_from_memberships
 
 
 def plain(logits, labels, weight, T, threshold_grad):

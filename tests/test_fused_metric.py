@@ -1,10 +1,10 @@
-"""The fused loss of a confusion matrix, 1 - M(C) in one Function, against 1 - M of ``east_hf.functional.metrics``."""
+"""The fused loss of a confusion matrix, 1 - M(C) in one Function, against 1 - M of ``east_hf.core.metrics``."""
 
 import pytest
 import torch
 
-from east_hf.functional import METRICS
-from east_hf.functional.fused_metric import MetricConstants, metric_loss
+from east_hf.core import METRICS
+from east_hf.core.fused_metric import MetricConstants, metric_loss
 
 SETTINGS = [
     ("fbeta", {"average": "macro"}),

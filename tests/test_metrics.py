@@ -9,8 +9,8 @@ import pytest
 import torch
 from sklearn.metrics import accuracy_score, fbeta_score, matthews_corrcoef, precision_recall_fscore_support
 
-from east_hf.metrics import METRIC_DIR, METRIC_NAMES, ComputeMetrics, build_compute_metrics, load_metric, safe_name
-from east_hf.metrics.labels import fbeta_report, label_confusion_matrix, mcc_report
+from east_hf.hf.metrics import METRIC_DIR, METRIC_NAMES, ComputeMetrics, build_compute_metrics, load_metric, safe_name
+from east_hf.hf.metrics.labels import fbeta_report, label_confusion_matrix, mcc_report
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning"),

@@ -1,4 +1,4 @@
-"""east_hf.models: the timm Darknet-19, its TimmWrapper round trip, the tabular MLP and the fine-tuning helpers."""
+"""east_hf.hf.models: the timm Darknet-19, its TimmWrapper round trip, the tabular MLP and the fine-tuning helpers."""
 
 import json
 import os
@@ -21,7 +21,7 @@ from transformers import (
     ViTForImageClassification,
 )
 
-from east_hf.models import (
+from east_hf.hf.models import (
     Darknet19,
     TabularMLPConfig,
     TabularMLPForClassification,
@@ -185,7 +185,7 @@ def test_timm_wrapper_reload_in_fresh_process(saved_darknet19):
             assert "not supported in your version of timm" in str(err), err
         else:
             raise AssertionError("darknet19 loaded without east_hf")
-        import east_hf.models  # registers darknet19 with timm (a bare `import east_hf` does not)
+        import east_hf.hf.models  # registers darknet19 with timm (a bare `import east_hf` does not)
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_models import assert_same_model
         assert_same_model(AutoModelForImageClassification.from_pretrained({str(path)!r}).eval(), Path({str(path)!r}))

@@ -16,7 +16,7 @@ def _surrogate(model, dataset, loss_fn, key="pixel_values"):
         x = torch.stack([dataset[i][key] for i in range(len(dataset))])
         y = torch.stack([dataset[i]["labels"] for i in range(len(dataset))])
         out = model(**{key: x})
-        return loss_fn(east_hf.trainer.logits_of(out), y).item()
+        return loss_fn(east_hf.hf.trainer.logits_of(out), y).item()
 
 
 @pytest.mark.parametrize("make_model", [tiny_vit, tiny_timm], ids=["vit", "timm"])
@@ -97,8 +97,8 @@ def test_bf16_autocast_matches_fp32(tmp_path):
 
 
 def test_baseline_losses_run(tmp_path):
-    from east_hf.loss import build_loss
-    from east_hf.trainer import training_class_counts
+    from east_hf.core.loss import build_loss
+    from east_hf.hf.trainer import training_class_counts
 
     data = TinyTabular(32)
     counts = training_class_counts(data, None)
@@ -155,13 +155,13 @@ class _TabularFeatures(TinyTabular):
 
 
 def _darknet():
-    from east_hf.models import create_image_model
+    from east_hf.hf.models import create_image_model
 
     return create_image_model("darknet19_tiny", num_labels=3, id2label={0: "cat", 1: "dog", 2: "frog"})
 
 
 def _tabular():
-    from east_hf.models import TabularMLPConfig, TabularMLPForClassification
+    from east_hf.hf.models import TabularMLPConfig, TabularMLPForClassification
 
     return TabularMLPForClassification(TabularMLPConfig(num_features=6, num_labels=3, hidden_sizes=(16, 8)))
 
@@ -191,7 +191,7 @@ def test_saving_draws_no_progress_bar_and_leaves_bars_on(tmp_path, capfd):
     and transformers' progress bars are on again afterwards."""
     from transformers.utils import logging as hf_logging
 
-    from east_hf.models import TabularMLPConfig, TabularMLPForClassification
+    from east_hf.hf.models import TabularMLPConfig, TabularMLPForClassification
 
     model = TabularMLPForClassification(TabularMLPConfig(num_features=4, hidden_sizes=[4], num_labels=2))
     trainer = EASTTrainer(model=model, args=east_args(tmp_path))

@@ -1,0 +1,59 @@
+"""The core of east_hf: pure torch, no transformers, timm or evaluate imports.
+
+The soft confusion matrix and its metrics (``surrogate``, ``fused``, ``fused_metric``, ``metrics``), the losses
+(``loss``), the annealing schedule (``annealing``) and the decision-rule tuner (``decision``)."""
+
+from east_hf.core.baselines import soft_dice_loss
+from east_hf.core.classes import class_index, class_names, resolve_beta, safe_name
+from east_hf.core.metrics import (
+    AVERAGES,
+    METRICS,
+    accuracy,
+    beta_vector,
+    fbeta,
+    mcc,
+    precision,
+    precision_recall_fbeta,
+    recall,
+    target_metric_key,
+)
+from east_hf.core.surrogate import (
+    MAX_TEMPERATURE,
+    check_labels,
+    check_temperature,
+    confusion_from_memberships,
+    dynamic_threshold,
+    hard_confusion_matrix,
+    linear_heaviside,
+    soft_confusion_matrix,
+    soft_predictions,
+    valid_rows,
+)
+
+__all__ = [
+    "AVERAGES",
+    "MAX_TEMPERATURE",
+    "METRICS",
+    "accuracy",
+    "beta_vector",
+    "check_labels",
+    "check_temperature",
+    "class_index",
+    "class_names",
+    "confusion_from_memberships",
+    "dynamic_threshold",
+    "fbeta",
+    "hard_confusion_matrix",
+    "linear_heaviside",
+    "mcc",
+    "precision",
+    "precision_recall_fbeta",
+    "recall",
+    "resolve_beta",
+    "safe_name",
+    "soft_confusion_matrix",
+    "soft_dice_loss",
+    "soft_predictions",
+    "target_metric_key",
+    "valid_rows",
+]

@@ -1,0 +1,487 @@
+"""Losses of a whole set: EASTLoss, 1 - M(C_T), and the paper's baselines, behind one interface.
+
+A confusion-matrix metric is a function of a whole set, not a mean over samples. Every loss here is therefore
+written as additive *statistics* of a batch (``statistics(logits, labels)``: a tensor that sums over batches and
+processes) and a *loss of those statistics* (``loss_from_statistics``). ``forward`` is the two in a row. The Trainer
+layer sums statistics across processes (a differentiable all-reduce) before taking the loss of a training batch, and
+across every evaluation batch before taking the loss of the evaluation set, whatever the loss:
+
+- ``EASTLoss``: the soft confusion matrix C_T (C, C); the loss 1 - M(C_T).
+- ``CrossEntropySetLoss``: (sum of cross-entropies, count); the loss is their ratio, the mean cross-entropy. With
+  class weights it is ``wce`` (inverse training-class frequency), with logit adjustment ``la`` (Menon et al. 2021).
+- ``SoftDiceLoss``: per class (sum p y, sum p^2, sum y); the loss 1 - mean_k Dice_k (Milletari et al., 2016).
+- ``MixedSetLoss``: EAST plus a weighted cross-entropy (both statistics side by side), for an annealed
+  cross-entropy weight.
+
+``build_loss(name, ...)`` makes one by its ``EASTConfig.east_loss`` name. Pure torch: nothing from transformers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from east_hf.core import AVERAGES, METRICS, beta_vector, check_temperature, resolve_beta, valid_rows
+from east_hf.core.fused import soft_confusion_from_logits
+from east_hf.core.fused_metric import FUSED_METRICS, MetricConstants, metric_loss
+
+__all__ = [
+    "LOSSES",
+    "PRIOR_LOSSES",
+    "CrossEntropySetLoss",
+    "EASTLoss",
+    "MixedSetLoss",
+    "SetLoss",
+    "SoftDiceLoss",
+    "build_loss",
+    "class_weights_from_counts",
+    "logit_adjustment_from_counts",
+]
+
+
+class SetLoss(nn.Module):
+    """A loss of a set computed from additive statistics of its batches (see the module docstring).
+
+    Subclasses set ``name`` and implement ``statistics`` and ``loss_from_statistics``; rows labelled
+    ``ignore_index`` contribute nothing.
+    """
+
+    name: str = ""
+    soft_metric_key: str | None = None  # a training log key for 1 - loss, where that is a soft metric
+
+    def __init__(self, ignore_index: int | None = -100):
+        super().__init__()
+        self.ignore_index = ignore_index
+
+    def statistics(
+        self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+    def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def soft_metric(self, loss: torch.Tensor) -> torch.Tensor:
+        """The soft metric logged under ``soft_metric_key`` for the ``loss`` just computed: 1 - loss (detached)."""
+        return 1.0 - loss.detach()
+
+    def forward(
+        self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        loss = self.loss_from_statistics(self.statistics(logits, labels, sample_weight))
+        if not math.isfinite(loss.item()):  # one scalar read; diagnose the cause only when it fails
+            if not bool(torch.isfinite(logits).all()):
+                raise ValueError(f"Expected finite logits, got NaN or inf in logits of shape {tuple(logits.shape)}")
+            raise FloatingPointError(f"{type(self).__name__} is not finite ({loss.item()}) for finite logits")
+        return loss
+
+    def _rows(self, logits, labels, sample_weight):
+        if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+            got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+            raise ValueError(f"Expected logits of shape (N, C), got {got}")
+        return valid_rows(logits, labels, sample_weight, ignore_index=self.ignore_index)
+
+
+class CrossEntropySetLoss(SetLoss):
+    """Cross-entropy as a set loss: statistics (sum of per-sample cross-entropies, sum of weights), loss their ratio.
+
+    Equal to ``F.cross_entropy(logits, labels, weight=class_weight, ignore_index=-100)`` on a batch (each sample also
+    weighted by ``sample_weight`` if given), and to the mean over the whole set when the statistics of several batches
+    are summed first. Computed in float32.
+
+    Args:
+        class_weight: optional (C,) weight of each true class (``wce``: ``class_weights_from_counts``).
+        logit_adjustment: optional (C,) offsets added to the logits inside the loss only (``la``: tau * log(prior),
+            Menon et al., ICLR 2021); the model's own logits, and so its argmax predictions, are left as they are.
+
+    >>> loss = CrossEntropySetLoss()
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 0])
+    >>> torch.isclose(loss(logits, labels), F.cross_entropy(logits, labels)).item()
+    True
+    """
+
+    name = "ce"
+
+    def __init__(
+        self,
+        ignore_index: int | None = -100,
+        class_weight: Sequence[float] | torch.Tensor | None = None,
+        logit_adjustment: Sequence[float] | torch.Tensor | None = None,
+    ):
+        super().__init__(ignore_index)
+        for what, value in (("class_weight", class_weight), ("logit_adjustment", logit_adjustment)):
+            if value is not None:
+                value = torch.as_tensor(value, dtype=torch.float32)
+                if value.ndim != 1 or not bool(torch.isfinite(value).all()):
+                    raise ValueError(f"Expected {what} as a finite (C,) vector, got {value.tolist()}")
+            self.register_buffer(what, value, persistent=False)
+
+    def statistics(self, logits, labels, sample_weight=None):
+        logits, labels, sample_weight = self._rows(logits, labels, sample_weight)
+        with torch.autocast(logits.device.type, enabled=False):
+            logits = logits.float()
+            for what, value in (("class_weight", self.class_weight), ("logit_adjustment", self.logit_adjustment)):
+                if value is not None and value.shape[0] != logits.shape[1]:
+                    raise ValueError(f"Expected {what} of {logits.shape[1]} classes, got {value.shape[0]}")
+            if self.logit_adjustment is not None:
+                logits = logits + self.logit_adjustment
+            per_sample = F.cross_entropy(logits, labels, reduction="none")  # (n,)
+            weight = None if self.class_weight is None else self.class_weight[labels]
+            if sample_weight is not None:
+                weight = sample_weight.float() if weight is None else weight * sample_weight.float()
+            if weight is None:
+                return torch.stack([per_sample.sum(), per_sample.new_tensor(float(len(per_sample)))])
+            return torch.stack([(per_sample * weight).sum(), weight.sum()])
+
+    def loss_from_statistics(self, stats):
+        return stats[0] / stats[1]
+
+
+def class_weights_from_counts(counts: Sequence[int] | torch.Tensor) -> torch.Tensor:
+    """Inverse-frequency class weights, normalised so the mean weight of a training sample is 1.
+
+    w_k = N / (C n_k) for the n_k training samples of class k out of N (scikit-learn's ``"balanced"``); a class
+    without training samples gets 0.
+
+    >>> [round(w, 4) for w in class_weights_from_counts([90, 10]).tolist()]
+    [0.5556, 5.0]
+    """
+    counts = torch.as_tensor(counts, dtype=torch.float32)
+    if counts.ndim != 1 or counts.numel() < 2 or bool((counts < 0).any()) or not counts.sum() > 0:
+        raise ValueError(f"Expected class counts as >= 2 non-negative numbers, not all 0, got {counts.tolist()}")
+    return torch.where(counts > 0, counts.sum() / (len(counts) * counts.clamp(min=1)), 0.0)
+
+
+def logit_adjustment_from_counts(counts: Sequence[int] | torch.Tensor, tau: float = 1.0) -> torch.Tensor:
+    """tau * log(pi_k), the logit adjustment of Menon et al. (ICLR 2021) from the training split's class priors.
+
+    A class without training samples gets the log of half a sample's prior, so the offset stays finite.
+
+    >>> [round(v, 4) for v in logit_adjustment_from_counts([75, 25]).tolist()]
+    [-0.2877, -1.3863]
+    """
+    counts = torch.as_tensor(counts, dtype=torch.float32)
+    if counts.ndim != 1 or counts.numel() < 2 or bool((counts < 0).any()) or not counts.sum() > 0:
+        raise ValueError(f"Expected class counts as >= 2 non-negative numbers, not all 0, got {counts.tolist()}")
+    return tau * (counts.clamp(min=0.5) / counts.sum()).log()
+
+
+class SoftDiceLoss(SetLoss):
+    """Multiclass soft Dice (Milletari et al., 2016), the paper's Dice baseline, as a set loss.
+
+    Statistics per class k (3, C): sum_n p_nk y_nk, sum_n p_nk^2 and sum_n y_nk (= sum y^2 for one-hot y), with
+    p = softmax(logits); the loss is 1 - mean_k 2 a_k / (b_k + c_k + eps). On one batch it equals
+    ``east_hf.core.soft_dice_loss``. Computed in float32.
+    """
+
+    name = "dice"
+
+    def __init__(self, ignore_index: int | None = -100, eps: float = 1e-6):
+        super().__init__(ignore_index)
+        self.eps = eps
+
+    def statistics(self, logits, labels, sample_weight=None):
+        logits, labels, sample_weight = self._rows(logits, labels, sample_weight)
+        with torch.autocast(logits.device.type, enabled=False):
+            p = logits.float().softmax(dim=1)  # (n, C)
+            y = F.one_hot(labels, p.shape[1]).to(p.dtype)  # (n, C)
+            if sample_weight is not None:
+                w = sample_weight.float().unsqueeze(1)
+                return torch.stack([(w * p * y).sum(0), (w * p * p).sum(0), (w * y).sum(0)])
+            return torch.stack([(p * y).sum(0), (p * p).sum(0), y.sum(0)])  # (3, C)
+
+    def loss_from_statistics(self, stats):
+        dice = 2 * stats[0] / (stats[1] + stats[2] + self.eps)  # (C,)
+        return 1.0 - dice.mean()
+
+
+class EASTLoss(SetLoss):
+    """The EAST surrogate loss ``1 - M(C_T(softmax(logits), labels))`` (paper Sec. 4).
+
+    Args:
+        metric: ``"fbeta"`` (alias ``"f1"``), ``"accuracy"``, ``"mcc"``, ``"precision"``, ``"recall"``, or any
+            callable mapping a (C, C) confusion matrix to a scalar to maximise (the paper: any confusion-matrix metric).
+        beta: F-beta's beta, a float or one value per class (e.g. 0.25 on one class to prefer its precision).
+        average: ``"macro"`` (default), ``"weighted"``, ``"micro"`` or ``"binary"`` (with ``pos_label``).
+        temperature: T in (0, 0.4); a plain attribute an annealing schedule sets between steps.
+        num_classes: if given, logits of another width are refused with a clear error.
+        threshold_grad: let gradients flow through the dynamic threshold tau_avg(p) (default, as the paper).
+        ignore_index: label value whose rows contribute nothing (as ``nn.CrossEntropyLoss``).
+        beta_floor: the surrogate trains each class at ``max(beta_k, beta_floor)``; ``beta`` itself (the metric the
+            model is judged by) is kept as given. 0 (default here) trains the given beta, as the paper; ``EASTConfig``
+            defaults to 1.0, see ``EASTConfig.east_beta_floor`` for when a precision-leaning beta collapses.
+
+    The surrogate is computed in float32 even under bf16/fp16 autocast. The loss of a batch is a function of the
+    whole batch (not a mean over samples); see ``confusion_matrix`` and ``loss_from_confusion`` to sum soft confusion
+    matrices over processes or evaluation batches before applying the metric.
+
+    >>> loss_fn = EASTLoss(metric="fbeta", beta=1.0, temperature=0.2)
+    >>> logits = torch.tensor([[4.0, 0.0], [0.0, 4.0], [3.0, 0.0]], requires_grad=True)
+    >>> loss = loss_fn(logits, torch.tensor([0, 1, 1]))
+    >>> loss.backward()
+    >>> 0.0 < loss.item() < 1.0, logits.grad.shape
+    (True, torch.Size([3, 2]))
+    """
+
+    name = "east"
+
+    def __init__(
+        self,
+        metric: str | Callable[[torch.Tensor], torch.Tensor] = "fbeta",
+        beta: float | Sequence[float] | Mapping[str, float] = 1.0,
+        average: str = "macro",
+        pos_label: int = 1,
+        temperature: float = 0.2,
+        num_classes: int | None = None,
+        threshold_grad: bool = True,
+        ignore_index: int | None = -100,
+        zero_division: float = 0.0,
+        class_names: Sequence[str] | Mapping[int, str] | None = None,
+        beta_floor: float = 0.0,
+    ):
+        super().__init__(ignore_index)
+        if isinstance(beta_floor, bool) or not isinstance(beta_floor, (int, float)) or not 0 <= beta_floor < math.inf:
+            raise ValueError(f"Expected beta_floor as a finite number >= 0, got {beta_floor!r}")
+        if isinstance(metric, str):
+            if metric not in METRICS:
+                raise ValueError(f"Expected metric in {sorted(METRICS)} or a callable, got {metric!r}")
+        elif not callable(metric):
+            raise TypeError(f"Expected metric as a name or a callable (C, C) -> scalar, got {type(metric).__name__}")
+        if average not in AVERAGES:
+            raise ValueError(f"Expected average in {AVERAGES}, got {average!r}")
+        if num_classes is not None and (
+            isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2
+        ):
+            raise ValueError(f"Expected num_classes as an int >= 2, got {num_classes!r}")
+        if isinstance(beta, (str, Mapping)):
+            if num_classes is None:
+                raise ValueError(
+                    f"Expected num_classes (and class_names) to resolve beta given by class, got {beta!r}"
+                )
+            beta = resolve_beta(beta, class_names, num_classes)
+        if num_classes is not None:
+            beta_vector(beta, num_classes, torch.empty(0))  # fail now, not at the first step
+            if average == "binary" and num_classes != 2:
+                raise ValueError(
+                    f"Expected 2 classes for average='binary', got {num_classes} (use 'macro', 'weighted' or "
+                    "'micro', or relabel to binary with positive_classes)"
+                )
+            if average == "binary" and not 0 <= pos_label < num_classes:
+                raise ValueError(f"Expected pos_label in [0, {num_classes - 1}], got {pos_label}")
+        else:
+            beta_vector(beta, 1 if isinstance(beta, (int, float)) else len(beta), torch.empty(0))
+        self.metric = metric
+        self.beta = beta
+        self.average = average
+        self.pos_label = pos_label
+        self.temperature = check_temperature(temperature)
+        self.num_classes = num_classes
+        self.threshold_grad = threshold_grad
+        self.zero_division = zero_division
+        self.beta_floor = float(beta_floor)
+
+    @property
+    def metric_name(self) -> str:
+        return self.metric if isinstance(self.metric, str) else getattr(self.metric, "__name__", "custom")
+
+    @property
+    def soft_metric_key(self) -> str:
+        """The training log key of the batch's soft metric, 1 - loss (e.g. ``east_soft_fbeta``)."""
+        return f"east_soft_{self.metric_name}"
+
+    def extra_repr(self) -> str:
+        floor = f", beta_floor={self.beta_floor:g}" if self.beta_floor > 0 else ""
+        return (
+            f"metric={self.metric_name!r}, beta={self.beta}{floor}, average={self.average!r}, "
+            f"temperature={self.temperature:.4g}"
+        )
+
+    def confusion_matrix(
+        self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The soft confusion matrix C_T of a batch: logits (N, C), labels (N,) -> (C, C) float32."""
+        if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+            got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+            raise ValueError(f"Expected logits of shape (N, C), got {got}")
+        C = logits.shape[1]
+        if self.num_classes is not None and C != self.num_classes:
+            raise ValueError(
+                f"Expected logits with {self.num_classes} classes (N, {self.num_classes}), got shape {tuple(logits.shape)}"
+            )
+        if C < 2:
+            raise ValueError(f"Expected at least 2 classes, got logits of shape {tuple(logits.shape)}")
+        if self.average == "binary" and C != 2:
+            raise ValueError(f"Expected 2 classes for average='binary', got logits of shape {tuple(logits.shape)}")
+        logits, labels, sample_weight = valid_rows(logits, labels, sample_weight, ignore_index=self.ignore_index)
+        temperature = check_temperature(self.temperature)
+        return soft_confusion_from_logits(logits, labels, sample_weight, temperature, self.threshold_grad)
+
+    def _beta_tensor(self, confmat: torch.Tensor) -> torch.Tensor:
+        """The validated (C,) beta the surrogate trains, max(beta_k, beta_floor), built once per (beta, floor, C,
+        dtype, device) and reused on every step."""
+        key = (repr(self.beta), self.beta_floor, confmat.shape[0], confmat.dtype, confmat.device)
+        if getattr(self, "_beta_key", None) != key:
+            self._beta_cache = beta_vector(self._trained_beta(), confmat.shape[0], confmat)
+            self._beta_key = key
+        return self._beta_cache
+
+    def metric_value(self, confmat: torch.Tensor) -> torch.Tensor:
+        """M(confmat): the configured metric of a (C, C) confusion matrix (soft or hard)."""
+        if callable(self.metric):
+            return self.metric(confmat)
+        kwargs = {}
+        if self.metric in ("fbeta", "f1"):
+            kwargs["beta"] = self._beta_tensor(confmat)
+        if self.metric in ("fbeta", "f1", "precision", "recall"):
+            kwargs.update(average=self.average, pos_label=self.pos_label, zero_division=self.zero_division)
+        return METRICS[self.metric](confmat, **kwargs)
+
+    def _metric_constants(self, confmat: torch.Tensor) -> MetricConstants:
+        """The fused loss's validated constants, built once per setting, C, dtype and device and reused."""
+        beta = self.beta if isinstance(self.beta, (int, float)) else repr(self.beta)
+        key = (self.metric, beta, self.beta_floor, self.average, self.pos_label, self.zero_division, *confmat.shape,
+               confmat.dtype, confmat.device)  # fmt: skip
+        if getattr(self, "_constants_key", None) != key:
+            self._constants = MetricConstants(
+                self.metric, confmat.shape[0], confmat, self._trained_beta(), self.average, self.pos_label,
+                self.zero_division,
+            )  # fmt: skip
+            self._constants_key = key
+        return self._constants
+
+    def loss_from_confusion(self, confmat: torch.Tensor) -> torch.Tensor:
+        """1 - M(confmat); for F-beta, MCC and accuracy one fused Function (``functional.fused_metric``)."""
+        if isinstance(self.metric, str) and self.metric in FUSED_METRICS:
+            if (
+                isinstance(confmat, torch.Tensor)
+                and confmat.is_floating_point()
+                and confmat.ndim == 2
+                and confmat.shape[0] == confmat.shape[1] >= 2
+            ):
+                return metric_loss(confmat, constants=self._metric_constants(confmat))
+            return metric_loss(confmat, **self._metric_kwargs())  # validates (and casts) confmat first
+        return 1.0 - self.metric_value(confmat)
+
+    def _trained_beta(self) -> float | list[float] | torch.Tensor:
+        """The beta the surrogate trains: ``beta`` itself, or each value raised to ``beta_floor``."""
+        if self.beta_floor == 0:
+            return self.beta
+        if isinstance(self.beta, (int, float)):
+            return max(float(self.beta), self.beta_floor)
+        if isinstance(self.beta, torch.Tensor):
+            return self.beta.clamp(min=self.beta_floor)
+        return [max(float(b), self.beta_floor) for b in self.beta]
+
+    def _metric_kwargs(self) -> dict:
+        return {"metric": self.metric, "beta": self._trained_beta(), "average": self.average,
+                "pos_label": self.pos_label, "zero_division": self.zero_division}  # fmt: skip
+
+    # The set-loss interface: the statistics are the soft confusion matrix.
+    statistics = confusion_matrix
+    loss_from_statistics = loss_from_confusion
+
+
+LOSSES = ("east", "ce", "wce", "la", "dice")
+"""The losses by their ``EASTConfig.east_loss`` name: EAST, cross-entropy, class-weighted cross-entropy,
+logit-adjusted cross-entropy (tau = 1) and soft Dice."""
+PRIOR_LOSSES = ("wce", "la")  # built from the training split's class counts
+
+
+def build_loss(
+    name: str,
+    ignore_index: int | None = -100,
+    class_counts: Sequence[int] | torch.Tensor | None = None,
+    **east_settings: Any,
+) -> SetLoss:
+    """The loss named ``name`` (``LOSSES``). ``east_settings`` (``metric``, ``beta``, ...) go to ``EASTLoss``;
+    ``wce`` and ``la`` need the training split's ``class_counts``.
+
+    - ``wce``: cross-entropy weighted by ``class_weights_from_counts(class_counts)``.
+    - ``la``: cross-entropy of ``logits + log(prior)`` (``logit_adjustment_from_counts``, tau = 1); predictions
+      stay the argmax of the model's logits, which is the logit-adjusted loss's Bayes-optimal balanced rule.
+
+    >>> build_loss("ce")
+    CrossEntropySetLoss()
+    >>> [round(w, 4) for w in build_loss("wce", class_counts=[90, 10]).class_weight.tolist()]
+    [0.5556, 5.0]
+    """
+    if name not in LOSSES:
+        raise ValueError(f"Expected a loss in {LOSSES}, got {name!r}")
+    if name == "east":
+        return EASTLoss(ignore_index=ignore_index, **east_settings)
+    if name == "dice":
+        return SoftDiceLoss(ignore_index=ignore_index)
+    if name in PRIOR_LOSSES and class_counts is None:
+        raise ValueError(f"Expected the training split's class_counts for loss {name!r}, got None")
+    loss = CrossEntropySetLoss(
+        ignore_index=ignore_index,
+        class_weight=class_weights_from_counts(class_counts) if name == "wce" else None,
+        logit_adjustment=logit_adjustment_from_counts(class_counts) if name == "la" else None,
+    )
+    loss.name = name
+    return loss
+
+
+class MixedSetLoss(SetLoss):
+    """``EASTLoss`` plus ``weight`` times mean cross-entropy: the loss of an annealed cross-entropy weight.
+    ``cross_entropy``: plain by default, or a class-weighted or logit-adjusted one (``build_loss("la", ...)``).
+
+    Statistics: the soft confusion matrix (C, C), flattened, followed by the cross-entropy's (sum, count); both
+    additive, so the set's loss is exact across batches and processes as for the two losses alone. The trainer lowers
+    ``weight`` stage by stage (``EASTConfig.east_ce_weight``, ``east_ce_weight_decay``): w_k = w0 * d^k, so early
+    stages keep cross-entropy's per-sample gradients and late ones train the metric alone. ``weight = 0`` is EAST.
+
+    >>> east = EASTLoss("fbeta", temperature=0.2)
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 0.5]]), torch.tensor([0, 1, 1])
+    >>> mixed = MixedSetLoss(east, weight=0.5)
+    >>> torch.isclose(mixed(logits, labels), east(logits, labels) + 0.5 * F.cross_entropy(logits, labels)).item()
+    True
+    """
+
+    name = "east"
+
+    def __init__(self, east: EASTLoss, weight: float = 1.0, cross_entropy: CrossEntropySetLoss | None = None):
+        super().__init__(east.ignore_index)
+        if cross_entropy is not None and not isinstance(cross_entropy, CrossEntropySetLoss):
+            raise TypeError(f"Expected cross_entropy as a CrossEntropySetLoss, got {type(cross_entropy).__name__}")
+        self.east = east
+        self.cross_entropy = cross_entropy or CrossEntropySetLoss(ignore_index=east.ignore_index)
+        self.weight = weight
+
+    @property
+    def weight(self) -> float:
+        return self._weight
+
+    @weight.setter
+    def weight(self, value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"Expected a cross-entropy weight >= 0, got {value!r}")
+        self._weight = float(value)
+
+    def extra_repr(self) -> str:
+        return f"weight={self._weight:.4g}"
+
+    @property
+    def soft_metric_key(self) -> str:
+        return self.east.soft_metric_key
+
+    def soft_metric(self, loss: torch.Tensor) -> torch.Tensor:
+        """The soft metric of the last ``loss_from_statistics``: 1 - the EAST part, without the cross-entropy."""
+        return 1.0 - self._east_part.detach()
+
+    def statistics(self, logits, labels, sample_weight=None):
+        confmat = self.east.statistics(logits, labels, sample_weight)
+        ce = self.cross_entropy.statistics(logits, labels, sample_weight)
+        return torch.cat([confmat.flatten(), ce.to(confmat.dtype)])
+
+    def loss_from_statistics(self, stats):
+        C = round((stats.numel() - 2) ** 0.5)
+        east = self._east_part = self.east.loss_from_statistics(stats[: C * C].view(C, C))
+        if self._weight == 0:
+            return east
+        return east + self._weight * self.cross_entropy.loss_from_statistics(stats[C * C :])

@@ -1,0 +1,424 @@
+"""EASTConfig: ``TrainingArguments`` plus the surrogate's and the annealing's settings.
+
+The ``east_*`` fields are the settings of two core objects, and those objects validate them: ``build_loss`` makes
+the loss (``east_hf.core.loss``: ``EASTLoss`` or a baseline) and ``annealing_schedule`` the ``AnnealingSchedule``
+(``east_hf.core.annealing``). ``__post_init__`` builds both once, so a bad value fails when the config is made, with the
+error of the object that owns the setting (its parameter shown under its ``east_`` field name).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import TrainingArguments
+
+from east_hf.core import AVERAGES, METRICS, target_metric_key
+from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, monitor_mode
+from east_hf.core.loss import LOSSES, PRIOR_LOSSES, SetLoss, build_loss
+
+__all__ = ["EASTConfig"]
+
+logger = logging.getLogger(__name__)
+
+
+def _field_error(error: Exception, fields: set[str]) -> ValueError:
+    """A core object's one-line error with its parameter named as the ``east_`` field that set it."""
+    message = re.sub(
+        r"\b(Expected )(\w+)",
+        lambda m: f"{m.group(1)}east_{m.group(2)}" if m.group(2) in fields else m.group(0),
+        str(error),
+        count=1,
+    )
+    return ValueError(message)
+
+
+@dataclass
+class EASTConfig(TrainingArguments):
+    r"""``TrainingArguments`` for EAST training with ``EASTTrainer``.
+
+    Parameters that control the surrogate:
+        east_metric (`str`, defaults to `"fbeta"`): the confusion-matrix metric M to train for; the loss is 1 - M.
+        east_beta (`float`, `list[float]` or `dict[str, float]`, defaults to `1.0`): F-beta's beta, one for all
+            classes, one per class, or a mapping from class name (``id2label``) to beta, the rest 1.0.
+        east_beta_floor (`float`, defaults to `1.0`): the surrogate trains each class at ``max(beta_k, floor)``;
+            ``east_beta`` still defines the metric the model is judged by (validation, annealing, best model, test,
+            decision-rule tuning). ``0``: train the configured beta, as the paper. Why a floor of 1 by default
+            (issue 20): when the class is hard to separate, the training-set optimum of F-beta < 1 (recall weighed
+            by beta^2) is reached by *memorising* a pure subset of the training positives and pushing the others to
+            p ~ 0, where softmax gives them almost no gradient; the memorised positives do not carry to new data.
+            Measured (README, "Per-class beta on hard data", 5 splits, test F0.25): Lending Club's bad loans
+            0.129 floored, 0.097 trained at 0.25 (beta = 1: 0.125); the HPC jobs' rarest class, which the model
+            separates well, 0.715 floored, 0.722 trained at 0.25 (within noise; precision 0.86 against 0.97).
+            Recall-leaning betas (> 1) are left as given: memorising cannot reach their optimum.
+        east_average (`str`, defaults to `"macro"`): macro, weighted, micro or binary.
+        east_pos_label (`int`, defaults to `1`): the positive class for ``east_average="binary"``.
+        east_threshold_grad (`bool`, defaults to `True`): gradients flow through the dynamic threshold.
+        east_sync_across_processes (`bool`, defaults to `True`): all-reduce the soft confusion matrix across
+            processes so every process optimises the surrogate of the global batch.
+        east_loss (`str`, defaults to `"east"`): ``"east"``, or a baseline with otherwise identical settings:
+            ``"ce"`` (cross-entropy), ``"wce"`` (class-weighted by inverse training-class frequency), ``"la"``
+            (logit-adjusted, Menon et al. 2021, tau = 1) or ``"dice"`` (soft Dice); see ``east_hf.core.loss.build_loss``.
+
+    Parameters that control the annealing (paper Sec. 4.3):
+        east_temperature (`float`, defaults to `0.2`): T0.
+        east_decay (`float`, defaults to `0.9`): r in T_k = T0 * r^k.
+        east_patience (`int`, defaults to `5`): evaluations without improvement of the stage monitor before the
+            stage ends (fast early stopping within a stage).
+        east_stage_patience (`int`, defaults to `3`): temperature decreases without improvement of the anneal
+            monitor before training stops.
+        east_min_temperature (`float`, defaults to `0.005`): training stops after the stage at this temperature.
+        east_max_stages (`int`, defaults to `None`): an upper bound on the number of stages.
+        east_restore_best_per_stage (`bool`, defaults to `True`): load the stage's best weights before cooling.
+        east_threshold (`float`, defaults to `1e-2`) and east_threshold_mode (`str`, defaults to `"rel"`): the
+            minimum improvement of the stage monitor, a fraction of the best value so far (`"rel"`) or absolute
+            (`"abs"`). The paper's letter, and release 0.1: ``0.0`` and ``"abs"``. Why relative 1 %: within a
+            stage the validation surrogate keeps improving by ever smaller amounts (the model grows more confident),
+            so with an absolute 0 a stage rarely ends inside an ordinary budget (README, "Annealing that anneals").
+            Baselines' early stopping uses the same criterion.
+        east_anneal_threshold (`float`, defaults to `None`): how much (absolute) a stage's best anneal value must beat
+            the best so far to count as an improvement across temperature decreases. None: two validation samples'
+            worth, 2 / len(eval_dataset), for a hard metric watched across stages (one sample moves accuracy by
+            1 / n, and macro F1 on a balanced validation set by about as much), and 0 for a loss watched across
+            stages (the paper's letter); ``resolved_anneal_threshold``. Why: on a small validation set the hard metric
+            sets new bests of one image's size by chance, each resets ``east_stage_patience``, and the annealing
+            runs into the budget (long-tailed digits, 288 validation images: 0.9462 -> 0.9601 over stages 0, 3, 4
+            and 6, and 2 of 10 EAST runs on the budget with 0); on large validation sets 2 / n is below one sample's
+            change of a rare-class F1, and rarely matters (README, "Annealing that anneals").
+        east_stage_monitor / east_anneal_monitor: the metric keys watched within and across stages; see
+            ``TemperatureAnnealingCallback``. Measured: the validation surrogate keeps improving by small amounts
+            within a stage (the model grows more confident), so a first stage can take a short budget's whole run;
+            ``east_stage_monitor="eval_fbeta"`` also gives fast stages.
+        east_warm_start (`str`, defaults to `"ce"`): ``"ce"`` trains a short cross-entropy stage before EAST;
+            ``"none"`` starts EAST from the initial weights (cold start, as the paper). Why a warm start by default:
+            a surrogate built on softmax probabilities gives a sample the model has confidently wrong almost no
+            gradient (d p / d logit = p (1 - p)), so positives pushed to p ~ 0 early in a cold start stay there.
+            Measured (README, "Measured results", 10 seeds): on the binary digits task cold-start EAST left 4.3 of
+            115 training positives at p < 0.001 (cross-entropy: none), two epochs of cross-entropy first left 2.3, and
+            test F1 went from 0.926 to 0.942 (cross-entropy 0.945); on long-tailed digits, which has no such failure,
+            macro F1 stayed level (0.952 cold, 0.950 warm; cross-entropy 0.947). The annealing callback runs the
+            warm start: with ``east_annealing=False`` there is none. ``east_loss="ce"`` skips it; ``"dice"`` gets it.
+        east_warm_start_epochs (`float`, defaults to `2.0`): length of the warm start in epochs (5 measured the
+            same); ``-1``: until the cross-entropy stage's own early stopping, which was worse on the binary task
+            (0.926) and on long-tailed digits never stopped within 40 epochs (the whole run was cross-entropy).
+        east_warm_start_steps (`int`, defaults to `None`): length of the warm start in optimiser steps; overrides
+            ``east_warm_start_epochs``.
+        east_ce_weight (`float`, defaults to `None`) and east_ce_weight_decay (`float`, defaults to `0.5`): an
+            annealed cross-entropy weight, loss = w_k * CE + (1 - M_T) with w_k = east_ce_weight * decay^k in EAST
+            stage k (``east_hf.core.loss.MixedSetLoss``); 0 is EAST alone, as the paper. None: 1.0 with more than two
+            classes, 0 with two (``resolved_ce_weight``). Measured (README, "Quality on every evidence task"): on two
+            imbalanced multiclass tables EAST alone was 0.010 and 0.023 below cross-entropy with a tuned decision
+            rule, and the annealed weight lifted it by +0.025 and +0.022 macro F1 (paired); on the binary tables with
+            rare positives it cost 0.012 and 0.022 F1, so two classes keep EAST alone. The warm start is its w = inf
+            version.
+        east_ce_loss (`str`, defaults to `"ce"`): the cross-entropy EAST uses, in the warm start and as the annealed
+            weight's term: ``"ce"``, ``"wce"`` (class-weighted) or ``"la"`` (logit-adjusted), with the training
+            split's class priors as the baselines of those names. Measured with ``east_ce_weight=1`` (README,
+            "Quality on every evidence task", ``la_mix``), paired against the defaults: synthetic_binary +0.027 F1
+            (5 of 5 seeds), level on the six other tasks (-0.001 to +0.005); plain cross-entropy in the annealed term
+            cost 0.009 and 0.022 F1 on the rare-positive tables, the logit-adjusted one nothing. Not a default yet:
+            one clear gain, one run of ten on the long-tailed digits ended on the budget, and the class counts it
+            needs are read sample by sample from a dataset without a ``labels`` column.
+        east_confusion_memory (`float`, defaults to `0.0`): d in [0, 1): train on the batch's soft confusion matrix
+            plus a detached memory of the stage's earlier batches, m <- d * (m + C_batch), so rare-class rates are
+            not estimated from one batch's few positives (the paper's own explanation of its one binary loss). The
+            memory holds about 1 / (1 - d) batches, is emptied when the temperature changes, is not kept in
+            checkpoints (a resumed run starts it empty), and is summed over processes like the batch's matrix.
+            0 (default): the batch alone, as the paper. Measured at d = 0.9 (README, "Quality on every evidence
+            task"), paired against the same loss without it: caravan +0.026 F1 (9 of 10 seeds), lending_club +0.008,
+            synthetic_binary +0.000, digits9_binary -0.005; with the multiclass default's cross-entropy weight on hpc
+            -0.010. Not a default: one clear gain in four binary tasks.
+    """
+
+    # --- the surrogate ---
+    east_loss: str = field(
+        default="east",
+        metadata={
+            "help": "Loss: 'east' (the surrogate), or the baselines 'ce', 'wce', 'la' (logit-adjusted), 'dice'."
+        },
+    )
+    east_metric: str = field(default="fbeta", metadata={"help": f"Metric to train for, one of {sorted(METRICS)}."})
+    east_beta: Any = field(
+        default=1.0,
+        metadata={
+            "help": "F-beta's beta: a float, a per-class list, or a JSON mapping {class name: beta} (others 1.0)."
+        },
+    )
+    east_beta_floor: float = field(
+        default=1.0,
+        metadata={
+            "help": "The surrogate trains each class at max(beta_k, floor); east_beta still defines the metric "
+            "judged. 1.0: a precision-leaning beta (< 1) trains as F1 (on a hard class it collapses by memorising, "
+            "issue 20); 0: train the configured beta (the paper)."
+        },
+    )
+    east_average: str = field(default="macro", metadata={"help": f"Averaging over classes, one of {AVERAGES}."})
+    east_pos_label: int = field(default=1, metadata={"help": "Positive class index for east_average='binary'."})
+    east_threshold_grad: bool = field(
+        default=True, metadata={"help": "Let gradients flow through the dynamic threshold."}
+    )
+    east_sync_across_processes: bool = field(
+        default=True,
+        metadata={"help": "All-reduce the soft confusion matrix across processes (surrogate of the global batch)."},
+    )
+    # --- the annealing ---
+    east_temperature: float = field(default=0.2, metadata={"help": "Initial temperature T0 in (0, 0.4)."})
+    east_decay: float = field(
+        default=0.9, metadata={"help": "Decay rate r of T_k = T0 * r^k, in (0, 1); the paper uses 0.8 or 0.9."}
+    )
+    east_patience: int = field(default=5, metadata={"help": "Evaluations without improvement before a stage ends."})
+    east_stage_patience: int = field(
+        default=3, metadata={"help": "Temperature decreases without improvement before stopping."}
+    )
+    east_min_temperature: float = field(default=0.005, metadata={"help": "Stop after the stage at this temperature."})
+    east_max_stages: int | None = field(default=None, metadata={"help": "Maximum number of temperature stages."})
+    east_threshold: float = field(
+        default=1e-2, metadata={"help": "Minimum change of the stage monitor that counts as an improvement."}
+    )
+    east_threshold_mode: str = field(
+        default="rel",
+        metadata={"help": "'rel': east_threshold is a fraction of the best value so far; 'abs': an absolute change."},
+    )
+    east_anneal_threshold: float | None = field(
+        default=None,
+        metadata={
+            "help": "Minimum (absolute) improvement of the anneal monitor across stages; default: 2 / validation "
+            "size for a hard metric, 0 for a loss."
+        },
+    )
+    east_restore_best_per_stage: bool = field(
+        default=True, metadata={"help": "Restore the stage's best weights before lowering the temperature."}
+    )
+    east_stage_monitor: str = field(
+        default="eval_loss",
+        metadata={"help": "Key watched within a stage (the surrogate at the stage's temperature)."},
+    )
+    east_anneal_monitor: str | None = field(
+        default=None,
+        metadata={"help": "Key watched across stages; default: the hard target metric, e.g. 'eval_fbeta'."},
+    )
+    east_warm_start: str = field(
+        default="ce", metadata={"help": f"Warm start stage before EAST, one of {WARM_STARTS} ('none': cold start)."}
+    )
+    east_warm_start_epochs: float = field(
+        default=2.0,
+        metadata={"help": "Length of the warm start in epochs; -1: until its own early stopping."},
+    )
+    east_warm_start_steps: int | None = field(
+        default=None,
+        metadata={"help": "Length of the warm start in optimiser steps; overrides east_warm_start_epochs."},
+    )
+    east_ce_weight: float | None = field(
+        default=None,
+        metadata={
+            "help": "Cross-entropy weight added to EAST's loss in stage 0 (0: EAST alone, the paper); default: 1.0 "
+            "with more than two classes, 0 with two."
+        },
+    )
+    east_ce_weight_decay: float = field(
+        default=0.5,
+        metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."},
+    )
+    east_ce_loss: str = field(
+        default="ce",
+        metadata={
+            "help": "The cross-entropy of the warm start and of the annealed weight: 'ce', 'wce' (class-weighted) or "
+            "'la' (logit-adjusted)."
+        },
+    )
+    east_confusion_memory: float = field(
+        default=0.0,
+        metadata={
+            "help": "Decay d in [0, 1) of a detached memory of earlier batches' soft confusion matrices added to the "
+            "batch's (0: the batch alone, the paper)."
+        },
+    )
+    east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
+    # The annealing state (stage, temperature, counters) lives in a stateful callback: resume it by default.
+    restore_callback_states_from_checkpoint: bool = field(
+        default=True, metadata={"help": "Restore the annealing callback's state when resuming from a checkpoint."}
+    )
+
+    def __post_init__(self):
+        self._validate_east()
+        if not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available():
+            # Under torchrun / accelerate launch without an accelerator, transformers would otherwise run every process
+            # as its own single-process run (no DDP, unsynchronised copies writing into one folder): use gloo on CPU.
+            logger.info(f"WORLD_SIZE={os.environ['WORLD_SIZE']} without an accelerator: use_cpu=True (gloo backend)")
+            self.use_cpu = True
+        super().__post_init__()
+
+    def _validate_east(self) -> None:
+        if self.east_loss not in LOSSES:
+            raise ValueError(f"Expected east_loss in {tuple(LOSSES)}, got {self.east_loss!r}")
+        if isinstance(self.east_beta, str):
+            try:
+                self.east_beta = json.loads(self.east_beta)
+            except json.JSONDecodeError as e:
+                raise ValueError(
+                    f"Expected east_beta as a number, a list or a JSON mapping, got {self.east_beta!r}"
+                ) from e
+        for name in ("east_ce_weight", "east_ce_weight_decay"):
+            value = getattr(self, name)
+            if name == "east_ce_weight" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"Expected {name} as a number >= 0, got {value!r}")
+        if self.east_ce_weight_decay > 1:
+            raise ValueError(f"Expected east_ce_weight_decay in [0, 1], got {self.east_ce_weight_decay}")
+        if self.east_ce_weight is not None and self.east_ce_weight > 0 and self.east_loss != "east":
+            raise ValueError(f"Expected east_ce_weight 0 for east_loss={self.east_loss!r} (it mixes into EAST only)")
+        if self.east_ce_loss not in ("ce", *PRIOR_LOSSES):
+            raise ValueError(f"Expected east_ce_loss in {('ce', *PRIOR_LOSSES)}, got {self.east_ce_loss!r}")
+        if self.east_ce_loss != "ce" and self.east_loss not in ("east", "dice"):
+            raise ValueError(f"Expected east_ce_loss 'ce' for east_loss={self.east_loss!r} (it is EAST's and Dice's)")
+        memory = self.east_confusion_memory
+        if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not 0 <= memory < 1:
+            raise ValueError(f"Expected east_confusion_memory in [0, 1), got {memory!r}")
+        if memory > 0 and self.east_loss != "east":
+            raise ValueError(f"Expected east_confusion_memory 0 for east_loss={self.east_loss!r} (it is EAST's)")
+        if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
+            raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
+        self.check_loss_anneal_monitor(self.east_ce_weight or 0.0)
+        # Validation is the core objects' own: build them once (class names are not known yet, so a beta mapping is
+        # checked for its values; the trainer resolves its names against the model's id2label).
+        beta = list(self.east_beta.values()) if isinstance(self.east_beta, Mapping) else self.east_beta
+        try:
+            build_loss("east", **{**self._loss_settings(), "beta": beta})
+        except (ValueError, TypeError) as e:
+            raise _field_error(e, {"metric", "beta", "beta_floor", "average", "pos_label", "temperature"}) from None
+        try:
+            self.annealing_schedule()
+        except (ValueError, TypeError) as e:
+            raise _field_error(e, set(AnnealingSchedule().settings())) from None
+
+    def _loss_settings(self) -> dict[str, Any]:
+        return dict(
+            metric=self.east_metric,
+            beta=self.east_beta,
+            beta_floor=self.east_beta_floor,
+            average=self.east_average,
+            pos_label=self.east_pos_label,
+            temperature=self.east_temperature,
+            threshold_grad=self.east_threshold_grad,
+        )
+
+    def check_loss_anneal_monitor(self, ce_weight: float) -> None:
+        """An anneal monitor that is the validation loss compares the loss of different stages, so every stage must
+        train the same kind of loss: not after a cross-entropy warm start (its loss is cross-entropy, far below any
+        surrogate, so it would be the best "stage" and the model kept), nor with a cross-entropy weight that changes
+        from stage to stage. The paper's letter (``east_warm_start none``, ``east_ce_weight 0``) passes, and so do the
+        baselines (one loss throughout; ``dice`` alone has a warm start) and runs without annealing."""
+        if (
+            not self.east_annealing
+            or self.east_loss not in ("east", "dice")
+            or monitor_mode(self.east_anneal_key) != "min"
+        ):
+            return
+        if self.east_warm_start != "none":
+            raise ValueError(
+                f"Expected east_warm_start 'none' with east_anneal_monitor={self.east_anneal_key!r} (the warm start's "
+                "cross-entropy would be compared with EAST's surrogate and kept as the best stage), got "
+                f"east_warm_start={self.east_warm_start!r}; or watch a hard metric across stages (the default)"
+            )
+        if ce_weight > 0:
+            raise ValueError(
+                f"Expected east_ce_weight 0 with east_anneal_monitor={self.east_anneal_key!r} (the loss changes with "
+                f"the weight from stage to stage), got {ce_weight:g}; or watch a hard metric across stages (the default)"
+            )
+
+    def resolved_ce_weight(self, num_classes: int | None) -> float:
+        """The cross-entropy weight of EAST's stage 0: ``east_ce_weight``, or by default 1.0 with more than two
+        classes and 0 with two (or an unknown number: a model without ``config.num_labels``); 0 for the baselines."""
+        if self.east_loss != "east":
+            return 0.0
+        if self.east_ce_weight is not None:
+            return float(self.east_ce_weight)
+        return 1.0 if num_classes is not None and num_classes > 2 else 0.0
+
+    @property
+    def needs_class_counts(self) -> bool:
+        """Whether building the losses needs the training split's class counts (``wce`` or ``la``, as the loss or as
+        EAST's cross-entropy)."""
+        return self.east_loss in PRIOR_LOSSES or self.east_ce_loss in PRIOR_LOSSES
+
+    def build_ce_loss(self, class_counts: Any = None) -> SetLoss:
+        """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``)."""
+        return build_loss(self.east_ce_loss, class_counts=class_counts)
+
+    def build_loss(self, num_classes: int | None = None, class_names: Any = None, class_counts: Any = None) -> SetLoss:
+        """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``) or none (the baselines).
+
+        ``class_names`` (a list or an ``id2label`` mapping) resolves an ``east_beta`` given by class name;
+        ``class_counts`` (training samples per class) are the priors of ``wce`` and ``la``.
+        """
+        if self.east_loss != "east":
+            return build_loss(self.east_loss, class_counts=class_counts)
+        return build_loss("east", num_classes=num_classes, class_names=class_names, **self._loss_settings())
+
+    @property
+    def east_anneal_key(self) -> str:
+        """The metric key watched across stages: ``east_anneal_monitor``, or ``eval_<target metric>``."""
+        return self.east_anneal_monitor or f"eval_{self.east_target_key}"
+
+    def resolved_anneal_threshold(self, eval_size: int | None = None) -> float:
+        """The minimum across-stage improvement: ``east_anneal_threshold``, or by default 2 / ``eval_size`` (two
+        validation samples' worth) when the anneal monitor is maximised (a hard metric), and 0 when it is minimised
+        (a loss, the paper's letter) or the validation set's size is unknown (None, or an iterable dataset)."""
+        if self.east_anneal_threshold is not None:
+            return float(self.east_anneal_threshold)
+        if monitor_mode(self.east_anneal_key) == "min" or not eval_size:
+            return 0.0
+        return 2.0 / eval_size
+
+    def annealing_schedule(self, eval_size: int | None = None) -> AnnealingSchedule:
+        """The ``AnnealingSchedule`` of the ``east_*`` fields, for a validation set of ``eval_size`` samples (it sets
+        the default across-stage threshold, ``resolved_anneal_threshold``). Baselines get one stage (their early
+        stopping, with the same patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start."""
+        epochs = self.east_warm_start_epochs
+        return AnnealingSchedule(
+            temperature=self.east_temperature,
+            decay=self.east_decay,
+            patience=self.east_patience,
+            stage_patience=self.east_stage_patience,
+            min_temperature=self.east_min_temperature,
+            max_stages=self.east_max_stages if self.east_loss == "east" else 1,
+            threshold=self.east_threshold,
+            threshold_mode=self.east_threshold_mode,
+            anneal_threshold=self.resolved_anneal_threshold(eval_size),
+            stage_mode=monitor_mode(self.east_stage_monitor),
+            anneal_mode=monitor_mode(self.east_anneal_key),
+            warm_start=self.east_warm_start if self.east_loss in ("east", "dice") else "none",
+            warm_start_steps=self.east_warm_start_steps,
+            warm_start_epochs=None if epochs == -1 else epochs,  # -1: the warm start's own early stopping
+        )
+
+    def annealing_callback(self, eval_size: int | None = None):
+        """The ``TemperatureAnnealingCallback`` that ``EASTTrainer`` installs from this config, for a validation set
+        of ``eval_size`` samples."""
+        from east_hf.hf.callbacks import TemperatureAnnealingCallback
+
+        return TemperatureAnnealingCallback(
+            self.annealing_schedule(eval_size),
+            stage_monitor=self.east_stage_monitor,
+            anneal_monitor=self.east_anneal_key,
+            restore_best_per_stage=self.east_restore_best_per_stage,
+        )
+
+    def __getstate__(self):
+        # transformers pickles the arguments into training_args.bin beside every checkpoint and pushes that file to the
+        # Hub; never let the token travel with it (the live object keeps it for the push itself).
+        state = self.__dict__.copy()
+        state["hub_token"] = None
+        return state
+
+    @property
+    def east_target_key(self) -> str:
+        """The hard metric key (without the ``eval_`` prefix) of the metric the surrogate targets."""
+        return target_metric_key(self.east_metric)

@@ -1,0 +1,252 @@
+"""The data pipeline of ``east-train``: relabel, resample and split, then hand tabular rows to the preprocessor.
+
+``load_data(DataArguments)`` returns an ``EASTData``: the label column becomes a ``ClassLabel`` named ``label``;
+``positive_classes`` relabels to binary (those classes 1, the rest 0); ``imbalance_ratio`` keeps a fraction
+ratio**(k/(C-1)) of class k; missing splits are carved from the training split by the paper's protocol (stratified,
+64 % train / 16 % validation / 20 % test of the whole, fixed seed), and ``resplit`` pools every split first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from east_hf.core import class_index
+from east_hf.hf.data.sources import DataError, load_raw, quiet_datasets
+from east_hf.hf.data.tabular import columns_message, tabular_splits
+
+__all__ = ["VALIDATION_NAMES", "EASTData", "load_data"]
+
+VALIDATION_NAMES = ("validation", "valid", "val", "dev")
+
+
+@dataclass
+class EASTData:
+    """The three splits and what the model needs to know about them.
+
+    ``train`` / ``validation`` / ``test``: ``datasets.Dataset``; tabular ones yield ``input_features`` (F,) float32 and
+    ``labels``, image ones yield raw rows until ``set_image_transforms``. ``label_names[k]`` names class k.
+    ``dropped`` counts the rows left out at load by reason: an empty label cell, or the label -100 (the ignore index).
+    """
+
+    train: Any
+    validation: Any
+    test: Any | None
+    label_names: list[str]
+    modality: str  # "image" or "tabular"
+    image_column: str | None = None
+    preprocessor: Any | None = None  # tabular: the fitted TabularFeatureExtractor
+    dropped: dict[str, int] = field(default_factory=dict)  # rows left out at load, by reason ("empty label": 3)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def id2label(self) -> dict[int, str]:
+        return dict(enumerate(self.label_names))
+
+    def class_counts(self, split: str = "train") -> list[int]:
+        """Samples per class in a split (read from the label column, no transform runs)."""
+        ds = getattr(self, split)
+        column = "labels" if "labels" in ds.column_names else "label"
+        return np.bincount(np.asarray(ds.with_format(None)[column]), minlength=self.num_labels).tolist()
+
+
+def _encode_labels(dsd, label_column: str | None, dataset_name: str):
+    """Every split with a ``ClassLabel`` column named ``label``, the same names in every split."""
+    import datasets
+
+    first = next(iter(dsd.values()))
+    if label_column is None:
+        label_column = next((c for c in ("label", "labels") if c in first.column_names), None)
+        if label_column is None:
+            raise DataError(
+                f"no label column in {dataset_name!r}: set label_column to one of the columns: {columns_message(first)}"
+            )
+    for split, ds in dsd.items():
+        if label_column not in ds.column_names:
+            raise DataError(
+                f"label column {label_column!r} not found in {dataset_name!r} (split {split!r}); "
+                f"columns are: {columns_message(ds)}"
+            )
+    if label_column != "label":
+        if "label" in first.column_names:
+            dsd = dsd.rename_column("label", "label_original")
+        dsd = dsd.rename_column(label_column, "label")
+    feature = first.features["label"] if "label" in first.features else dsd[next(iter(dsd))].features["label"]
+    if isinstance(feature, datasets.ClassLabel):
+        return dsd, list(feature.names), {}
+    values, dropped = set(), {"empty label": 0, "label -100": 0}
+    for ds in dsd.values():
+        for v in ds["label"]:
+            if _unlabelled(v):
+                dropped["empty label" if _empty(v) else "label -100"] += 1
+            else:
+                values.add(v.strip() if isinstance(v, str) else v)
+    if any(isinstance(v, float) and not float(v).is_integer() for v in values):
+        raise DataError(
+            f"label column {label_column!r} holds non-integer numbers: expected classes, not a regression target"
+        )
+    ordered = sorted(values, key=lambda v: (isinstance(v, str), v))  # numbers numerically, then strings
+    names = [
+        str(int(v)) if isinstance(v, (int, float, np.integer)) and not isinstance(v, bool) else str(v) for v in ordered
+    ]
+    index = {v: i for i, v in enumerate(ordered)}
+
+    def encode(batch):
+        return {"label": [index[v.strip() if isinstance(v, str) else v] for v in batch["label"]]}
+
+    if any(dropped.values()):
+        dsd = dsd.filter(lambda batch: [not _unlabelled(v) for v in batch["label"]], batched=True)
+    dsd = dsd.map(encode, batched=True)
+    return dsd.cast_column("label", datasets.ClassLabel(names=names)), names, {k: n for k, n in dropped.items() if n}
+
+
+def _empty(v) -> bool:
+    return v is None or (isinstance(v, float) and v != v) or (isinstance(v, str) and not v.strip())
+
+
+def _unlabelled(v) -> bool:
+    """An empty label cell, or -100 (the ignore index of every loss): the row is dropped and counted."""
+    return _empty(v) or (isinstance(v, str) and v.strip() == "-100") or (not isinstance(v, (str, bool)) and v == -100)
+
+
+def _binarize(dsd, positive_classes: Sequence[Any], names: list[str]):
+    """Label 1 for ``positive_classes``, 0 for the rest; names ``[rest, pos1+pos2...]``."""
+    import datasets
+
+    try:
+        positive = sorted(
+            {class_index(c, names, len(names), what="positive_classes entries") for c in positive_classes}
+        )
+    except ValueError as e:
+        raise DataError(str(e)) from None
+    if not positive or len(positive) == len(names):
+        raise DataError(f"positive_classes must leave both classes non-empty, got {list(positive_classes)} of {names}")
+    negative = [names[k] for k in range(len(names)) if k not in positive]
+    new_names = [negative[0] if len(negative) == 1 else "rest", "+".join(names[k] for k in positive)]
+    lookup = np.isin(np.arange(len(names)), positive).astype(np.int64)
+    dsd = dsd.map(lambda b: {"label": lookup[np.asarray(b["label"])].tolist()}, batched=True)
+    return dsd.cast_column("label", datasets.ClassLabel(names=new_names)), new_names
+
+
+def _imbalance(ds, ratio: float, num_classes: int, seed: int):
+    """Keep a fraction ratio**(k/(C-1)) of class k (at least one sample): a long-tailed subsample."""
+    labels = np.asarray(ds["label"])
+    rng = np.random.default_rng(seed)
+    keep = []
+    for k in range(num_classes):
+        members = np.flatnonzero(labels == k)
+        n = max(1, int(round(len(members) * ratio ** (k / (num_classes - 1))))) if len(members) else 0
+        keep.append(rng.permutation(members)[:n])
+    return ds.select(np.sort(np.concatenate(keep)))
+
+
+def _stratified_split(ds, fraction: float, seed: int, what: str):
+    """(rest, carved): ``fraction`` of ``ds`` carved off, stratified by label."""
+    from sklearn.model_selection import train_test_split
+
+    labels = np.asarray(ds["label"])
+    try:
+        rest, carved = train_test_split(np.arange(len(ds)), test_size=fraction, stratify=labels, random_state=seed)
+    except ValueError as e:
+        counts = np.bincount(labels)
+        raise DataError(
+            f"cannot carve a stratified {what} split ({fraction:.3g} of {len(ds)} samples, smallest class "
+            f"{counts[counts > 0].min()} samples): {e}"
+        ) from None
+    return ds.select(np.sort(rest)), ds.select(np.sort(carved))
+
+
+def _cap(ds, n: int | None, seed: int):
+    return ds if n is None or n >= len(ds) else ds.shuffle(seed=seed).select(range(n))
+
+
+def _image_column(ds, requested: str | None, dataset_name: str) -> str | None:
+    import datasets
+
+    if requested is not None:
+        if requested not in ds.column_names:
+            raise DataError(
+                f"image column {requested!r} not found in {dataset_name!r}; columns are: {columns_message(ds)}"
+            )
+        return requested
+    return next((c for c, f in ds.features.items() if isinstance(f, datasets.Image)), None)
+
+
+def _find_split(dsd, requested: str | None, candidates: Sequence[str], what: str):
+    if requested is not None:
+        if requested not in dsd:
+            raise DataError(f"{what} split {requested!r} not found; splits are: {', '.join(dsd)}")
+        return requested
+    return next((c for c in candidates if c in dsd), None)
+
+
+def load_data(args) -> EASTData:
+    """Load, relabel, resample and split the data set of a ``DataArguments``; tabular rows are made model-ready."""
+    dsd = load_raw(args.dataset_name, args.dataset_config)
+    with quiet_datasets():
+        return _prepare(dsd, args)
+
+
+def _prepare(dsd, args) -> EASTData:
+    import datasets
+
+    dsd, names, dropped = _encode_labels(dsd, args.label_column, args.dataset_name)
+    if args.positive_classes:
+        dsd, names = _binarize(dsd, args.positive_classes, names)
+    if len(names) < 2:
+        raise DataError(f"expected at least 2 classes in {args.dataset_name!r}, got {names}")
+    if args.resplit and len(dsd) > 1:
+        dsd = datasets.DatasetDict({"train": datasets.concatenate_datasets(list(dsd.values()))})
+    train_name = _find_split(dsd, args.train_split, (), "train")
+    val_name = _find_split(dsd, args.validation_split, VALIDATION_NAMES, "validation")
+    test_name = _find_split(dsd, args.test_split, ("test",), "test")
+    splits = {
+        "train": dsd[train_name],
+        "validation": dsd[val_name] if val_name else None,
+        "test": dsd[test_name] if test_name else None,
+    }
+    long_tail = args.imbalance_ratio is not None and args.imbalance_ratio < 1
+    if long_tail and args.imbalance_splits != "train":  # "all": before carving, so every split has the long tail
+        for key in ("train", "validation", "test"):
+            if splits[key] is not None:
+                splits[key] = _imbalance(splits[key], args.imbalance_ratio, len(names), args.split_seed)
+    seed, val, test = args.split_seed, args.val_size, args.test_size
+    if splits["test"] is None:
+        # Without a validation split both are carved: test_size of the whole, then val_size of the whole from the rest.
+        fraction = test if splits["validation"] is None else test / (1 - val)
+        splits["train"], splits["test"] = _stratified_split(splits["train"], fraction, seed, "test")
+    if splits["validation"] is None:
+        splits["train"], splits["validation"] = _stratified_split(
+            splits["train"], val / (1 - test), seed, "validation"
+        )
+    if long_tail and args.imbalance_splits == "train":  # after carving: validation and test keep the original mix
+        splits["train"] = _imbalance(splits["train"], args.imbalance_ratio, len(names), args.split_seed)
+    for key, cap in (
+        ("train", args.max_train_samples),
+        ("validation", args.max_eval_samples),
+        ("test", args.max_test_samples),
+    ):
+        splits[key] = _cap(splits[key], cap, seed)
+    image_column = _image_column(splits["train"], args.image_column, args.dataset_name)
+    if image_column is not None:
+        keep = [image_column, "label"]
+        splits = {k: ds.select_columns(keep) for k, ds in splits.items()}
+        return EASTData(
+            splits["train"], splits["validation"], splits["test"], names, "image", image_column, dropped=dropped
+        )
+    splits, preprocessor = tabular_splits(splits, args.feature_columns, args.standardize, names)
+    return EASTData(
+        splits["train"],
+        splits["validation"],
+        splits["test"],
+        names,
+        "tabular",
+        preprocessor=preprocessor,
+        dropped=dropped,
+    )

@@ -1,0 +1,37 @@
+"""Hard metrics for evaluation: packaged evaluate modules and a Trainer ``compute_metrics``, both over the core.
+
+- ``load_metric("macro_fbeta")`` / ``load_metric("mcc")`` load the evaluate modules shipped in this package
+  (``east_hf/hf/metrics/<name>/<name>.py``), offline.
+- ``build_compute_metrics(num_classes, ...)`` returns a Trainer ``compute_metrics`` that calls the functional core
+  directly (no evaluate inside the evaluation loop).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from east_hf.hf.metrics.compute import ComputeMetrics, build_compute_metrics, safe_name
+
+__all__ = ["METRIC_DIR", "METRIC_NAMES", "ComputeMetrics", "build_compute_metrics", "load_metric", "safe_name"]
+
+METRIC_DIR = Path(__file__).resolve().parent
+"""The folder holding one evaluate module per metric, in evaluate's layout ``<name>/<name>.py``."""
+
+METRIC_NAMES = ("macro_fbeta", "mcc")
+
+
+def load_metric(name: str, **kwargs):
+    """Load a packaged evaluate metric by name: ``evaluate.load`` on its path inside east_hf.
+
+    ``evaluate.load("mcc")`` would first look for ``./mcc/mcc.py`` in the working directory and then ask the Hub;
+    this helper passes the absolute path of the packaged script, so it needs no network and no particular working
+    directory. ``kwargs`` go to ``evaluate.load`` (``config_name``, ``experiment_id``, ``keep_in_memory``, ...).
+
+    >>> round(load_metric("macro_fbeta").compute(predictions=[0, 1, 1], references=[0, 1, 0])["fbeta"], 4)
+    0.6667
+    """
+    if name not in METRIC_NAMES:
+        raise ValueError(f"Expected a metric name in {METRIC_NAMES}, got {name!r}")
+    import evaluate  # imported here: it is slow to import and only the metric modules need it
+
+    return evaluate.load(str(METRIC_DIR / name), **kwargs)

@@ -1,0 +1,209 @@
+"""A Trainer ``compute_metrics`` over the functional core: accuracy, F-beta, MCC, precision and recall.
+
+``build_compute_metrics`` returns a callable for ``Trainer(compute_metrics=...)``. It builds the hard (argmax)
+confusion matrix with ``east_hf.core.hard_confusion_matrix`` and scores it with the core's metrics, in torch,
+without evaluate: the same code that defines the EAST surrogate defines the numbers it is judged by.
+
+Multi-process evaluation: the Trainer gathers predictions and labels across processes (``gather_for_metrics``, which
+also drops the samples the distributed sampler repeats to even out the last batch) before it calls
+``compute_metrics``, so every process scores the global evaluation set. With ``batch_eval_metrics=True`` each call
+receives one gathered batch and ``compute_result`` marks the last one: the callable adds each batch's confusion
+matrix to a running (C, C) sum (identical on every process) and returns the metrics, and starts afresh, when
+``compute_result`` is True; it returns ``{}`` for the batches before. The running sum lives in the callable, so use
+one callable per Trainer, and call ``reset()`` if an evaluation was interrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from east_hf.core import (
+    AVERAGES,
+    accuracy,
+    beta_vector,
+    class_index,
+    fbeta,
+    hard_confusion_matrix,
+    mcc,
+    precision,
+    precision_recall_fbeta,
+    recall,
+    resolve_beta,
+    safe_name,
+)
+
+__all__ = ["ComputeMetrics", "build_compute_metrics", "safe_name"]
+
+IGNORE_INDEX = -100  # the label the Trainer pads with and the loss ignores
+
+
+def _class_names(num_classes: int, id2label: Mapping[Any, str] | None) -> list[str]:
+    """Safe names of all classes, from ``id2label`` or the index; clashing or empty names get ``_<index>``."""
+    labels = {int(k): str(v) for k, v in (id2label or {}).items()}
+    names = [safe_name(labels.get(k, k)) for k in range(num_classes)]
+    return [f"{name}_{k}" if names.count(name) > 1 or not name else name for k, name in enumerate(names)]
+
+
+def _as_tensor(x: Any) -> torch.Tensor:
+    """Predictions or labels as one tensor: the first of several model outputs, batches concatenated."""
+    if isinstance(x, tuple):  # a model with several outputs: the logits come first
+        return _as_tensor(x[0])
+    if isinstance(x, list) and x and isinstance(x[0], (tuple, list, np.ndarray, torch.Tensor)):
+        return torch.cat([_as_tensor(b) for b in x])  # eval_do_concat_batches=False: one entry per batch
+    return torch.as_tensor(x)
+
+
+class ComputeMetrics:
+    """The callable ``build_compute_metrics`` returns; see there. ``__call__(eval_pred, compute_result=None)``."""
+
+    def __init__(
+        self,
+        num_classes: int,
+        beta: float | Sequence[float] | Mapping[str, float] = 1.0,
+        average: str = "macro",
+        pos_label: int = 1,
+        id2label: Mapping[int, str] | None = None,
+        report_classes: Sequence[str | int] | str | None = None,
+        zero_division: float = 0.0,
+    ):
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+            raise ValueError(f"Expected num_classes as an int >= 2, got {num_classes!r}")
+        if average not in AVERAGES:
+            raise ValueError(f"Expected average in {AVERAGES}, got {average!r}")
+        if isinstance(pos_label, bool) or not isinstance(pos_label, int) or not 0 <= pos_label < num_classes:
+            raise ValueError(f"Expected pos_label as a class index in [0, {num_classes - 1}], got {pos_label!r}")
+        if not isinstance(zero_division, (int, float)) or not 0 <= zero_division <= 1:
+            raise ValueError(f"Expected zero_division as a float in [0, 1], got {zero_division!r}")
+        resolved = resolve_beta(beta, id2label, num_classes)
+        betas = beta_vector(resolved, num_classes, torch.zeros((), dtype=torch.float64))  # validates beta > 0
+        if average == "micro" and not bool((betas == betas[0]).all()):
+            raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {betas.tolist()}")
+        self.num_classes, self.average, self.pos_label = num_classes, average, pos_label
+        self.zero_division = float(zero_division)
+        self.betas: list[float] = betas.tolist()
+        names = _class_names(num_classes, id2label)
+        if report_classes is None:  # the classes that are special: their own beta, or the positive class
+            indices = {k for k, b in enumerate(self.betas) if b != 1.0} if isinstance(resolved, list) else set()
+            if average == "binary":
+                indices.add(pos_label)
+        elif report_classes == "all":
+            indices = set(range(num_classes))
+        else:
+            if isinstance(report_classes, (str, int)):
+                report_classes = [report_classes]
+            indices = {class_index(c, id2label, num_classes, what="report_classes") for c in report_classes}
+        self.report: dict[int, str] = {k: names[k] for k in sorted(indices)}
+        self._confmat: torch.Tensor | None = None
+
+    def reset(self) -> None:
+        """Drop the running confusion matrix of ``batch_eval_metrics``."""
+        self._confmat = None
+
+    def confusion_matrix(self, predictions: Any, labels: Any) -> torch.Tensor:
+        """The (C, C) float64 hard confusion matrix of logits (N, C) or class ids (N,); labels -100 are ignored."""
+        scores, labels = _as_tensor(predictions), _as_tensor(labels)
+        if labels.is_floating_point():
+            raise TypeError(f"Expected integer labels, got dtype {labels.dtype}")
+        labels = labels.to(scores.device).long().flatten()
+        if scores.ndim == 0 or labels.shape[0] != scores.shape[0]:
+            raise ValueError(
+                f"Expected one label per prediction, got predictions of shape {tuple(scores.shape)} and "
+                f"{labels.shape[0]} labels"
+            )
+        C = self.num_classes
+        if scores.ndim == 1 and not scores.is_floating_point():
+            # class ids, e.g. from preprocess_logits_for_metrics=argmax; ids of ignored samples are never scored
+            ids = torch.where(labels == IGNORE_INDEX, 0, scores.long())
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= C):
+                raise ValueError(
+                    f"Expected predicted class ids in [0, {C - 1}], got {int(ids.min())}..{int(ids.max())}"
+                )
+            scores = F.one_hot(ids, C).float()  # (N, C)
+        if scores.ndim != 2 or scores.shape[1] != C:
+            raise ValueError(
+                f"Expected predictions as logits (N, {C}) or class ids (N,), got shape {tuple(scores.shape)}"
+            )
+        if not scores.is_floating_point():
+            scores = scores.float()
+        return hard_confusion_matrix(scores, labels, ignore_index=IGNORE_INDEX).double().cpu()  # (C, C)
+
+    def from_confusion_matrix(self, confmat: torch.Tensor) -> dict[str, float]:
+        """All metric values of a (C, C) confusion matrix, rows true classes and columns predicted classes."""
+        args = {"average": self.average, "pos_label": self.pos_label, "zero_division": self.zero_division}
+        metrics = {
+            "accuracy": accuracy(confmat),
+            "fbeta": fbeta(confmat, self.betas, **args),
+            "mcc": mcc(confmat),
+            "precision": precision(confmat, **args),
+            "recall": recall(confmat, **args),
+        }
+        if self.report:
+            p, r, f, _ = precision_recall_fbeta(confmat, self.betas, self.zero_division)  # (C,) each
+            for k, name in self.report.items():
+                metrics.update({f"precision_{name}": p[k], f"recall_{name}": r[k], f"fbeta_{name}": f[k]})
+        return {key: value.item() for key, value in metrics.items()}
+
+    def __call__(self, eval_pred: Any, compute_result: bool | None = None) -> dict[str, float]:
+        """Metrics of an ``EvalPrediction`` (or a ``(predictions, labels)`` pair).
+
+        ``compute_result`` is None: score this call's predictions. True or False (``batch_eval_metrics=True``): add
+        them to the running confusion matrix, and score and reset it when True.
+        """
+        if hasattr(eval_pred, "predictions"):
+            predictions, labels = eval_pred.predictions, eval_pred.label_ids
+        else:
+            predictions, labels = eval_pred[0], eval_pred[1]
+        confmat = self.confusion_matrix(predictions, labels)
+        if compute_result is None:
+            return self.from_confusion_matrix(confmat)
+        self._confmat = confmat if self._confmat is None else self._confmat + confmat
+        if not compute_result:
+            return {}
+        confmat, self._confmat = self._confmat, None
+        return self.from_confusion_matrix(confmat)
+
+
+def build_compute_metrics(
+    num_classes: int,
+    beta: float | Sequence[float] | Mapping[str, float] = 1.0,
+    average: str = "macro",
+    pos_label: int = 1,
+    id2label: Mapping[int, str] | None = None,
+    report_classes: Sequence[str | int] | str | None = None,
+    zero_division: float = 0.0,
+) -> ComputeMetrics:
+    """A Trainer ``compute_metrics`` reporting the hard metrics EAST trains for.
+
+    Keys (the Trainer prefixes them with ``eval_``, and ``metric_for_best_model`` takes them with or without it):
+
+    - ``accuracy``, ``mcc``;
+    - ``fbeta``, ``precision``, ``recall``: averaged by ``average`` (macro, weighted, micro, or binary, which scores
+      class ``pos_label``), F-beta with ``beta``;
+    - ``precision_<name>``, ``recall_<name>``, ``fbeta_<name>`` for each class of ``report_classes``, where
+      ``<name>`` is ``safe_name(id2label[k])`` (lowercase, non-alphanumerics replaced by ``_``) or the index ``k``.
+
+    Args:
+        num_classes: C, the number of logits per sample.
+        beta: a float, one value per class, or a ``{class name or index: beta}`` mapping (others 1.0), resolved by
+            ``east_hf.core.resolve_beta``, as ``EASTConfig.east_beta``.
+        average, pos_label, zero_division: as the functional core (``east_hf.core.fbeta``).
+        id2label: class names, e.g. ``model.config.id2label``.
+        report_classes: class names (as in ``id2label``, or safe) or indices to report per class, or ``"all"``. Default: for a per-class beta the
+            classes whose beta differs from 1, and for ``average="binary"`` the class ``pos_label``.
+
+    Predictions are logits (N, C) (a tuple of model outputs: the first; ``eval_do_concat_batches=False``: a list of
+    batches) or class ids (N,); labels equal to -100 are ignored. Scores are of the whole gathered evaluation set
+    (see the module docstring for multi-process and ``batch_eval_metrics`` evaluation).
+
+    >>> import numpy as np
+    >>> compute_metrics = build_compute_metrics(3, beta={"Cat": 2.0}, id2label={0: "Cat", 1: "dog", 2: "bird"})
+    >>> logits, labels = np.eye(3)[[0, 0, 1, 2, 2, 1]], np.array([0, 1, 1, 2, 0, -100])
+    >>> {key: round(value, 4) for key, value in compute_metrics((logits, labels)).items()}
+    {'accuracy': 0.6, 'fbeta': 0.6111, 'mcc': 0.4375, 'precision': 0.6667, 'recall': 0.6667, 'precision_cat': 0.5, 'recall_cat': 0.5, 'fbeta_cat': 0.5}
+    """
+    return ComputeMetrics(num_classes, beta, average, pos_label, id2label, report_classes, zero_division)

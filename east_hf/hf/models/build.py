@@ -1,0 +1,143 @@
+"""Which model a run trains: ``ModelArguments`` and ``build_model`` (a timm architecture, a checkpoint, or the MLP)."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from east_hf.hf.models import (
+    TabularMLPConfig,
+    TabularMLPForClassification,
+    create_image_model,
+    image_classifier_from_pretrained,
+    label_maps,
+)
+
+__all__ = ["DEFAULT_IMAGE_MODEL", "TABULAR_MODEL", "ModelArguments", "attach_data_config", "build_model"]
+
+TABULAR_MODEL = "tabular_mlp"
+DEFAULT_IMAGE_MODEL = "darknet19"  # the paper's image architecture (its Appendix E)
+
+
+@dataclass
+class ModelArguments:
+    """Which model: a timm architecture (random init), a Hub or local checkpoint (new head), or the tabular MLP."""
+
+    _argument_group_name = "model"
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "timm architecture (darknet19, darknet19_tiny.cifar, resnet18: random init), Hub id or folder "
+            "of a checkpoint (timm/resnet18.a1_in1k: fine-tuned with a new head), or tabular_mlp. "
+            "Default: darknet19 for images, tabular_mlp for tables (the paper's architectures)."
+        },
+    )
+    model_revision: str = field(default="main", metadata={"help": "Revision of a Hub checkpoint."})
+    hidden_sizes: list[int] = field(
+        default_factory=lambda: [512, 256, 128],
+        metadata={"help": "Hidden layer widths of tabular_mlp (paper: 512 256 128)."},
+    )
+    dropout: float | None = field(
+        default=None,
+        metadata={
+            "help": "Dropout: of tabular_mlp's hidden layers (default 0.25, paper grid {0.25, 0.5}), or timm's drop_rate."
+        },
+    )
+
+    def __post_init__(self):
+        if self.dropout is not None and not 0 <= self.dropout < 1:
+            raise ValueError(f"Expected dropout in [0, 1), got {self.dropout}")
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _unreachable(kind: str, name: str, error: Exception) -> ValueError:
+    if _offline():
+        return ValueError(
+            f"{kind} {name!r} is not a local folder and could not be reached on the Hub "
+            "(HF_HUB_OFFLINE is set: only checkpoints already in the cache load)"
+        )
+    return ValueError(f"could not load {kind} {name!r}: {' '.join(str(error).split())}")
+
+
+def _is_timm_architecture(name: str) -> bool:
+    import timm
+
+    return "/" not in name and not os.path.exists(name) and timm.is_model(name)
+
+
+def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str | None]:
+    """(model, processor or None, base model id or None) for the data's modality and ``ModelArguments``.
+
+    Tables: ``tabular_mlp`` (``TabularMLPForClassification``, the paper's 512-256-128 MLP) or a saved checkpoint;
+    the processor is the data's fitted ``TabularFeatureExtractor``, which the Trainer saves beside the model.
+    Images: a timm architecture name builds a randomly initialised ``TimmWrapperForImageClassification``; a Hub id
+    or folder is fine-tuned with a new ``num_labels`` head and its own image processor.
+    """
+    id2label, label2id = label_maps(data.num_labels, data.label_names)
+    image = data.modality == "image"
+    name = model_args.model_name_or_path or (DEFAULT_IMAGE_MODEL if image else TABULAR_MODEL)
+    if name == TABULAR_MODEL:
+        if image:
+            raise ValueError(
+                f"model {TABULAR_MODEL!r} takes tabular data, got an image data set: use a timm architecture or an image checkpoint"
+            )
+        config = TabularMLPConfig(
+            num_features=len(data.preprocessor.feature_names),
+            hidden_sizes=list(model_args.hidden_sizes),
+            dropout=0.25 if model_args.dropout is None else model_args.dropout,
+            num_labels=data.num_labels,
+            id2label=id2label,
+            label2id=label2id,
+        )
+        return TabularMLPForClassification(config), data.preprocessor, None
+    if image and _is_timm_architecture(name):
+        extra = None if model_args.dropout is None else {"drop_rate": model_args.dropout}
+        return create_image_model(name, data.num_labels, id2label, model_args=extra), None, None
+    if "/" not in name and not os.path.exists(name):
+        import timm
+
+        close = difflib.get_close_matches(name, [TABULAR_MODEL, *timm.list_models()], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"unknown model {name!r}: not a timm architecture, {TABULAR_MODEL!r}, a local folder or a Hub id (owner/name){hint}"
+        )
+    try:
+        if not image:
+            from transformers import AutoModelForSequenceClassification
+
+            model = AutoModelForSequenceClassification.from_pretrained(
+                name,
+                num_labels=data.num_labels,
+                id2label=id2label,
+                label2id=label2id,
+                ignore_mismatched_sizes=True,
+                revision=revision,
+            )
+            return model, data.preprocessor, name
+        model = image_classifier_from_pretrained(name, data.num_labels, id2label, revision=revision)
+        processor = None
+        if getattr(model.config, "model_type", None) != "timm_wrapper":  # timm checkpoints keep their data config
+            from transformers import AutoImageProcessor
+
+            processor = AutoImageProcessor.from_pretrained(name, revision=revision)
+    except OSError as e:
+        raise _unreachable("model", name, e) from None
+    return model, processor, name
+
+
+def attach_data_config(model, data_config: dict[str, Any] | None) -> None:
+    """Store the timm data config used for training in ``config.pretrained_cfg``: ``config.json`` then reloads
+    with ``AutoImageProcessor.from_pretrained`` (``TimmWrapperImageProcessor``) into the same transforms."""
+    if data_config is None or getattr(model.config, "model_type", None) != "timm_wrapper":
+        return
+    base = dict(getattr(model.timm_model, "pretrained_cfg", None) or {})
+    base.pop("num_classes", None)  # the pretrained head's size, stale after a new head
+    model.config.pretrained_cfg = {**base, **data_config}

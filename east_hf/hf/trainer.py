@@ -1,0 +1,545 @@
+"""EASTTrainer: the EAST surrogate inside the Hugging Face ``Trainer``.
+
+A confusion-matrix metric is a function of a whole set, not a mean over samples. Three places of the usual
+per-batch-loss machinery are therefore handled here:
+
+Multi-process training (``east_sync_across_processes=True``, the default)
+    Each process computes the soft confusion matrix C_r of its shard, all-reduces it with the differentiable
+    ``torch.distributed.nn.functional.all_reduce`` to the global C = sum_r C_r, and computes L = 1 - M(C). The
+    all-reduce's backward sums the W identical upstream gradients dL/dC (a factor W on every process) and DDP then
+    averages parameter gradients over the W processes (a factor 1/W): the two cancel, so the gradient every process
+    applies equals the gradient of single-process training on the concatenated global batch, with no rescaling.
+    With the switch off each process optimises the surrogate of its own local batch and DDP averages those W
+    gradients: the gradient of the mean of W local surrogates, each with the larger 1/sqrt(n) error of a smaller
+    batch (paper Theorem 5.8).
+
+Gradient accumulation
+    ``loss_is_scaled_for_ga = False``: the Trainer divides each micro-batch loss by the k accumulation steps, so one
+    optimizer step follows the gradient of the mean of the k micro-batch surrogates, (1/k) sum_i grad(1 - M(C_i)).
+    That is not the gradient of the surrogate of the union of the micro-batches (M is not additive); use a larger
+    per-device batch or more processes, which are exact, when the batch the surrogate sees matters.
+
+Evaluation
+    ``eval_loss`` is the loss of the whole evaluation set: every loss is a function of additive statistics
+    (``east_hf.core.loss``), those of every batch (gathered across processes, duplicates of uneven sharding dropped) are
+    summed and the loss is applied once. For EAST that is the surrogate of the whole set at the current temperature
+    (one soft confusion matrix), for cross-entropy the mean over the set, for Dice the soft Dice of the set. Hard
+    metrics come from ``compute_metrics``.
+
+One loss, chosen at ``__init__`` from ``east_loss`` (``EASTConfig.build_loss``), and one direction of control: the
+annealing callback holds the schedule; the trainer finds the callback in its own callback list and pulls the stage,
+the temperature and whether the warm start's cross-entropy is on. Temperature and stage are added to every log, in
+``log`` alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import Trainer, TrainingArguments
+from transformers.utils import logging as hf_logging
+
+import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
+from east_hf.core.loss import EASTLoss, MixedSetLoss, SetLoss
+from east_hf.hf.callbacks import TemperatureAnnealingCallback
+from east_hf.hf.cards import hub_preflight, write_model_card
+from east_hf.hf.checkpoints import is_complete_checkpoint, last_complete_checkpoint
+from east_hf.hf.config import EASTConfig
+
+__all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
+
+logger = logging.getLogger(__name__)
+
+
+def logits_of(outputs: Any) -> torch.Tensor:
+    """The (N, C) logits of a model's output: ``.logits``, a ``"logits"`` key, a tensor, or the first element."""
+    if isinstance(outputs, torch.Tensor):
+        return outputs
+    if getattr(outputs, "logits", None) is not None:
+        return outputs.logits
+    if isinstance(outputs, dict) and "logits" in outputs:
+        return outputs["logits"]
+    if isinstance(outputs, (tuple, list)) and outputs and isinstance(outputs[0], torch.Tensor):
+        return outputs[0]
+    raise TypeError(f"Expected model outputs with .logits or a logits tensor, got {type(outputs).__name__}")
+
+
+def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
+    """Training samples per class: from a ``datasets.Dataset``'s ``labels`` / ``label`` column (no transform runs),
+    else by reading ``dataset[i]["labels"]`` for every row. The priors of the ``wce`` and ``la`` baselines."""
+    if dataset is None or not hasattr(dataset, "__len__") or len(dataset) == 0:
+        raise ValueError("Expected a training data set with a length to count the classes of 'wce' / 'la', got none")
+    column_names = getattr(dataset, "column_names", None)
+    column = next((c for c in ("labels", "label") if column_names and c in column_names), None)
+    if column is not None and hasattr(dataset, "with_format"):
+        labels = torch.as_tensor(dataset.with_format(None)[column])
+    else:
+        labels = torch.as_tensor([int(dataset[i]["labels"]) for i in range(len(dataset))])
+    labels = labels[labels != -100]
+    width = max(num_classes or 0, int(labels.max()) + 1 if len(labels) else 0)
+    return torch.bincount(labels, minlength=width).tolist()
+
+
+def validation_size(eval_dataset: Any, anneal_key: str) -> int | None:
+    """The number of samples behind the anneal monitor ``anneal_key``: the length of ``eval_dataset``, or with a
+    mapping of evaluation sets (metrics ``eval_<name>_*``) the length of the one the key names; None where unknown
+    (no such set, or an iterable dataset without a length)."""
+    if isinstance(eval_dataset, Mapping):
+        names = [name for name in eval_dataset if anneal_key.startswith(f"eval_{name}_")]
+        eval_dataset = eval_dataset[max(names, key=len)] if names else None
+    try:
+        return len(eval_dataset)
+    except TypeError:  # None, or an IterableDataset
+        return None
+
+
+class _SumAcrossProcesses(torch.autograd.Function):
+    """The sum of a tensor over all processes, differentiable: the backward sums the incoming gradients the same way
+    (each process's input enters every process's output with weight 1). Written on the public ``all_reduce`` because
+    ``torch.distributed.nn.functional.all_reduce`` is deprecated (a FutureWarning on every process)."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.clone()
+        torch.distributed.all_reduce(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous().clone()
+        torch.distributed.all_reduce(grad)
+        return grad
+
+
+def _all_reduce_differentiable(tensor: torch.Tensor) -> torch.Tensor:
+    return _SumAcrossProcesses.apply(tensor)
+
+
+class EASTTrainer(Trainer):
+    """``Trainer`` that optimises 1 - M(C_T), the EAST surrogate of a confusion-matrix metric M (or a baseline loss).
+
+    Takes an ``EASTConfig`` as ``args``. Works with any model whose output has ``.logits`` (transformers image
+    classifiers, ``TimmWrapperForImageClassification``) or that returns a logits tensor; the model's own
+    cross-entropy is not computed (``labels`` are not passed to it). Installs the config's
+    ``TemperatureAnnealingCallback`` unless one is passed in ``callbacks``.
+
+    Attributes:
+        east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
+        warm_start_loss: the cross-entropy trained during the annealing's warm start, and the annealed weight's term
+            (``args.east_ce_loss``: plain, class-weighted or logit-adjusted).
+        east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone),
+            applied stage by stage by the annealing (with ``east_annealing=False`` the loss is EAST alone).
+        confusion_memory: the detached, decayed sum of the stage's earlier soft confusion matrices that training adds
+            to the batch's (``EASTConfig.east_confusion_memory``), or None (empty, or the memory is off).
+        annealing: the annealing callback in this trainer's callback list, or None (read-only).
+        east_stage, east_temperature, use_cross_entropy: the current stage, its temperature and whether the loss is
+            cross-entropy (the warm start, or ``east_loss="ce"``), read from ``annealing.schedule`` (read-only).
+    """
+
+    # Our loss is a per-batch surrogate: let the Trainer divide it by the accumulation steps (see module docstring).
+    loss_is_scaled_for_ga = False
+
+    def __init__(
+        self, model: nn.Module | None = None, args: EASTConfig | None = None, *pargs, callbacks=None, **kwargs
+    ):
+        if args is None:
+            args = EASTConfig(output_dir="trainer_output")
+        if not isinstance(args, EASTConfig):
+            if isinstance(args, TrainingArguments):
+                raise TypeError(
+                    "Expected args as an east_hf.EASTConfig, got transformers.TrainingArguments; "
+                    "build EASTConfig(**your_args.to_dict()) or EASTConfig(output_dir=...)"
+                )
+            raise TypeError(f"Expected args as an east_hf.EASTConfig, got {type(args).__name__}")
+        hub_preflight(args)  # push_to_hub without network or token fails now, not after training
+        # Trainer's positional order after args: data_collator, train_dataset, eval_dataset, ...
+        given = dict(zip(("data_collator", "train_dataset", "eval_dataset"), pargs)) | kwargs
+        if args.label_names is None:
+            args.label_names = ["labels"]  # plain nn.Modules have no `labels` argument for the Trainer to find
+        config = getattr(model, "config", None)
+        num_classes = getattr(config, "num_labels", None)
+        if (
+            num_classes is None
+            and isinstance(args.east_beta, Mapping)
+            and not all(str(k).isdigit() for k in args.east_beta)
+        ):
+            raise ValueError(
+                "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
+            )
+        counts = None
+        if args.needs_class_counts:
+            counts = training_class_counts(given.get("train_dataset"), num_classes)
+        self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None), counts)
+        self.warm_start_loss = args.build_ce_loss(counts)
+        self.east_ce_weight = args.resolved_ce_weight(num_classes)  # w0 of the annealed cross-entropy weight
+        args.check_loss_anneal_monitor(self.east_ce_weight)  # the default weight is known once the classes are
+        if self.east_ce_weight > 0:  # EAST plus an annealed cross-entropy weight (set per stage in _current_loss)
+            self._mixed_loss = MixedSetLoss(
+                self.east_loss, weight=self.east_ce_weight, cross_entropy=self.warm_start_loss
+            )
+        self._num_classes = num_classes
+        self.confusion_memory: torch.Tensor | None = None
+        self._memory_temperature: float | None = None  # the temperature the memory was accumulated at
+        # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
+        self.east_card_info: dict[str, Any] = {}
+        self._soft_metric_sum = None
+        self._soft_metric_count = 0
+        self._eval_stats = None
+        self._nonfinite_step = None  # device scalar: the first training step with a non-finite loss, -1 if none
+        self.decision_rule = None  # set by tune_decision_rule
+        callbacks = list(callbacks or [])
+        if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
+            # The default minimum across-stage gain is two validation samples' worth (EASTConfig.resolved_anneal_threshold)
+            callbacks.append(args.annealing_callback(validation_size(given.get("eval_dataset"), args.east_anneal_key)))
+        super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
+        self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
+
+    # ---- the annealing state, pulled from the callback ----
+    @property
+    def annealing(self) -> TemperatureAnnealingCallback | None:
+        """The annealing callback of this trainer (after a resume, the instance restored from the checkpoint)."""
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, TemperatureAnnealingCallback):
+                return callback
+        return None
+
+    @property
+    def east_stage(self) -> int:
+        annealing = self.annealing
+        return 0 if annealing is None else annealing.schedule.stage
+
+    @property
+    def east_temperature(self) -> float:
+        annealing = self.annealing
+        return self.args.east_temperature if annealing is None else annealing.schedule.temperature
+
+    @property
+    def use_cross_entropy(self) -> bool:
+        loss = self._current_loss()  # the warm start's cross-entropy may be logit-adjusted (east_ce_loss)
+        return loss is self.warm_start_loss or loss.name == "ce"
+
+    def _current_loss(self) -> SetLoss:
+        """The loss of the current stage: cross-entropy in a warm start, else ``east_loss`` at the stage's T."""
+        annealing = self.annealing
+        if annealing is None:
+            return self.east_loss
+        if annealing.schedule.in_warm_start:
+            return self.warm_start_loss
+        if isinstance(self.east_loss, EASTLoss):
+            self.east_loss.temperature = annealing.schedule.temperature
+            if self.east_ce_weight > 0:  # an annealed cross-entropy weight: w_k = w0 * d^k in stage k
+                stage = annealing.schedule.stage
+                self._mixed_loss.weight = self.east_ce_weight * self.args.east_ce_weight_decay**stage
+                return self._mixed_loss
+        return self.east_loss
+
+    # ---- loss ----
+    def _split_inputs(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor]:
+        if "labels" not in inputs:
+            raise ValueError(f"Expected a 'labels' entry in the batch, got keys {sorted(inputs)}")
+        inputs = dict(inputs)
+        return inputs, inputs.pop("labels")
+
+    def compute_loss(
+        self,
+        model: nn.Module,
+        inputs: dict[str, torch.Tensor | Any],
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ):
+        inputs, labels = self._split_inputs(inputs)
+        outputs = model(**inputs)
+        loss_fn = self._current_loss()
+        stats = loss_fn.statistics(logits_of(outputs), labels)  # additive: (C, C) for EAST
+        if self.args.east_sync_across_processes and self.accelerator.num_processes > 1:
+            stats = _all_reduce_differentiable(stats)
+        if model.training and self.args.east_confusion_memory > 0 and loss_fn is not self.warm_start_loss:
+            stats = self._add_confusion_memory(stats)
+        loss = loss_fn.loss_from_statistics(stats)
+        if model.training:
+            self._flag_nonfinite(loss)
+        if model.training and loss_fn.soft_metric_key is not None:
+            value = loss_fn.soft_metric(loss)
+            self._soft_metric_sum = value if self._soft_metric_sum is None else self._soft_metric_sum + value
+            self._soft_metric_count += 1
+        return (loss, outputs) if return_outputs else loss
+
+    def _add_confusion_memory(self, stats: torch.Tensor) -> torch.Tensor:
+        """The batch's statistics with the memory added to their confusion matrix (the first C * C entries; a
+        ``MixedSetLoss``'s cross-entropy sum and count stay the batch's), then m <- d * (m + C_batch.detach())."""
+        n = stats.numel() if stats.ndim == 2 else stats.numel() - 2  # EASTLoss: (C, C); MixedSetLoss: C * C + 2
+        flat = stats.reshape(-1)
+        confmat = flat[:n]
+        temperature = self.east_loss.temperature
+        memory = self.confusion_memory
+        if memory is None or self._memory_temperature != temperature:
+            memory = torch.zeros_like(confmat)  # a new stage: its matrices are another function
+        decay = self.args.east_confusion_memory
+        self.confusion_memory = decay * (memory + confmat.detach())
+        self._memory_temperature = temperature
+        return torch.cat([confmat + memory, flat[n:]]).view(stats.shape)
+
+    # ---- evaluation: the loss of the whole set ----
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        inputs = self._prepare_inputs(inputs)
+        inputs, labels = self._split_inputs(inputs)
+        loss_fn = self._current_loss()
+        with torch.no_grad():
+            logits = logits_of(model(**inputs)).detach()
+            if self.accelerator.num_processes == 1:
+                self._check_eval_logits(logits)
+            stats = loss_fn.statistics(logits, labels)  # this process's batch
+            loss = loss_fn.loss_from_statistics(stats)
+            if self.accelerator.num_processes > 1:
+                every = self.accelerator.gather_for_metrics((logits, labels))  # drops the padding of uneven shards
+                self._check_eval_logits(every[0])  # on every process alike: all raise or none
+                stats = loss_fn.statistics(*every)  # every process's batch
+            self._eval_stats = stats if self._eval_stats is None else self._eval_stats + stats
+        if prediction_loss_only:
+            return loss, None, None
+        return loss, logits, labels
+
+    def evaluation_loop(
+        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
+    ):
+        self._eval_stats = None
+        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
+        if self._eval_stats is not None:
+            loss = self._current_loss().loss_from_statistics(self._eval_stats).item()
+            if not math.isfinite(loss):  # finite logits (checked per batch) but a loss that overflowed
+                raise FloatingPointError(
+                    f"Expected a finite {metric_key_prefix}_loss, got {loss} at step {self.state.global_step}"
+                )
+            output.metrics[f"{metric_key_prefix}_loss"] = loss
+        self._eval_stats = None
+        if metric_key_prefix == "eval":
+            self._check_best_metric_key(output.metrics)
+        return output
+
+    def _check_eval_logits(self, logits: torch.Tensor) -> None:
+        """An evaluation batch with NaN or inf logits is an error, never a silent 'no improvement' (one sync per
+        evaluation batch; evaluation is off the training hot path)."""
+        finite = torch.isfinite(logits).all(dim=1)  # (N,)
+        if not bool(finite.all()):
+            bad = int((~finite).sum())
+            raise ValueError(
+                f"Expected finite logits in evaluation, got NaN or inf in {bad} of {len(finite)} rows of a batch at "
+                f"step {self.state.global_step}: check the evaluation inputs for NaN or inf"
+            )
+
+    def _check_best_metric_key(self, metrics: dict[str, float]) -> None:
+        """``metric_for_best_model`` must name a key this evaluation reports (the Trainer would raise a KeyError)."""
+        name = self.args.metric_for_best_model
+        if not name:
+            return
+        key = name if name.startswith("eval_") else f"eval_{name}"
+        later = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "epoch")  # added by evaluate()
+        if key not in metrics and key not in later:
+            known = ", ".join(k.removeprefix("eval_") for k in sorted(metrics))
+            raise ValueError(f"Expected metric_for_best_model among the evaluation metrics ({known}), got {name!r}")
+
+    # ---- non-finite training: flagged on the device, checked where the Trainer already synchronises ----
+    def _flag_nonfinite(self, loss: torch.Tensor) -> None:
+        """Record the first step whose loss is NaN or inf, on the device (no host synchronisation)."""
+        if self._nonfinite_step is None or self._nonfinite_step.device != loss.device:
+            self._nonfinite_step = torch.full((), -1, dtype=torch.long, device=loss.device)
+        bad = ~torch.isfinite(loss.detach())
+        first = (self._nonfinite_step < 0) & bad
+        self._nonfinite_step = torch.where(first, self.state.global_step + 1, self._nonfinite_step)
+
+    def _raise_if_nonfinite(self) -> None:
+        """Stop with a one-line error if any training step so far had a non-finite loss (one sync)."""
+        flag = self._nonfinite_step
+        if self.accelerator.num_processes > 1:  # every process raises, or none (a lone raise would hang the others)
+            local = flag if flag is not None else torch.full((), -1, dtype=torch.long, device=self.args.device)
+            steps = self.accelerator.gather(local.reshape(1))
+            found = steps[steps >= 0]
+            flag = found.min() if len(found) else None
+        if flag is not None and (step := int(flag)) >= 0:
+            raise FloatingPointError(
+                f"Expected a finite training loss, got NaN or inf at step {step}: check the training inputs for NaN "
+                "or inf, or lower the learning rate"
+            )
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        """``Trainer.save_model``, refused (one line, nothing written) after a non-finite loss or with NaN / inf
+        parameters: a model that cannot predict is never saved over a good one. Saves draw no progress bar."""
+        self._raise_if_nonfinite()
+        params = [p.detach() for p in self.model.parameters() if p.numel()]
+        if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+            bad = next(n for n, p in self.model.named_parameters() if p.numel() and not bool(torch.isfinite(p).all()))
+            raise FloatingPointError(
+                f"Expected finite model parameters to save, got NaN or inf in {bad!r} at step "
+                f"{self.state.global_step}: nothing was written"
+            )
+        # transformers' save_pretrained draws a "Writing model shards" bar on every save (each checkpoint, the final
+        # model): noise beside the Trainer's own bars, so the switch transformers offers is off while saving.
+        bars_were_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            return super().save_model(output_dir, _internal_call)
+        finally:
+            if bars_were_on:
+                hf_logging.enable_progress_bar()
+
+    # ---- logging: temperature, stage and the soft metric, in one place ----
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs:  # a training log: the Trainer has just synchronised to read the loss
+            self._raise_if_nonfinite()
+            grad_norm = logs.get("grad_norm")
+            if isinstance(grad_norm, float) and not math.isfinite(grad_norm):
+                raise FloatingPointError(
+                    f"Expected a finite gradient norm, got {grad_norm} by step {self.state.global_step}: check the "
+                    "training inputs for NaN or inf, or lower the learning rate"
+                )
+        if "loss" in logs and self._soft_metric_count:  # a training log
+            logs[self.east_loss.soft_metric_key] = round((self._soft_metric_sum / self._soft_metric_count).item(), 6)
+        if "loss" in logs:
+            self._soft_metric_sum, self._soft_metric_count = None, 0
+        logs.setdefault("east_temperature", self.east_temperature)
+        logs.setdefault("east_stage", self.east_stage)
+        super().log(logs, start_time)
+
+    # ---- decision rule ----
+    def tune_decision_rule(self, eval_dataset: Any = None):
+        """Tune per-class logit offsets on ``eval_dataset`` (default: the evaluation set) for the configured metric
+        (``east_metric``, ``east_beta``, ``east_average``, ``east_pos_label``) and fold them into the model's output
+        bias (``east_hf.hf.models.classifier_head``), so that ``argmax`` of the model's logits applies the tuned rule in
+        every later evaluation, ``save_model`` and pipeline. Returns the ``east_hf.core.decision.DecisionRule``, also kept
+        as ``trainer.decision_rule``. A head without a bias is a one-line error before any prediction runs.
+        """
+        from east_hf.core import resolve_beta
+        from east_hf.core.decision import fold_offsets_into_bias, tune_logit_offsets
+        from east_hf.hf.models import classifier_head
+
+        dataset = self.eval_dataset if eval_dataset is None else eval_dataset
+        if dataset is None:
+            raise ValueError("Expected a validation set to tune the decision rule on, got none (pass eval_dataset)")
+        head = classifier_head(self.model, self._num_classes)
+        output = self.predict(dataset, metric_key_prefix="tune")
+        logits = torch.as_tensor(
+            output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+        )
+        labels = torch.as_tensor(output.label_ids)
+        args, config = self.args, getattr(self.model, "config", None)
+        beta = getattr(self.east_loss, "beta", None)
+        if beta is None:  # a baseline: resolve the configured beta as EASTLoss would
+            beta = resolve_beta(args.east_beta, getattr(config, "id2label", None), logits.shape[1])
+        rule = tune_logit_offsets(
+            logits.float(),
+            labels,
+            args.east_metric,
+            beta=beta,
+            average=args.east_average,
+            pos_label=args.east_pos_label,
+        )
+        fold_offsets_into_bias(head, rule.offsets)
+        self.decision_rule = rule
+        return rule
+
+    # ---- fail early ----
+    def train(self, resume_from_checkpoint: str | bool | None = None, *pargs, **kwargs):
+        """``Trainer.train``; ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last
+        *complete* checkpoint of ``output_dir``, skipping with a warning any whose save was cut off. Stops with a
+        one-line ``FloatingPointError`` naming the step if a training loss or gradient norm is NaN or inf."""
+        resume_from_checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
+        self._preflight()
+        result = super().train(resume_from_checkpoint, *pargs, **kwargs)
+        self._raise_if_nonfinite()  # steps after the last log
+        return result
+
+    def _resolve_checkpoint(self, resume: str | bool | None) -> str | None:
+        if isinstance(resume, str) and resume.strip().lower() in ("true", "last", "false", "none", ""):
+            resume = resume.strip().lower() in ("true", "last")
+        if resume is False or resume is None:
+            return None
+        if resume is True:
+            checkpoint = last_complete_checkpoint(self.args.output_dir)
+            if checkpoint is None:
+                raise ValueError(
+                    f"Expected a complete checkpoint-* folder in {self.args.output_dir} to resume from, got none"
+                )
+            logger.warning(f"resuming from {checkpoint}")
+            return str(checkpoint)
+        if not is_complete_checkpoint(resume):
+            raise ValueError(
+                f"Expected resume_from_checkpoint to be a complete checkpoint (weights and trainer_state.json), got "
+                f"{resume!r}; pass 'true' to resume from the last complete one"
+            )
+        return str(resume)
+
+    def _preflight(self) -> None:
+        """Check one collated mini-batch before any step: labels present, logits as wide as the configured classes."""
+        dataset = self.train_dataset
+        if (
+            dataset is None
+            or not hasattr(dataset, "__getitem__")
+            or not hasattr(dataset, "__len__")
+            or len(dataset) == 0
+        ):
+            return
+        batch = self.data_collator([dataset[i] for i in range(min(2, len(dataset)))])
+        if "labels" not in batch:
+            raise ValueError(f"Expected a 'labels' column in the training data, got columns {sorted(batch)}")
+        inputs, labels = self._split_inputs(self._prepare_inputs(batch))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                logits = logits_of(self.model(**inputs))
+        finally:
+            self.model.train(was_training)
+        C = self._num_classes
+        if not bool(torch.isfinite(logits).all()):
+            raise ValueError(
+                "Expected finite logits on the first training batch, got NaN or inf: check the inputs for NaN or inf"
+            )
+        if logits.ndim != 2 or (C is not None and logits.shape[1] != C):
+            raise ValueError(
+                f"Expected logits of shape (N, {C}) for the configured classes, got {tuple(logits.shape)}"
+            )
+        if isinstance(self.east_loss, EASTLoss) and self.east_loss.num_classes is None:
+            self.east_loss.num_classes = logits.shape[1]
+        self._current_loss().statistics(logits, labels)  # labels in range, beta length
+
+    # ---- model card ----
+    def create_model_card(
+        self,
+        language: str | list[str] | None = None,
+        license: str | None = None,
+        tags: str | list[str] | None = None,
+        model_name: str | None = None,
+        finetuned_from: str | None = None,
+        tasks: str | list[str] | None = None,
+        dataset_tags: str | list[str] | None = None,
+        dataset: str | list[str] | None = None,
+        dataset_args: str | list[str] | None = None,
+    ):
+        """Write east_hf's model card (README.md + annealing.png) into ``output_dir``; used by ``push_to_hub``.
+
+        Takes ``Trainer.create_model_card``'s arguments. A trainer built in Python (no ``east-train`` test results in
+        ``east_card_info``) gets its model-index from the last validation evaluation in its log.
+        """
+        info = dict(self.east_card_info)
+        if language is not None:
+            info["language"] = language
+        if license is not None:
+            info["license"] = license
+        if model_name:
+            info.setdefault("model_name", model_name)
+        if tags:
+            info["tags"] = list(info.get("tags") or []) + ([tags] if isinstance(tags, str) else list(tags))
+        if finetuned_from:
+            info.setdefault("base_model", finetuned_from)
+        if dataset:
+            info.setdefault("dataset_name", dataset if isinstance(dataset, str) else dataset[0])
+        if not info.get("test_metrics"):
+            evaluations = [e for e in self.state.log_history if "eval_loss" in e]
+            if evaluations:
+                info.update(test_metrics=evaluations[-1], metric_prefix="eval", dataset_split="validation")
+        return write_model_card(self, **info)

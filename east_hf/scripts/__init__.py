@@ -1,0 +1,1 @@
+"""The command-line scripts ``east-train`` and ``east-compare``, over the Hugging Face layer."""

@@ -1,0 +1,421 @@
+"""east-compare: train EAST and its baselines with identical settings and seeds, and tabulate the test metrics.
+
+    east-compare recipes/digits_longtail_f1.yaml --losses east,ce,dice --seeds 3
+    east-compare RECIPE.yaml --variants "cold:--east_loss east" "warm:--east_loss east --east_warm_start ce" --seeds 3
+
+Every (variant, seed) is one ``east-train RECIPE.yaml --seed s --output_dir DIR/variant/seed-s [variant flags]``
+run, in this process, so everything ``east-train`` accepts works here too. Seeds vary the weight initialisation
+and the batch order only; the data split (``split_seed``) is the recipe's, the same for every run (the paper's
+protocol: repeated trials over random initialisations). ``--vary_split`` also passes ``--split_seed s``, so each
+seed draws its own split (and long-tail subsample): the mean is then over test sets too, which matters when the
+test split is small. A run whose ``test_results.json`` exists is skipped, and
+one that was interrupted resumes from its last complete checkpoint, so the command can be re-run until it completes.
+Each run's resolved settings (recipe and flags, as ``east-train --dry_run`` prints them) are kept in its folder as
+``run_settings.json`` and in ``results.json``; a run whose settings changed since (an edited recipe, other flags)
+is trained again from scratch, with a message naming what changed, never reused.
+
+Writes ``DIR/results.json`` (every run's test metrics), ``DIR/results.md`` (mean ± sample std over seeds, the layout
+of the paper's Table 1, then each variant's difference from a reference variant, ``ce`` by default, paired by seed:
+mean ± standard error and wins / ties / losses; variants that change the target's beta, metric or average are left
+out of it, their F-beta being another metric; with a per-class ``--metric`` such as ``fbeta_positive`` only a change
+of beta or metric is) and ``DIR/results.png`` (the target metric per variant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from east_hf.core import target_metric_key
+
+__all__ = ["main", "summarize", "markdown_table", "paired_differences", "parse_variants", "redefining_flags"]
+
+logger = logging.getLogger(__name__)
+
+LOSSES = {name: f"--east_loss {name}" for name in ("east", "ce", "wce", "la", "dice")}
+SUMMARY_KEYS = ("fbeta", "accuracy", "mcc")
+LABELS = {"fbeta": "F-beta", "accuracy": "Accuracy", "mcc": "MCC"}
+TARGET_FLAGS = {"--east_beta", "--beta", "--east_metric", "--metric", "--east_average", "--east_pos_label"}
+AVERAGE_FLAGS = {"--east_average", "--east_pos_label"}
+
+
+def redefining_flags(metric: str) -> set[str]:
+    """The flags that make a variant's ``metric`` another quantity than the reference's, so it is not paired.
+
+    An averaged key (``fbeta``) changes with the average; a per-class key (``fbeta_positive``) names its class and
+    does not, so a variant that trains another average can still be paired on it.
+
+    >>> sorted(redefining_flags("fbeta_positive"))
+    ['--beta', '--east_beta', '--east_metric', '--metric']
+    """
+    per_class = metric.startswith(("fbeta_", "precision_", "recall_"))
+    return TARGET_FLAGS - AVERAGE_FLAGS if per_class else TARGET_FLAGS
+
+
+def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[str, list[str]]:
+    """``--losses east,ce`` and ``--variants NAME:FLAGS`` -> {name: east-train flags}, in the order given."""
+    out: dict[str, list[str]] = {}
+    for loss in [x.strip() for x in (losses or "").split(",") if x.strip()]:
+        if loss not in LOSSES:
+            raise ValueError(f"Expected losses among {sorted(LOSSES)}, got {loss!r}")
+        out[loss] = shlex.split(LOSSES[loss])
+    for spec in variants or []:
+        name, sep, flags = spec.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"Expected a variant as NAME:FLAGS (e.g. 'warm:--east_warm_start ce'), got {spec!r}")
+        if name.strip() in out:
+            raise ValueError(f"Expected distinct variant names, got {name.strip()!r} twice")
+        out[name.strip()] = shlex.split(flags)
+    if not out:
+        raise ValueError("Expected at least one variant: pass --losses and/or --variants")
+    return out
+
+
+SETTINGS_NAME = "run_settings.json"
+VOLATILE = {"output_dir", "logging_dir", "resume_from_checkpoint", "run_name", "overwrite_output_dir"}
+
+
+def _run_argv(
+    recipe: str, run_dir: Path, seed: int, flags: list[str], extra: list[str], vary_split: bool = False
+) -> list[str]:
+    argv = [recipe, "--seed", str(seed), "--output_dir", str(run_dir), "--report_to", "none", *flags, *extra]
+    return argv + (["--split_seed", str(seed)] if vary_split else [])
+
+
+def run_settings(argv: list[str]) -> dict[str, Any]:
+    """The resolved settings of an ``east-train`` command line (what ``--dry_run`` prints), less where it writes."""
+    from east_hf.scripts.arguments import EASTArgumentParser
+    from east_hf.scripts.east_train import resolved_settings
+
+    settings = resolved_settings(EASTArgumentParser().parse(argv))
+    settings = {group: {k: v for k, v in values.items() if k not in VOLATILE} for group, values in settings.items()}
+    return json.loads(json.dumps(settings, default=str, sort_keys=True))
+
+
+def settings_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key: old -> new`` for every setting that differs.
+
+    >>> settings_changes({"training": {"learning_rate": 0.001}}, {"training": {"learning_rate": 0.01}})
+    ['learning_rate: 0.001 -> 0.01']
+    """
+    out = []
+    for group in sorted(set(old) | set(new)):
+        a, b = old.get(group, {}), new.get(group, {})
+        out += [
+            f"{k}: {a.get(k, '(default)')} -> {b.get(k, '(default)')}"
+            for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k)
+        ]
+    return out
+
+
+def _run_one(
+    recipe: str,
+    run_dir: Path,
+    seed: int,
+    flags: list[str],
+    extra: list[str],
+    vary_split: bool = False,
+    mode: str = "fresh",
+) -> dict[str, Any]:
+    """One ``east-train`` run; ``mode``: ``"fresh"``, ``"resume"`` (from the last complete checkpoint) or
+    ``"overwrite"`` (the folder's earlier run is replaced)."""
+    from east_hf.scripts.east_train import main as east_train
+
+    argv = _run_argv(recipe, run_dir, seed, flags, extra, vary_split)
+    if mode == "resume":
+        argv += ["--resume_from_checkpoint", "true"]
+    elif mode == "overwrite":
+        argv += ["--overwrite_output_dir", "true"]
+    start = time.time()
+    code = east_train(argv)
+    if code:
+        raise RuntimeError(f"east-train exited with {code} for {' '.join(argv)}")
+    return {"wall_seconds": round(time.time() - start, 1)}
+
+
+def _run_mode(run_dir: Path, settings: dict[str, Any], force: bool) -> tuple[str, str]:
+    """How to treat a run folder: ``"skip"`` (finished with these settings), ``"resume"``, ``"overwrite"`` or
+    ``"fresh"``, and why (empty when nothing needs saying)."""
+    from east_hf.hf.checkpoints import last_complete_checkpoint, run_files
+
+    if not run_files(run_dir):
+        return "fresh", ""
+    if force:
+        return "overwrite", "--force"
+    recorded_file = run_dir / SETTINGS_NAME
+    if not recorded_file.is_file():
+        return "overwrite", f"no {SETTINGS_NAME} records how the earlier run was trained"
+    changes = settings_changes(json.loads(recorded_file.read_text()), settings)
+    if changes:
+        return "overwrite", "settings changed: " + "; ".join(changes)
+    if (run_dir / "test_results.json").is_file():
+        return "skip", ""
+    if last_complete_checkpoint(run_dir) is not None:
+        return "resume", "resuming from the last complete checkpoint"
+    return "overwrite", "no complete checkpoint to resume"
+
+
+def _read_run(run_dir: Path) -> dict[str, Any]:
+    metrics = json.loads((run_dir / "test_results.json").read_text())
+    out = {k[len("test_") :]: v for k, v in metrics.items() if k.startswith("test_") and isinstance(v, (int, float))}
+    state_file = run_dir / "trainer_state.json"
+    if state_file.exists():
+        state = json.loads(state_file.read_text())
+        out["steps"] = state.get("global_step")
+        temps = [  # the EAST evaluations (not the warm start's); logs before 0.2 named the key eval_east_temperature
+            e.get("eval_east_temperature", e.get("east_temperature"))
+            for e in state.get("log_history", [])
+            if "eval_loss" in e and e.get("eval_east_stage", e.get("east_stage", 0)) >= 0
+        ]
+        out["final_temperature"] = temps[-1] if temps else None
+    return out
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float, int]]]:
+    """{variant: {metric: (mean, sample std, n)}} over the seeds of each variant."""
+    table: dict[str, dict[str, list[float]]] = {}
+    for run in runs:
+        row = table.setdefault(run["variant"], {})
+        for key, value in run["metrics"].items():
+            if isinstance(value, (int, float)) and value is not None:
+                row.setdefault(key, []).append(float(value))
+    return {
+        variant: {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v)) for k, v in row.items()}
+        for variant, row in table.items()
+    }
+
+
+def paired_differences(
+    runs: list[dict[str, Any]], metric: str, reference: str
+) -> dict[str, tuple[float, float, int, int, int, int]]:
+    """{variant: (mean, standard error, wins, ties, losses, n)} of ``metric(variant) - metric(reference)`` over the
+    seeds both have. Pairing by seed removes what a seed shares across variants (the initial weights, the batch order,
+    with ``--vary_split`` the test set), so the difference is measured more tightly than by comparing two means.
+
+    >>> runs = [{"variant": v, "seed": s, "metrics": {"f1": m}}
+    ...         for v, ms in (("ce", [0.8, 0.9, 0.7]), ("east", [0.85, 0.9, 0.8])) for s, m in enumerate(ms)]
+    >>> {k: tuple(round(x, 4) for x in v) for k, v in paired_differences(runs, "f1", "ce").items()}
+    {'east': (0.05, 0.0289, 2, 1, 0, 3)}
+    """
+    by_variant: dict[str, dict[int, float]] = {}
+    for run in runs:
+        value = run["metrics"].get(metric)
+        if isinstance(value, (int, float)):
+            by_variant.setdefault(run["variant"], {})[run["seed"]] = float(value)
+    base = by_variant.get(reference, {})
+    out = {}
+    for variant, values in by_variant.items():
+        seeds = sorted(set(values) & set(base))
+        if variant == reference or not seeds:
+            continue
+        diffs = [values[s] - base[s] for s in seeds]
+        se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
+        wins = sum(d > 1e-12 for d in diffs)
+        losses = sum(d < -1e-12 for d in diffs)
+        out[variant] = (statistics.fmean(diffs), se, wins, len(diffs) - wins - losses, losses, len(diffs))
+    return out
+
+
+def _label(key: str) -> str:
+    """A column's name: ``fbeta`` -> ``F-beta``, ``fbeta_positive`` -> ``F-beta positive``."""
+    name, _, cls = key.partition("_")
+    return f"{LABELS[name]} {cls}".strip() if name in LABELS else key.replace("_", " ")
+
+
+def paired_table(pairs: dict[str, tuple], metric: str, reference: str) -> str:
+    label = _label(metric)
+    lines = [
+        f"| variant | {label} − {reference} (paired, mean ± s.e.) | wins / ties / losses | seeds |",
+        "|---|---|---|---|",
+    ]
+    for variant, (mean, se, wins, ties, losses, n) in pairs.items():
+        spread = f" ± {se:.4f}" if n > 1 else ""  # one seed has no spread to show
+        lines.append(f"| {variant} | {mean:+.4f}{spread} | {wins} / {ties} / {losses} | {n} |")
+    return "\n".join(lines)
+
+
+def _columns(summary: dict[str, dict[str, tuple]], metric: str) -> list[str]:
+    keys = list(dict.fromkeys([metric, *SUMMARY_KEYS]))
+    per_class = sorted(
+        {k for row in summary.values() for k in row if k.startswith(("precision_", "recall_"))},
+        key=lambda k: (k.split("_", 1)[1], k),
+    )
+    return [k for k in keys if any(k in row for row in summary.values())] + per_class
+
+
+def markdown_table(summary: dict[str, dict[str, tuple]], metric: str = "fbeta") -> str:
+    """Rows: variants; columns: target metric, F-beta, accuracy, MCC, per-class precision/recall; mean ± std."""
+    columns = _columns(summary, metric)
+    header = ["variant", "n"] + [_label(c) + (" *" if c == metric else "") for c in columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for variant, row in summary.items():
+        n = max((v[2] for v in row.values()), default=0)
+        cells = [
+            (f"{row[c][0]:.4f} ± {row[c][1]:.4f}" if row[c][2] > 1 else f"{row[c][0]:.4f}") if c in row else ""
+            for c in columns
+        ]
+        lines.append("| " + " | ".join([variant, str(n), *cells]) + " |")
+    return "\n".join(lines)
+
+
+def _plot(summary: dict[str, dict[str, tuple]], metric: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [v for v in summary if metric in summary[v]]
+    if not names:
+        return
+    fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(names)), 3.2), dpi=100)
+    means = [summary[v][metric][0] for v in names]
+    stds = [summary[v][metric][1] for v in names]
+    ax.bar(names, means, yerr=stds, capsize=4, color="tab:blue", alpha=0.8)
+    low = min(m - s for m, s in zip(means, stds))
+    ax.set_ylim(max(0.0, low - 0.05), min(1.0, max(m + s for m, s in zip(means, stds)) + 0.03))
+    ax.set_ylabel(f"test {metric} (mean ± std)")
+    ax.tick_params(axis="x", rotation=20)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="east-compare",
+        description="Train EAST and baselines with identical settings and seeds; tabulate mean ± std test metrics.",
+        epilog="Arguments after '--' are passed to every east-train run (e.g. -- --max_steps 50).",
+    )
+    parser.add_argument("recipe", help="an east-train recipe (YAML)")
+    parser.add_argument(
+        "--losses", default=None, help="comma-separated losses among east, ce, wce, la, dice (default: east,ce,dice)"
+    )
+    parser.add_argument(
+        "--tuned",
+        action="store_true",
+        help="also tune each run's decision rule on validation (east-train --tune_decision_rule) and add the tuned "
+        "scores as variants '<name>+tuned' (e.g. --reference ce+tuned)",
+    )
+    parser.add_argument("--variants", nargs="*", default=None, help="extra variants as NAME:FLAGS")
+    parser.add_argument("--seeds", type=int, default=3, help="number of seeds, 0..N-1 (default 3)")
+    parser.add_argument("--metric", default=None, help="target metric key for the table (default: the recipe's)")
+    parser.add_argument("--output_dir", default=None, help="default: runs/compare-<recipe name>")
+    parser.add_argument("--force", action="store_true", help="re-run runs that already have test results")
+    parser.add_argument(
+        "--vary_split", action="store_true", help="seed s also draws the data split: --split_seed s for each run"
+    )
+    parser.add_argument(
+        "--reference", default="ce", help="variant the others are compared with, paired by seed (default: ce)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not Path(args.recipe).is_file():
+        parser.error(f"expected a recipe file, got {args.recipe!r} (not found)")
+    if args.seeds < 1:
+        parser.error(f"expected --seeds >= 1, got {args.seeds}")
+    try:
+        variants = parse_variants(args.losses if args.losses or args.variants else "east,ce,dice", args.variants)
+    except ValueError as e:
+        parser.error(str(e))
+    from east_hf.scripts.arguments import load_recipe
+
+    recipe = load_recipe(args.recipe)
+    metric = args.metric or target_metric_key(recipe.get("east_metric", "fbeta"))
+    out_dir = Path(args.output_dir or f"runs/compare-{Path(args.recipe).stem}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    runs, total, k = [], len(variants) * args.seeds, 0
+    for seed in range(args.seeds):  # seed-major: an interrupted comparison leaves every variant with the same seeds
+        for name, flags in variants.items():
+            k += 1
+            run_dir = out_dir / name / f"seed-{seed}"
+            run_flags = [*flags, "--tune_decision_rule", "true"] if args.tuned else flags
+            settings = run_settings(_run_argv(args.recipe, run_dir, seed, run_flags, extra, args.vary_split))
+            mode, why = _run_mode(run_dir, settings, args.force)
+            done = mode == "skip"
+            if done and args.tuned and f"tuned_{metric}" not in _read_run(run_dir):
+                done, mode, why = False, "overwrite", "finished without a tuned rule"
+            state = "done, skipped" if done else f"training ({why})" if why else "training"
+            print(f"[{k}/{total}] {name} seed {seed}: {state}", file=sys.stderr, flush=True)
+            info = {}
+            if not done:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                (run_dir / SETTINGS_NAME).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+                info = _run_one(args.recipe, run_dir, seed, run_flags, extra, args.vary_split, mode=mode)
+            metrics = _read_run(run_dir)
+            record = {"seed": seed, "flags": run_flags, "output_dir": str(run_dir), "settings": settings, **info}
+            runs.append({"variant": name, "metrics": metrics, **record})
+            if args.tuned:  # the same model with its decision rule tuned on validation
+                tuned = {k[len("tuned_") :]: v for k, v in metrics.items() if k.startswith("tuned_")}
+                runs.append({"variant": f"{name}+tuned", "metrics": tuned, **record})
+            print(
+                f"[{k}/{total}] {name} seed {seed}: test {metric}={metrics.get(metric, float('nan')):.4f}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    summary = summarize(runs)
+    # variants that redefine the target (another beta, metric or average) score a different F-beta: not paired
+    flags_that_redefine = redefining_flags(metric)
+    redefines = {n for n, f in variants.items() if any(x.split("=")[0] in flags_that_redefine for x in f)}
+    redefines |= {f"{n}+tuned" for n in redefines}
+    paired_runs = [r for r in runs if r["variant"] not in redefines]
+    names = {r["variant"] for r in runs}
+    pairs = paired_differences(paired_runs, metric, args.reference) if args.reference in names else {}
+    command = "east-compare " + " ".join(
+        shlex.quote(a) for a in [args.recipe, *argv[1:]] + (["--", *extra] if extra else [])
+    )
+    (out_dir / "results.json").write_text(
+        json.dumps(
+            {
+                "command": command,
+                "recipe": recipe,
+                "metric": metric,
+                "runs": runs,
+                "summary": summary,
+                "paired": {"reference": args.reference, "differences": pairs},
+            },
+            indent=2,
+        )
+    )
+    table = markdown_table(summary, metric)
+    split = "each seed with its own data split" if args.vary_split else "one data split"
+    paired = f"\n\n{paired_table(pairs, metric, args.reference)}" if pairs else ""
+    (out_dir / "results.md").write_text(
+        f"# {Path(args.recipe).stem}: test metrics, mean ± std over {args.seeds} seeds ({split})\n\n"
+        f"Command: `{command}`\n\n{table}{paired}\n\n* the target metric. Variant flags: "
+        + "; ".join(f"{n}: `{' '.join(f) or '(recipe)'}`" for n, f in variants.items())
+        + (
+            ". `+tuned`: the same models with per-class logit offsets tuned on the validation split for the target "
+            "metric (`--tune_decision_rule true`)"
+            if args.tuned
+            else ""
+        )
+        + "\n"
+    )
+    _plot(summary, metric, out_dir / "results.png")
+    print(table + paired)
+    print(f"\nresults: {out_dir / 'results.md'}, {out_dir / 'results.json'}, {out_dir / 'results.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

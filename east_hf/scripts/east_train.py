@@ -1,0 +1,354 @@
+"""``east-train``: train a classifier with EAST from a YAML recipe; also ``python -m east_hf.scripts.east_train RECIPE.yaml``.
+
+    east-train recipes/cifar10_f1.yaml                  # the recipe as written
+    east-train recipes/cifar10_f1.yaml --loss ce        # the cross-entropy baseline, everything else equal
+    accelerate launch --multi_gpu -m east_hf.scripts.east_train recipes/cifar10_f1.yaml
+    torchrun --nproc_per_node 4 -m east_hf.scripts.east_train recipes/cifar10_f1.yaml
+    east-train recipes/cifar10_f1.yaml --resume_from_checkpoint true   # resume the last complete checkpoint
+
+An ``output_dir`` that already holds a run (results, model or checkpoints) is refused unless the run resumes it
+(``--resume_from_checkpoint true`` or a checkpoint path) or ``--overwrite_output_dir true`` replaces it.
+
+One run: parse (``east_hf.scripts.arguments``), load and split the data (``east_hf.hf.data``), build the model, train with
+``EASTTrainer`` (temperature annealing, the best checkpoint by the target metric kept), evaluate the best model on
+the test split, and save into ``output_dir``: ``model.safetensors`` + ``config.json`` (+ the image processor or the
+tabular feature extractor, both ``preprocessor_config.json``), ``train_results.json``, ``eval_results.json``,
+``test_results.json``, ``all_results.json``, ``trainer_state.json`` and, when ``east_hf.hf.cards`` is installed, the
+model card ``README.md``. Under several
+processes only the main one prints and writes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from east_hf.hf.data.arguments import DataArguments
+from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments
+
+__all__ = ["ScriptArguments", "main", "resolved_settings"]
+
+logger = logging.getLogger(__name__)
+
+DECISION_RULE_NAME = "decision_rule.json"
+SUMMARY_KEYS = ("accuracy", "fbeta", "mcc", "precision", "recall", "loss")
+
+
+@dataclass
+class ScriptArguments:
+    """What ``east-train`` does around training: the test evaluation, the model card, a dry run."""
+
+    _argument_group_name = "east-train"
+
+    evaluate_test: bool = field(
+        default=True,
+        metadata={"help": "Evaluate the best model on the test split and write test_results.json / all_results.json."},
+    )
+    report_classes: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Classes (names or indices, or 'all') with per-class precision/recall/fbeta in the metrics; "
+            "default: the classes with their own beta, or the positive class of a binary average."
+        },
+    )
+    model_card: bool = field(
+        default=True, metadata={"help": "Write a model card (README.md) when east_hf.hf.cards is available."}
+    )
+    tune_decision_rule: bool = field(
+        default=False,
+        metadata={
+            "help": "After training, tune per-class logit offsets on the validation split for the target metric and "
+            "fold them into the saved model's output bias; test metrics are reported both ways (test_* as "
+            "trained, test_tuned_* tuned)."
+        },
+    )
+    dry_run: bool = field(
+        default=False,
+        metadata={"help": "Parse and validate the recipe, print the resolved settings and exit: loads no data."},
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Train from scratch into an output_dir that already holds a run, deleting its checkpoints and "
+            "results first. Without it such a folder is refused (pass --resume_from_checkpoint true to resume it)."
+        },
+    )
+
+
+def resolved_settings(parsed: ParsedArguments) -> dict[str, dict[str, Any]]:
+    """The fields of each dataclass that differ from its defaults (what a dry run prints)."""
+    from east_hf.hf.config import EASTConfig
+    from east_hf.hf.models.build import ModelArguments
+
+    out = {}
+    for title, obj, cls in (
+        ("script", parsed.script, ScriptArguments),
+        ("data", parsed.data, DataArguments),
+        ("model", parsed.model, ModelArguments),
+    ):
+        default = cls()
+        out[title] = {
+            f.name: getattr(obj, f.name) for f in fields(cls) if getattr(obj, f.name) != getattr(default, f.name)
+        }
+    default, values = EASTConfig(output_dir="x").to_dict(), parsed.training.to_dict()
+    out["training"] = {k: v for k, v in values.items() if v != default.get(k) and "token" not in k}
+    return out
+
+
+def _claim_output_dir(output_dir: str, resume: str | None, overwrite: bool, delete: bool = True) -> None:
+    """Refuse to train into a folder holding another run unless resuming it or told to overwrite it: a new run would
+    replace its model and results and rotate away its checkpoints, best model included. With ``overwrite`` the
+    earlier run's checkpoints and results are deleted (by the main process: ``delete``)."""
+    import shutil
+
+    from east_hf.hf.checkpoints import run_files
+
+    found = run_files(output_dir)
+    resuming = resume is not None and str(resume).strip().lower() not in ("false", "none", "")
+    if not found or resuming:
+        return
+    if not overwrite:
+        raise ValueError(
+            f"output_dir {output_dir} already holds a run ({', '.join(found[:4])}{', ...' if len(found) > 4 else ''}); "
+            "pass --resume_from_checkpoint true to resume it, --overwrite_output_dir true to replace it, or choose "
+            "another output_dir"
+        )
+    if not delete:
+        return
+    folder = Path(output_dir)
+    logger.warning(f"overwrite_output_dir: deleting the earlier run in {output_dir} ({', '.join(found)})")
+    for name in found:
+        path = folder / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for name in ("eval_results.json", DECISION_RULE_NAME):  # results a new run might not write again
+        if (folder / name).is_file():
+            (folder / name).unlink()
+
+
+def _data_line(name: str, data) -> str:
+    """The data summary line: split sizes, training samples per class, rows left out at load."""
+    counts = ", ".join(f"{n}: {c}" for n, c in zip(data.label_names, data.class_counts("train")))
+    sizes = f"{len(data.train)} train / {len(data.validation)} validation / {len(data.test or [])} test samples"
+    line = f"{name}: {sizes}; training samples per class: {counts}"
+    dropped = getattr(data, "dropped", None) or {}
+    if dropped:
+        line += "; dropped " + ", ".join(
+            f"{n} row{'s' if n != 1 else ''} with an empty label" if reason == "empty label" else f"{n} labelled -100"
+            for reason, n in dropped.items()
+        )
+    return line
+
+
+def _tune_decision_rule(trainer, data, eval_metrics: dict[str, float], test_metrics: dict[str, float]) -> dict:
+    """Tune the decision rule on the validation split, fold it into the model, save the tuned model in place of the
+    model as trained, and add ``eval_tuned_*`` / ``test_tuned_*`` metrics. The as-trained weights stay recoverable:
+    the best checkpoint folder keeps them, and ``decision_rule.json`` holds the offsets that were added."""
+    output_dir = Path(trainer.args.output_dir)
+    rule = trainer.tune_decision_rule(data.validation)
+    eval_metrics.update(trainer.evaluate(metric_key_prefix="eval_tuned"))
+    trainer.save_metrics("eval", eval_metrics)
+    if test_metrics:
+        test_metrics.update(trainer.evaluate(data.test, metric_key_prefix="test_tuned"))
+        trainer.save_metrics("test", test_metrics)
+    trainer.save_model()  # the tuned model: argmax of its logits applies the rule
+    key = trainer.args.east_target_key
+    decision = {
+        "metric": trainer.args.east_metric,
+        "target_key": key,
+        "offsets": {name: round(float(b), 6) for name, b in zip(data.label_names, rule.offsets.tolist())},
+        "validation_argmax": rule.baseline_score,
+        "validation_tuned": rule.score,
+        "test_as_trained": test_metrics.get(f"test_{key}"),
+        "test_tuned": test_metrics.get(f"test_tuned_{key}"),
+    }
+    if trainer.is_world_process_zero():
+        (output_dir / DECISION_RULE_NAME).write_text(json.dumps(decision, indent=2) + "\n")
+    return decision
+
+
+def _write_model_card(
+    trainer,
+    parsed: ParsedArguments,
+    data,
+    test_metrics: dict[str, float],
+    base_model: str | None,
+    decision_rule: dict | None = None,
+):
+    """The one call site of the model-card hook: ``east_hf.hf.cards.write_model_card`` if that module exists.
+
+    The same information goes to ``trainer.east_card_info``, from which ``EASTTrainer.create_model_card`` writes the
+    card again when ``push_to_hub`` uploads the folder.
+    """
+    try:
+        from east_hf.hf.cards import write_model_card
+    except ImportError:
+        return None
+    offered = {
+        "test_metrics": test_metrics,
+        "metric_prefix": "test_tuned" if decision_rule is not None and test_metrics else "test",  # the saved model's
+        "decision_rule": decision_rule,
+        "dataset_name": parsed.data.dataset_name,
+        "dataset_split": "test",
+        "recipe": {**parsed.recipe, **parsed.overrides},  # what reproduces this run
+        "base_model": base_model,
+        "tags": ["east", data.modality],
+        "script_args": parsed.script,
+        "data_args": parsed.data,
+        "model_args": parsed.model,
+    }
+    parameters = inspect.signature(write_model_card).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        offered = {k: v for k, v in offered.items() if k in parameters}
+    if isinstance(getattr(trainer, "east_card_info", None), dict):
+        trainer.east_card_info.update(offered)
+    try:
+        return write_model_card(trainer, parsed.training.output_dir, **offered)
+    except Exception as e:  # noqa: BLE001 - a card must never cost the trained model
+        logger.warning(f"model card not written: {type(e).__name__}: {e}")
+        return None
+
+
+def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extra: Sequence[str]) -> str:
+    keys = [k for k in SUMMARY_KEYS if f"test_{k}" in metrics]
+    keys += [k[len("test_") :] for k in metrics if k.startswith(("test_precision_", "test_recall_", "test_fbeta_"))]
+    lines = [""]
+    if keys:
+        width = max(len(k) for k in keys)
+        tuned = all(f"test_tuned_{k}" in metrics for k in keys)
+        header = f"{'':<{width}}  {'argmax':>8}  {'tuned':>8}" if tuned else ""
+        lines += ["Test metrics (best model" + (", as trained and with the tuned decision rule)" if tuned else ")")]
+        lines += [header] if tuned else []
+        lines += ["-" * (width + (20 if tuned else 10))]
+        for k in keys:
+            row = f"{k:<{width}}  {metrics[f'test_{k}']:>8.4f}"
+            lines.append(row + (f"  {metrics[f'test_tuned_{k}']:>8.4f}" if tuned else ""))
+        lines.append("")
+    out = Path(output_dir)
+    lines += [
+        f"model:    {out / 'model.safetensors'}",
+        f"metrics:  {out / 'test_results.json'} (all: {out / 'all_results.json'})"
+        if keys
+        else f"metrics:  {out / 'all_results.json'}",
+    ]
+    lines += list(extra)
+    if card is not None:
+        lines.append(f"card:     {card}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``east-train``; returns 0, exits 2 (one line on stderr) on bad input."""
+    from east_hf.hf.config import EASTConfig
+    from east_hf.hf.models.build import ModelArguments
+
+    parser = EASTArgumentParser((ScriptArguments, DataArguments, ModelArguments, EASTConfig))
+    parsed = parser.parse(argv)
+    script, data_args, model_args, training = parsed.script, parsed.data, parsed.model, parsed.training
+    if script.dry_run:
+        import yaml
+
+        if training.process_index == 0:
+            print(yaml.safe_dump(resolved_settings(parsed), sort_keys=False).rstrip())
+        return 0
+
+    import torch
+    from transformers import set_seed
+
+    from east_hf.hf.data import image_transforms, load_data, set_image_transforms
+    from east_hf.hf.metrics import build_compute_metrics
+    from east_hf.hf.models.build import attach_data_config, build_model
+    from east_hf.hf.trainer import EASTTrainer
+
+    set_seed(training.seed)
+    try:
+        _claim_output_dir(
+            training.output_dir,
+            training.resume_from_checkpoint,
+            script.overwrite_output_dir,
+            delete=training.process_index == 0,
+        )
+        with training.main_process_first(desc="loading the data set"):
+            data = load_data(data_args)
+        model, processor, base_model = build_model(model_args, data, model_args.model_revision)
+        if data.modality == "image":
+            train_tf, eval_tf, data_config = image_transforms(
+                model, processor, data_args.image_size, data_args.augment
+            )
+            attach_data_config(model, data_config)
+            set_image_transforms(data, train_tf, eval_tf)
+        training.remove_unused_columns = False  # the on-the-fly transforms need the raw columns
+        if training.dataloader_pin_memory and not torch.accelerator.is_available():
+            training.dataloader_pin_memory = False  # nothing to pin for; torch warns on every data loader otherwise
+        compute_metrics = build_compute_metrics(
+            data.num_labels,
+            beta=training.east_beta,
+            average=training.east_average,
+            pos_label=training.east_pos_label,
+            id2label=data.id2label,
+            report_classes=script.report_classes[0] if script.report_classes == ["all"] else script.report_classes,
+        )
+        trainer = EASTTrainer(
+            model=model,
+            args=training,
+            train_dataset=data.train,
+            eval_dataset=data.validation,
+            compute_metrics=compute_metrics,
+            processing_class=processor,
+        )  # also checks push_to_hub can work (token, network) before any training
+    except ValueError as e:
+        parser.error(str(e))
+
+    main_process = trainer.is_world_process_zero()
+    if main_process:
+        print(_data_line(data_args.dataset_name, data), flush=True)
+    try:
+        return _train_and_save(trainer, parsed, data, base_model)
+    except (ValueError, FloatingPointError) as e:  # NaN / inf, an unknown metric key, a checkpoint to resume
+        parser.error(str(e))
+
+
+def _train_and_save(trainer, parsed: ParsedArguments, data, base_model: str | None) -> int:
+    script, training = parsed.script, parsed.training
+    main_process = trainer.is_world_process_zero()
+    train_result = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
+    trainer.save_model()  # the best model (load_best_model_at_end) and its processor, into output_dir
+    extra = []
+    if data.preprocessor is not None:  # the Trainer's processing_class: saved by save_model, checkpoints included
+        path = Path(training.output_dir) / "preprocessor_config.json"
+        extra.append(f"inputs:   {path} (feature encoding and training-set standardisation; AutoFeatureExtractor)")
+    metrics = dict(train_result.metrics, train_samples=len(data.train))
+    trainer.save_metrics("train", metrics)
+    eval_metrics = trainer.evaluate(metric_key_prefix="eval")
+    trainer.save_metrics("eval", eval_metrics)
+    test_metrics: dict[str, float] = {}
+    if script.evaluate_test and data.test is not None:
+        test_metrics = trainer.evaluate(data.test, metric_key_prefix="test")
+        test_metrics["test_samples"] = len(data.test)
+        trainer.save_metrics("test", test_metrics)
+    decision = None
+    if script.tune_decision_rule:
+        decision = _tune_decision_rule(trainer, data, eval_metrics, test_metrics)
+        extra.append(f"rule:     {Path(training.output_dir) / DECISION_RULE_NAME} (tuned on validation, in the bias)")
+    trainer.save_state()
+    card = _write_model_card(trainer, parsed, data, test_metrics, base_model, decision) if script.model_card else None
+    if training.push_to_hub:
+        trainer.push_to_hub()  # on every process: it saves collectively and uploads from the main one
+    if main_process:
+        state = trainer.state
+        if state.best_metric is not None:
+            best = (
+                f"validation {training.metric_for_best_model}={state.best_metric:.4f} ({state.best_model_checkpoint})"
+            )
+            extra.insert(0, f"best:     {best}")
+        print(_summary(test_metrics, training.output_dir, card, extra), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
