@@ -84,8 +84,11 @@ def east_args(tmp_path, **overrides):
         per_device_eval_batch_size=16,
         learning_rate=1e-2,
         max_steps=10,
+        logging_strategy="steps",  # TrainingArguments' step-based defaults: these tests count steps, not epochs
         logging_steps=5,
+        eval_strategy="no",
         save_strategy="no",
+        load_best_model_at_end=False,
         east_annealing=False,
         seed=0,
         disable_tqdm=True,

@@ -156,10 +156,14 @@ class AnnealingSchedule:
             ends after ``warm_start_epochs`` if given (the Trainer layer turns them into steps, ``set_steps_per_epoch``)
             else on its own early stopping (``patience``).
         warm_start_epochs: length of the warm start in epochs (> 0), used when ``warm_start_steps`` is None.
+        ce_weight: w0 of an annealed cross-entropy weight, w_k = w0 * ce_weight_decay^k in EAST stage k, that the
+            Trainer layer adds to EAST's loss (``MixedSetLoss``); 0 (default): EAST alone, as the paper.
+        ce_weight_decay: the factor in [0, 1] the cross-entropy weight is multiplied by at each temperature decrease.
 
     The warm start's best anneal value is the reference the first EAST stage must beat.
 
-    State (read it, do not set it): ``stage``, ``temperature``, ``stage_best`` / ``stage_best_step`` /
+    State (read it, do not set it): ``stage``, ``temperature`` and ``ce_weight`` (the stage's values),
+    ``stage_best`` / ``stage_best_step`` /
     ``bad_evaluations`` (within the stage), ``stage_best_anneal``, ``best_anneal`` / ``best_anneal_stage`` /
     ``stages_without_improvement`` (across stages), ``finished`` and ``stop_reason`` (``"stage_patience"``,
     ``"min_temperature"`` or ``"max_stages"``). ``last_improved`` tells whether the last update was a new
@@ -182,6 +186,8 @@ class AnnealingSchedule:
         warm_start: str | bool = "none",
         warm_start_steps: int | None = None,
         warm_start_epochs: float | None = None,
+        ce_weight: float = 0.0,
+        ce_weight_decay: float = 0.5,
     ):
         self.temperature0 = check_temperature(temperature)
         if not 0 < decay < 1:
@@ -219,7 +225,12 @@ class AnnealingSchedule:
             or not warm_start_epochs > 0
         ):
             raise ValueError(f"Expected warm_start_epochs as a number > 0 or None, got {warm_start_epochs!r}")
+        for name, value, upper in (("ce_weight", ce_weight, math.inf), ("ce_weight_decay", ce_weight_decay, 1.0)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= upper:
+                raise ValueError(f"Expected {name} in [0, {upper:g}], got {value!r}")
         self.decay = float(decay)
+        self.ce_weight0 = float(ce_weight)
+        self.ce_weight_decay = float(ce_weight_decay)
         self.patience = patience
         self.stage_patience = stage_patience
         self.min_temperature = float(min_temperature)
@@ -253,6 +264,8 @@ class AnnealingSchedule:
             "warm_start": self.warm_start,
             "warm_start_steps": None if self.warm_start_epochs is not None else self.warm_start_steps,
             "warm_start_epochs": self.warm_start_epochs,
+            "ce_weight": self.ce_weight0,
+            "ce_weight_decay": self.ce_weight_decay,
         }
 
     @property
@@ -290,6 +303,12 @@ class AnnealingSchedule:
     def temperature(self) -> float:
         """The temperature of the current stage, T0 * r^stage (T0 during a warm start)."""
         return temperature_at(self.stage, self.temperature0, self.decay)
+
+    @property
+    def ce_weight(self) -> float:
+        """The cross-entropy weight of the current EAST stage, w0 * ce_weight_decay^stage (w0 during a warm start,
+        which trains cross-entropy alone)."""
+        return self.ce_weight0 * self.ce_weight_decay ** max(self.stage, 0) if self.ce_weight0 else 0.0
 
     @property
     def in_warm_start(self) -> bool:

@@ -66,9 +66,19 @@ class SetLoss(nn.Module):
     def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def soft_metric(self, loss: torch.Tensor) -> torch.Tensor:
-        """The soft metric logged under ``soft_metric_key`` for the ``loss`` just computed: 1 - loss (detached)."""
-        return 1.0 - loss.detach()
+    def set_stage(self, temperature: float, ce_weight: float = 0.0) -> None:
+        """Take an annealing stage's values (``AnnealingSchedule.temperature`` and ``.ce_weight``); a loss without a
+        temperature or a cross-entropy weight ignores them."""
+
+    def with_memory(self, stats: torch.Tensor) -> torch.Tensor:
+        """A training batch's statistics with the loss's memory of earlier batches added (none here: ``stats``)."""
+        return stats
+
+    def loss_and_soft_metric(self, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The loss of ``stats`` and the soft metric logged under ``soft_metric_key`` (1 - loss, detached), or None
+        where the loss is not one minus a metric."""
+        loss = self.loss_from_statistics(stats)
+        return loss, (None if self.soft_metric_key is None else 1.0 - loss.detach())
 
     def forward(
         self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
@@ -215,6 +225,9 @@ class EASTLoss(SetLoss):
         beta_floor: the surrogate trains each class at ``max(beta_k, beta_floor)``; ``beta`` itself (the metric the
             model is judged by) is kept as given. 0 (default here) trains the given beta, as the paper; ``EASTConfig``
             defaults to 1.0, see ``EASTConfig.east_beta_floor`` for when a precision-leaning beta collapses.
+        confusion_memory: d in [0, 1): ``with_memory`` adds a detached memory of the earlier training batches' soft
+            confusion matrices at the same temperature to a batch's, m <- d * (m + C_batch), so rare-class rates are
+            not estimated from one batch's few positives. 0 (default): the batch alone, as the paper.
 
     The surrogate is computed in float32 even under bf16/fp16 autocast. The loss of a batch is a function of the
     whole batch (not a mean over samples); see ``confusion_matrix`` and ``loss_from_confusion`` to sum soft confusion
@@ -243,8 +256,13 @@ class EASTLoss(SetLoss):
         zero_division: float = 0.0,
         class_names: Sequence[str] | Mapping[int, str] | None = None,
         beta_floor: float = 0.0,
+        confusion_memory: float = 0.0,
     ):
         super().__init__(ignore_index)
+        if isinstance(confusion_memory, bool) or not isinstance(confusion_memory, (int, float)) or not (
+            0 <= confusion_memory < 1
+        ):
+            raise ValueError(f"Expected confusion_memory in [0, 1), got {confusion_memory!r}")
         if isinstance(beta_floor, bool) or not isinstance(beta_floor, (int, float)) or not 0 <= beta_floor < math.inf:
             raise ValueError(f"Expected beta_floor as a finite number >= 0, got {beta_floor!r}")
         if isinstance(metric, str):
@@ -284,6 +302,33 @@ class EASTLoss(SetLoss):
         self.threshold_grad = threshold_grad
         self.zero_division = zero_division
         self.beta_floor = float(beta_floor)
+        self.confusion_memory = float(confusion_memory)
+        self.memory: torch.Tensor | None = None  # (C, C): the detached, decayed sum of earlier batches' matrices
+        self._memory_temperature: float | None = None  # the temperature the memory was accumulated at
+
+    def set_stage(self, temperature: float, ce_weight: float = 0.0) -> None:
+        self.temperature = check_temperature(temperature)
+
+    def bind_num_classes(self, num_classes: int) -> None:
+        """Fix the number of classes where it was not given (learnt from the first batch's logits): logits of another
+        width are refused from now on."""
+        if self.num_classes is None:
+            self.num_classes = int(num_classes)
+        elif self.num_classes != num_classes:
+            raise ValueError(f"Expected logits with {self.num_classes} classes, got {num_classes}")
+
+    def with_memory(self, stats: torch.Tensor) -> torch.Tensor:
+        """A training batch's soft confusion matrix (C, C) plus the memory, then m <- d * (m + C_batch.detach()).
+        The memory empties when the temperature changes (a new stage's matrices are another function of the
+        weights); it holds about 1 / (1 - d) batches, and no gradient flows into earlier batches."""
+        if self.confusion_memory == 0:
+            return stats
+        memory = self.memory
+        if memory is None or self._memory_temperature != self.temperature or memory.shape != stats.shape:
+            memory = torch.zeros_like(stats)
+        self.memory = self.confusion_memory * (memory + stats.detach())
+        self._memory_temperature = self.temperature
+        return stats + memory
 
     @property
     def metric_name(self) -> str:
@@ -432,8 +477,8 @@ class MixedSetLoss(SetLoss):
     ``cross_entropy``: plain by default, or a class-weighted or logit-adjusted one (``build_loss("la", ...)``).
 
     Statistics: the soft confusion matrix (C, C), flattened, followed by the cross-entropy's (sum, count); both
-    additive, so the set's loss is exact across batches and processes as for the two losses alone. The trainer lowers
-    ``weight`` stage by stage (``EASTConfig.east_ce_weight``, ``east_ce_weight_decay``): w_k = w0 * d^k, so early
+    additive, so the set's loss is exact across batches and processes as for the two losses alone. ``set_stage`` takes
+    each stage's weight from the annealing schedule (``AnnealingSchedule.ce_weight``: w_k = w0 * d^k), so early
     stages keep cross-entropy's per-sample gradients and late ones train the metric alone. ``weight = 0`` is EAST.
 
     >>> east = EASTLoss("fbeta", temperature=0.2)
@@ -470,18 +515,31 @@ class MixedSetLoss(SetLoss):
     def soft_metric_key(self) -> str:
         return self.east.soft_metric_key
 
-    def soft_metric(self, loss: torch.Tensor) -> torch.Tensor:
-        """The soft metric of the last ``loss_from_statistics``: 1 - the EAST part, without the cross-entropy."""
-        return 1.0 - self._east_part.detach()
+    def set_stage(self, temperature: float, ce_weight: float = 0.0) -> None:
+        self.east.set_stage(temperature)
+        self.weight = ce_weight
 
     def statistics(self, logits, labels, sample_weight=None):
         confmat = self.east.statistics(logits, labels, sample_weight)
         ce = self.cross_entropy.statistics(logits, labels, sample_weight)
         return torch.cat([confmat.flatten(), ce.to(confmat.dtype)])
 
-    def loss_from_statistics(self, stats):
+    def _split(self, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the soft confusion matrix (C, C), the cross-entropy's (sum, count)) of the statistics."""
         C = round((stats.numel() - 2) ** 0.5)
-        east = self._east_part = self.east.loss_from_statistics(stats[: C * C].view(C, C))
-        if self._weight == 0:
-            return east
-        return east + self._weight * self.cross_entropy.loss_from_statistics(stats[C * C :])
+        return stats[: C * C].view(C, C), stats[C * C :]
+
+    def with_memory(self, stats: torch.Tensor) -> torch.Tensor:
+        """EAST's memory added to the confusion matrix; the cross-entropy's sum and count stay the batch's."""
+        confmat, ce = self._split(stats)
+        return torch.cat([self.east.with_memory(confmat).flatten(), ce])
+
+    def loss_and_soft_metric(self, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss and the soft metric of the EAST part alone (1 - its loss, without the cross-entropy)."""
+        confmat, ce = self._split(stats)
+        east = self.east.loss_from_statistics(confmat)
+        loss = east if self._weight == 0 else east + self._weight * self.cross_entropy.loss_from_statistics(ce)
+        return loss, 1.0 - east.detach()
+
+    def loss_from_statistics(self, stats):
+        return self.loss_and_soft_metric(stats)[0]

@@ -43,30 +43,40 @@ def _field_error(error: Exception, fields: set[str]) -> ValueError:
 class EASTConfig(TrainingArguments):
     r"""``TrainingArguments`` for EAST training with ``EASTTrainer``.
 
+    The defaults are what EAST needs, so ``EASTConfig(output_dir=...)`` in Python and ``east-train`` with the same
+    recipe resolve to the same arguments. They differ from ``TrainingArguments``' own in:
+
+    - ``eval_strategy="epoch"``, ``save_strategy="epoch"``, ``logging_strategy="epoch"``: the annealing's early
+      stopping reads a validation result every epoch, and every evaluation has a checkpoint to return to. With
+      ``eval_strategy="steps"`` the checkpoints follow the evaluations (``save_strategy="steps"``, ``save_steps`` =
+      ``eval_steps``) unless ``save_strategy`` is set to ``"steps"`` explicitly.
+    - ``load_best_model_at_end=True`` with ``metric_for_best_model`` = the anneal monitor (``east_anneal_key``, e.g.
+      ``eval_fbeta``): the model kept is the one the annealing judged best, by the metric it is trained for.
+    - ``save_total_limit=1``: the best checkpoint and the last one are kept.
+    - ``optim="adamw_torch"``: AdamW, as the paper.
+    - ``label_names=["labels"]``: plain ``nn.Module`` models have no ``labels`` argument for the Trainer to find.
+    - ``dataloader_pin_memory=False`` without an accelerator: nothing to pin for.
+
     Parameters that control the surrogate:
+        east_loss (`str`, defaults to `"east"`): ``"east"``, or a baseline with otherwise identical settings (the
+            loss registry, ``east_hf.core.loss.LOSSES``): ``"ce"``, ``"wce"`` (class-weighted), ``"la"``
+            (logit-adjusted, Menon et al. 2021, tau = 1) or ``"dice"`` (soft Dice).
         east_metric (`str`, defaults to `"fbeta"`): the confusion-matrix metric M to train for; the loss is 1 - M.
         east_beta (`float`, `list[float]` or `dict[str, float]`, defaults to `1.0`): F-beta's beta, one for all
             classes, one per class, or a mapping from class name (``id2label``) to beta, the rest 1.0.
         east_beta_floor (`float`, defaults to `1.0`): the surrogate trains each class at ``max(beta_k, floor)``;
             ``east_beta`` still defines the metric the model is judged by (validation, annealing, best model, test,
-            decision-rule tuning). ``0``: train the configured beta, as the paper. Why a floor of 1 by default
-            (issue 20): when the class is hard to separate, the training-set optimum of F-beta < 1 (recall weighed
-            by beta^2) is reached by *memorising* a pure subset of the training positives and pushing the others to
-            p ~ 0, where softmax gives them almost no gradient; the memorised positives do not carry to new data.
-            Measured (README, "Per-class beta on hard data", 5 splits, test F0.25): Lending Club's bad loans
-            0.129 floored, 0.097 trained at 0.25 (beta = 1: 0.125); the HPC jobs' rarest class, which the model
-            separates well, 0.715 floored, 0.722 trained at 0.25 (within noise; precision 0.86 against 0.97).
-            Recall-leaning betas (> 1) are left as given: memorising cannot reach their optimum.
+            decision-rule tuning). Why: on a class that is hard to separate, the training-set optimum of F-beta < 1
+            is reached by memorising a pure subset of the training positives and pushing the others to p ~ 0, where
+            softmax gives them almost no gradient; recall-leaning betas (> 1) are left as given. ``0`` trains the
+            configured beta, as the paper (evidence: the documentation's "Per-class beta" results page).
         east_average (`str`, defaults to `"macro"`): macro, weighted, micro or binary.
         east_pos_label (`int`, defaults to `1`): the positive class for ``east_average="binary"``.
         east_threshold_grad (`bool`, defaults to `True`): gradients flow through the dynamic threshold.
         east_sync_across_processes (`bool`, defaults to `True`): all-reduce the soft confusion matrix across
             processes so every process optimises the surrogate of the global batch.
-        east_loss (`str`, defaults to `"east"`): ``"east"``, or a baseline with otherwise identical settings:
-            ``"ce"`` (cross-entropy), ``"wce"`` (class-weighted by inverse training-class frequency), ``"la"``
-            (logit-adjusted, Menon et al. 2021, tau = 1) or ``"dice"`` (soft Dice); see ``east_hf.core.loss.build_loss``.
 
-    Parameters that control the annealing (paper Sec. 4.3):
+    Parameters that control the annealing (paper Sec. 4.3; the schedule is ``annealing_schedule()``):
         east_temperature (`float`, defaults to `0.2`): T0.
         east_decay (`float`, defaults to `0.9`): r in T_k = T0 * r^k.
         east_patience (`int`, defaults to `5`): evaluations without improvement of the stage monitor before the
@@ -78,64 +88,65 @@ class EASTConfig(TrainingArguments):
         east_restore_best_per_stage (`bool`, defaults to `True`): load the stage's best weights before cooling.
         east_threshold (`float`, defaults to `1e-2`) and east_threshold_mode (`str`, defaults to `"rel"`): the
             minimum improvement of the stage monitor, a fraction of the best value so far (`"rel"`) or absolute
-            (`"abs"`). The paper's letter, and release 0.1: ``0.0`` and ``"abs"``. Why relative 1 %: within a
-            stage the validation surrogate keeps improving by ever smaller amounts (the model grows more confident),
-            so with an absolute 0 a stage rarely ends inside an ordinary budget (README, "Annealing that anneals").
-            Baselines' early stopping uses the same criterion.
+            (`"abs"`); the paper's letter is ``0.0`` and ``"abs"``. Relative, because within a stage the validation
+            surrogate keeps improving by ever smaller amounts (the model grows more confident), so with an absolute
+            0 a stage rarely ends inside an ordinary budget. Baselines' early stopping uses the same criterion.
         east_anneal_threshold (`float`, defaults to `None`): how much (absolute) a stage's best anneal value must beat
             the best so far to count as an improvement across temperature decreases. None: two validation samples'
-            worth, 2 / len(eval_dataset), for a hard metric watched across stages (one sample moves accuracy by
-            1 / n, and macro F1 on a balanced validation set by about as much), and 0 for a loss watched across
-            stages (the paper's letter); ``resolved_anneal_threshold``. Why: on a small validation set the hard metric
-            sets new bests of one image's size by chance, each resets ``east_stage_patience``, and the annealing
-            runs into the budget (long-tailed digits, 288 validation images: 0.9462 -> 0.9601 over stages 0, 3, 4
-            and 6, and 2 of 10 EAST runs on the budget with 0); on large validation sets 2 / n is below one sample's
-            change of a rare-class F1, and rarely matters (README, "Annealing that anneals").
+            worth, 2 / len(eval_dataset), for a hard metric (one sample moves accuracy by 1 / n, so on a small
+            validation set chance bests of one sample would reset ``east_stage_patience`` again and again), and 0 for
+            a loss watched across stages (the paper's letter); see ``resolved_anneal_threshold``.
         east_stage_monitor / east_anneal_monitor: the metric keys watched within and across stages; see
-            ``TemperatureAnnealingCallback``. Measured: the validation surrogate keeps improving by small amounts
-            within a stage (the model grows more confident), so a first stage can take a short budget's whole run;
-            ``east_stage_monitor="eval_fbeta"`` also gives fast stages.
+            ``TemperatureAnnealingCallback``. ``east_stage_monitor="eval_fbeta"`` gives shorter stages.
         east_warm_start (`str`, defaults to `"ce"`): ``"ce"`` trains a short cross-entropy stage before EAST;
-            ``"none"`` starts EAST from the initial weights (cold start, as the paper). Why a warm start by default:
-            a surrogate built on softmax probabilities gives a sample the model has confidently wrong almost no
-            gradient (d p / d logit = p (1 - p)), so positives pushed to p ~ 0 early in a cold start stay there.
-            Measured (README, "Measured results", 10 seeds): on the binary digits task cold-start EAST left 4.3 of
-            115 training positives at p < 0.001 (cross-entropy: none), two epochs of cross-entropy first left 2.3, and
-            test F1 went from 0.926 to 0.942 (cross-entropy 0.945); on long-tailed digits, which has no such failure,
-            macro F1 stayed level (0.952 cold, 0.950 warm; cross-entropy 0.947). The annealing callback runs the
-            warm start: with ``east_annealing=False`` there is none. ``east_loss="ce"`` skips it; ``"dice"`` gets it.
-        east_warm_start_epochs (`float`, defaults to `2.0`): length of the warm start in epochs (5 measured the
-            same); ``-1``: until the cross-entropy stage's own early stopping, which was worse on the binary task
-            (0.926) and on long-tailed digits never stopped within 40 epochs (the whole run was cross-entropy).
+            ``"none"`` starts EAST from the initial weights (cold start, as the paper). Why: a surrogate built on
+            softmax probabilities gives a sample the model has confidently wrong almost no gradient
+            (d p / d logit = p (1 - p)), so positives pushed to p ~ 0 early in a cold start stay there. The annealing
+            callback runs the warm start: with ``east_annealing=False`` there is none. ``east_loss="ce"`` skips it;
+            ``"dice"`` gets it.
+        east_warm_start_epochs (`float`, defaults to `2.0`): length of the warm start in epochs; ``-1``: until the
+            cross-entropy stage's own early stopping.
         east_warm_start_steps (`int`, defaults to `None`): length of the warm start in optimiser steps; overrides
             ``east_warm_start_epochs``.
         east_ce_weight (`float`, defaults to `None`) and east_ce_weight_decay (`float`, defaults to `0.5`): an
             annealed cross-entropy weight, loss = w_k * CE + (1 - M_T) with w_k = east_ce_weight * decay^k in EAST
-            stage k (``east_hf.core.loss.MixedSetLoss``); 0 is EAST alone, as the paper. None: 1.0 with more than two
-            classes, 0 with two (``resolved_ce_weight``). Measured (README, "Quality on every evidence task"): on two
-            imbalanced multiclass tables EAST alone was 0.010 and 0.023 below cross-entropy with a tuned decision
-            rule, and the annealed weight lifted it by +0.025 and +0.022 macro F1 (paired); on the binary tables with
-            rare positives it cost 0.012 and 0.022 F1, so two classes keep EAST alone. The warm start is its w = inf
-            version.
+            stage k (``AnnealingSchedule.ce_weight``, ``east_hf.core.loss.MixedSetLoss``); 0 is EAST alone, as the
+            paper. None: 1.0 with more than two classes, 0 with two (``resolved_ce_weight``). The warm start is its
+            w = inf version.
         east_ce_loss (`str`, defaults to `"ce"`): the cross-entropy EAST uses, in the warm start and as the annealed
             weight's term: ``"ce"``, ``"wce"`` (class-weighted) or ``"la"`` (logit-adjusted), with the training
-            split's class priors as the baselines of those names. Measured with ``east_ce_weight=1`` (README,
-            "Quality on every evidence task", ``la_mix``), paired against the defaults: synthetic_binary +0.027 F1
-            (5 of 5 seeds), level on the six other tasks (-0.001 to +0.005); plain cross-entropy in the annealed term
-            cost 0.009 and 0.022 F1 on the rare-positive tables, the logit-adjusted one nothing. Not a default yet:
-            one clear gain, one run of ten on the long-tailed digits ended on the budget, and the class counts it
-            needs are read sample by sample from a dataset without a ``labels`` column.
+            split's class priors as the baselines of those names. ``east_ce_weight=1`` with ``east_ce_loss="la"`` is
+            the logit-adjusted annealed mix (``la_mix`` in the evidence).
         east_confusion_memory (`float`, defaults to `0.0`): d in [0, 1): train on the batch's soft confusion matrix
             plus a detached memory of the stage's earlier batches, m <- d * (m + C_batch), so rare-class rates are
-            not estimated from one batch's few positives (the paper's own explanation of its one binary loss). The
-            memory holds about 1 / (1 - d) batches, is emptied when the temperature changes, is not kept in
-            checkpoints (a resumed run starts it empty), and is summed over processes like the batch's matrix.
-            0 (default): the batch alone, as the paper. Measured at d = 0.9 (README, "Quality on every evidence
-            task"), paired against the same loss without it: caravan +0.026 F1 (9 of 10 seeds), lending_club +0.008,
-            synthetic_binary +0.000, digits9_binary -0.005; with the multiclass default's cross-entropy weight on hpc
-            -0.010. Not a default: one clear gain in four binary tasks.
+            not estimated from one batch's few positives. The memory holds about 1 / (1 - d) batches, is emptied
+            when the temperature changes, is not kept in checkpoints (a resumed run starts it empty), and is summed
+            over processes like the batch's matrix. 0: the batch alone, as the paper.
+        east_annealing (`bool`, defaults to `True`): install the temperature annealing callback.
+
+    Every setting is validated once, by the core object that owns it (``build_loss`` and ``AnnealingSchedule``,
+    through ``east_hf.core.validation``), when the config is made. The evidence behind each default is in the
+    documentation's results pages.
     """
 
+    # --- TrainingArguments defaults that EAST needs (see the class docstring) ---
+    eval_strategy: str = field(
+        default="epoch", metadata={"help": "When to evaluate: the annealing reads every evaluation ('epoch', 'steps')."}
+    )
+    save_strategy: str = field(
+        default="epoch", metadata={"help": "When to save a checkpoint; follows eval_strategy 'steps' unless set."}
+    )
+    logging_strategy: str = field(default="epoch", metadata={"help": "When to log training metrics."})
+    load_best_model_at_end: bool = field(
+        default=True, metadata={"help": "Load the checkpoint the anneal monitor judged best when training ends."}
+    )
+    metric_for_best_model: str | None = field(
+        default=None, metadata={"help": "Key that picks the best checkpoint; default: the anneal monitor."}
+    )
+    save_total_limit: int | None = field(
+        default=1, metadata={"help": "Checkpoints kept besides the best one (the best is always kept)."}
+    )
+    optim: str = field(default="adamw_torch", metadata={"help": "Optimiser; AdamW as the paper."})
     # --- the surrogate ---
     east_loss: str = field(
         default="east",
@@ -152,11 +163,7 @@ class EASTConfig(TrainingArguments):
     )
     east_beta_floor: float = field(
         default=1.0,
-        metadata={
-            "help": "The surrogate trains each class at max(beta_k, floor); east_beta still defines the metric "
-            "judged. 1.0: a precision-leaning beta (< 1) trains as F1 (on a hard class it collapses by memorising, "
-            "issue 20); 0: train the configured beta (the paper)."
-        },
+        metadata={"help": "Train each class's F-beta at max(beta_k, floor); east_beta stays the metric judged (0: as given)."},
     )
     east_average: str = field(default="macro", metadata={"help": f"Averaging over classes, one of {AVERAGES}."})
     east_pos_label: int = field(default=1, metadata={"help": "Positive class index for east_average='binary'."})
@@ -247,6 +254,17 @@ class EASTConfig(TrainingArguments):
 
     def __post_init__(self):
         self._validate_east()
+        if self.load_best_model_at_end and self.metric_for_best_model is None:
+            self.metric_for_best_model = self.east_anneal_key  # keep the model the annealing judged best
+        if self.load_best_model_at_end and self.eval_strategy == "steps" and self.save_strategy == "epoch":
+            # A checkpoint at every evaluation (load_best_model_at_end needs one); "epoch" is this class's default.
+            self.save_strategy = "steps"
+            if self.eval_steps is not None:
+                self.save_steps = self.eval_steps
+        if self.label_names is None:
+            self.label_names = ["labels"]  # plain nn.Modules have no `labels` argument for the Trainer to find
+        if self.dataloader_pin_memory and not torch.accelerator.is_available():
+            self.dataloader_pin_memory = False  # nothing to pin for; torch warns on every data loader otherwise
         if not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available():
             # Under torchrun / accelerate launch without an accelerator, transformers would otherwise run every process
             # as its own single-process run (no DDP, unsynchronised copies writing into one folder): use gloo on CPU.
@@ -264,14 +282,6 @@ class EASTConfig(TrainingArguments):
                 raise ValueError(
                     f"Expected east_beta as a number, a list or a JSON mapping, got {self.east_beta!r}"
                 ) from e
-        for name in ("east_ce_weight", "east_ce_weight_decay"):
-            value = getattr(self, name)
-            if name == "east_ce_weight" and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"Expected {name} as a number >= 0, got {value!r}")
-        if self.east_ce_weight_decay > 1:
-            raise ValueError(f"Expected east_ce_weight_decay in [0, 1], got {self.east_ce_weight_decay}")
         if self.east_ce_weight is not None and self.east_ce_weight > 0 and self.east_loss != "east":
             raise ValueError(f"Expected east_ce_weight 0 for east_loss={self.east_loss!r} (it mixes into EAST only)")
         if self.east_ce_loss not in ("ce", *PRIOR_LOSSES):
@@ -279,9 +289,7 @@ class EASTConfig(TrainingArguments):
         if self.east_ce_loss != "ce" and self.east_loss not in ("east", "dice"):
             raise ValueError(f"Expected east_ce_loss 'ce' for east_loss={self.east_loss!r} (it is EAST's and Dice's)")
         memory = self.east_confusion_memory
-        if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not 0 <= memory < 1:
-            raise ValueError(f"Expected east_confusion_memory in [0, 1), got {memory!r}")
-        if memory > 0 and self.east_loss != "east":
+        if isinstance(memory, (int, float)) and memory > 0 and self.east_loss != "east":
             raise ValueError(f"Expected east_confusion_memory 0 for east_loss={self.east_loss!r} (it is EAST's)")
         if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
@@ -292,7 +300,7 @@ class EASTConfig(TrainingArguments):
         try:
             build_loss("east", **{**self._loss_settings(), "beta": beta})
         except (ValueError, TypeError) as e:
-            raise _field_error(e, {"metric", "beta", "beta_floor", "average", "pos_label", "temperature"}) from None
+            raise _field_error(e, {"metric", "beta", "beta_floor", "average", "pos_label", "temperature", "confusion_memory"}) from None
         try:
             self.annealing_schedule()
         except (ValueError, TypeError) as e:
@@ -307,6 +315,7 @@ class EASTConfig(TrainingArguments):
             pos_label=self.east_pos_label,
             temperature=self.east_temperature,
             threshold_grad=self.east_threshold_grad,
+            confusion_memory=self.east_confusion_memory,
         )
 
     def check_loss_anneal_monitor(self, ce_weight: float) -> None:
@@ -377,10 +386,11 @@ class EASTConfig(TrainingArguments):
             return 0.0
         return 2.0 / eval_size
 
-    def annealing_schedule(self, eval_size: int | None = None) -> AnnealingSchedule:
+    def annealing_schedule(self, eval_size: int | None = None, num_classes: int | None = None) -> AnnealingSchedule:
         """The ``AnnealingSchedule`` of the ``east_*`` fields, for a validation set of ``eval_size`` samples (it sets
-        the default across-stage threshold, ``resolved_anneal_threshold``). Baselines get one stage (their early
-        stopping, with the same patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start."""
+        the default across-stage threshold, ``resolved_anneal_threshold``) and ``num_classes`` classes (they set the
+        default cross-entropy weight, ``resolved_ce_weight``). Baselines get one stage (their early stopping, with
+        the same patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start."""
         epochs = self.east_warm_start_epochs
         return AnnealingSchedule(
             temperature=self.east_temperature,
@@ -397,15 +407,17 @@ class EASTConfig(TrainingArguments):
             warm_start=self.east_warm_start if self.east_loss in ("east", "dice") else "none",
             warm_start_steps=self.east_warm_start_steps,
             warm_start_epochs=None if epochs == -1 else epochs,  # -1: the warm start's own early stopping
+            ce_weight=self.resolved_ce_weight(num_classes),
+            ce_weight_decay=self.east_ce_weight_decay,
         )
 
-    def annealing_callback(self, eval_size: int | None = None):
+    def annealing_callback(self, eval_size: int | None = None, num_classes: int | None = None):
         """The ``TemperatureAnnealingCallback`` that ``EASTTrainer`` installs from this config, for a validation set
-        of ``eval_size`` samples."""
+        of ``eval_size`` samples and ``num_classes`` classes."""
         from east_hf.hf.callbacks import TemperatureAnnealingCallback
 
         return TemperatureAnnealingCallback(
-            self.annealing_schedule(eval_size),
+            self.annealing_schedule(eval_size, num_classes),
             stage_monitor=self.east_stage_monitor,
             anneal_monitor=self.east_anneal_key,
             restore_best_per_stage=self.east_restore_best_per_stage,

@@ -34,14 +34,17 @@ the temperature and whether the warm start's cross-entropy is on. Temperature an
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 from transformers import Trainer, TrainingArguments
+from transformers.trainer import TRAINER_STATE_NAME
 from transformers.utils import logging as hf_logging
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
@@ -132,10 +135,9 @@ class EASTTrainer(Trainer):
         east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
         warm_start_loss: the cross-entropy trained during the annealing's warm start, and the annealed weight's term
             (``args.east_ce_loss``: plain, class-weighted or logit-adjusted).
-        east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone),
-            applied stage by stage by the annealing (with ``east_annealing=False`` the loss is EAST alone).
-        confusion_memory: the detached, decayed sum of the stage's earlier soft confusion matrices that training adds
-            to the batch's (``EASTConfig.east_confusion_memory``), or None (empty, or the memory is off).
+        east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone)
+            that the installed annealing schedule applies stage by stage (``AnnealingSchedule.ce_weight``; with
+            ``east_annealing=False`` the loss is EAST alone).
         annealing: the annealing callback in this trainer's callback list, or None (read-only).
         east_stage, east_temperature, use_cross_entropy: the current stage, its temperature and whether the loss is
             cross-entropy (the warm start, or ``east_loss="ce"``), read from ``annealing.schedule`` (read-only).
@@ -159,8 +161,6 @@ class EASTTrainer(Trainer):
         hub_preflight(args)  # push_to_hub without network or token fails now, not after training
         # Trainer's positional order after args: data_collator, train_dataset, eval_dataset, ...
         given = dict(zip(("data_collator", "train_dataset", "eval_dataset"), pargs)) | kwargs
-        if args.label_names is None:
-            args.label_names = ["labels"]  # plain nn.Modules have no `labels` argument for the Trainer to find
         config = getattr(model, "config", None)
         num_classes = getattr(config, "num_labels", None)
         if (
@@ -178,13 +178,13 @@ class EASTTrainer(Trainer):
         self.warm_start_loss = args.build_ce_loss(counts)
         self.east_ce_weight = args.resolved_ce_weight(num_classes)  # w0 of the annealed cross-entropy weight
         args.check_loss_anneal_monitor(self.east_ce_weight)  # the default weight is known once the classes are
-        if self.east_ce_weight > 0:  # EAST plus an annealed cross-entropy weight (set per stage in _current_loss)
-            self._mixed_loss = MixedSetLoss(
-                self.east_loss, weight=self.east_ce_weight, cross_entropy=self.warm_start_loss
-            )
+        # EAST plus an annealed cross-entropy weight, used in the stages whose schedule gives it a weight > 0
+        self._mixed_loss = (
+            MixedSetLoss(self.east_loss, weight=0.0, cross_entropy=self.warm_start_loss)
+            if isinstance(self.east_loss, EASTLoss)
+            else None
+        )
         self._num_classes = num_classes
-        self.confusion_memory: torch.Tensor | None = None
-        self._memory_temperature: float | None = None  # the temperature the memory was accumulated at
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
         self.east_card_info: dict[str, Any] = {}
         self._soft_metric_sum = None
@@ -195,7 +195,8 @@ class EASTTrainer(Trainer):
         callbacks = list(callbacks or [])
         if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
             # The default minimum across-stage gain is two validation samples' worth (EASTConfig.resolved_anneal_threshold)
-            callbacks.append(args.annealing_callback(validation_size(given.get("eval_dataset"), args.east_anneal_key)))
+            eval_size = validation_size(given.get("eval_dataset"), args.east_anneal_key)
+            callbacks.append(args.annealing_callback(eval_size, num_classes))
         super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
 
@@ -224,19 +225,17 @@ class EASTTrainer(Trainer):
         return loss is self.warm_start_loss or loss.name == "ce"
 
     def _current_loss(self) -> SetLoss:
-        """The loss of the current stage: cross-entropy in a warm start, else ``east_loss`` at the stage's T."""
+        """The loss of the current stage: cross-entropy in a warm start, else ``east_loss`` (plus the annealed
+        cross-entropy where the stage has a weight) at the values the annealing schedule gives the stage."""
         annealing = self.annealing
         if annealing is None:
             return self.east_loss
-        if annealing.schedule.in_warm_start:
+        schedule = annealing.schedule
+        if schedule.in_warm_start:
             return self.warm_start_loss
-        if isinstance(self.east_loss, EASTLoss):
-            self.east_loss.temperature = annealing.schedule.temperature
-            if self.east_ce_weight > 0:  # an annealed cross-entropy weight: w_k = w0 * d^k in stage k
-                stage = annealing.schedule.stage
-                self._mixed_loss.weight = self.east_ce_weight * self.args.east_ce_weight_decay**stage
-                return self._mixed_loss
-        return self.east_loss
+        loss = self._mixed_loss if self._mixed_loss is not None and schedule.ce_weight > 0 else self.east_loss
+        loss.set_stage(schedule.temperature, schedule.ce_weight)
+        return loss
 
     # ---- loss ----
     def _split_inputs(self, inputs: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor]:
@@ -258,31 +257,15 @@ class EASTTrainer(Trainer):
         stats = loss_fn.statistics(logits_of(outputs), labels)  # additive: (C, C) for EAST
         if self.args.east_sync_across_processes and self.accelerator.num_processes > 1:
             stats = _all_reduce_differentiable(stats)
-        if model.training and self.args.east_confusion_memory > 0 and loss_fn is not self.warm_start_loss:
-            stats = self._add_confusion_memory(stats)
-        loss = loss_fn.loss_from_statistics(stats)
+        if model.training:
+            stats = loss_fn.with_memory(stats)  # EAST's memory of the stage's earlier batches, if configured
+        loss, value = loss_fn.loss_and_soft_metric(stats)
         if model.training:
             self._flag_nonfinite(loss)
-        if model.training and loss_fn.soft_metric_key is not None:
-            value = loss_fn.soft_metric(loss)
+        if model.training and value is not None:
             self._soft_metric_sum = value if self._soft_metric_sum is None else self._soft_metric_sum + value
             self._soft_metric_count += 1
         return (loss, outputs) if return_outputs else loss
-
-    def _add_confusion_memory(self, stats: torch.Tensor) -> torch.Tensor:
-        """The batch's statistics with the memory added to their confusion matrix (the first C * C entries; a
-        ``MixedSetLoss``'s cross-entropy sum and count stay the batch's), then m <- d * (m + C_batch.detach())."""
-        n = stats.numel() if stats.ndim == 2 else stats.numel() - 2  # EASTLoss: (C, C); MixedSetLoss: C * C + 2
-        flat = stats.reshape(-1)
-        confmat = flat[:n]
-        temperature = self.east_loss.temperature
-        memory = self.confusion_memory
-        if memory is None or self._memory_temperature != temperature:
-            memory = torch.zeros_like(confmat)  # a new stage: its matrices are another function
-        decay = self.args.east_confusion_memory
-        self.confusion_memory = decay * (memory + confmat.detach())
-        self._memory_temperature = temperature
-        return torch.cat([confmat + memory, flat[n:]]).view(stats.shape)
 
     # ---- evaluation: the loss of the whole set ----
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
@@ -448,10 +431,27 @@ class EASTTrainer(Trainer):
         *complete* checkpoint of ``output_dir``, skipping with a warning any whose save was cut off. Stops with a
         one-line ``FloatingPointError`` naming the step if a training loss or gradient norm is NaN or inf."""
         resume_from_checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
+        if resume_from_checkpoint is not None:
+            self._check_saved_schedule(resume_from_checkpoint)
         self._preflight()
         result = super().train(resume_from_checkpoint, *pargs, **kwargs)
         self._raise_if_nonfinite()  # steps after the last log
         return result
+
+    def _check_saved_schedule(self, checkpoint: str) -> None:
+        """Refuse a checkpoint whose saved annealing schedule does not record the cross-entropy weight this run
+        anneals: resuming it would restore a schedule without the weight and train EAST alone."""
+        annealing = self.annealing
+        if annealing is None or annealing.schedule.ce_weight0 == 0 or not self.args.restore_callback_states_from_checkpoint:
+            return
+        state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text())
+        saved = state.get("stateful_callbacks", {}).get(type(annealing).__name__)
+        for entry in saved if isinstance(saved, list) else [saved]:
+            if entry and "ce_weight" not in entry.get("args", {}).get("schedule", {}):
+                raise ValueError(
+                    f"Expected a checkpoint whose annealing schedule records the cross-entropy weight, got {checkpoint} "
+                    f"without it (an older east_hf): resume it with east_ce_weight 0, or train anew"
+                )
 
     def _resolve_checkpoint(self, resume: str | bool | None) -> str | None:
         if isinstance(resume, str) and resume.strip().lower() in ("true", "last", "false", "none", ""):
@@ -503,8 +503,8 @@ class EASTTrainer(Trainer):
             raise ValueError(
                 f"Expected logits of shape (N, {C}) for the configured classes, got {tuple(logits.shape)}"
             )
-        if isinstance(self.east_loss, EASTLoss) and self.east_loss.num_classes is None:
-            self.east_loss.num_classes = logits.shape[1]
+        if isinstance(self.east_loss, EASTLoss):
+            self.east_loss.bind_num_classes(logits.shape[1])
         self._current_loss().statistics(logits, labels)  # labels in range, beta length
 
     # ---- model card ----

@@ -1,7 +1,7 @@
 """The ``east-train`` parser: a YAML recipe gives defaults, command-line flags override it, unknown keys are errors.
 
 ``EASTArgumentParser`` is ``transformers.HfArgumentParser`` over four dataclasses, in the style of TRL's
-``TrlParser``, each defined beside the code that reads it: ``ScriptArguments`` (``east_hf.scripts.east_train``: what the run does
+``TrlParser``, each defined beside the code that reads it: ``ScriptArguments`` (here: what the run does
 besides training), ``DataArguments`` (``east_hf.hf.data``: which data set and how it is split), ``ModelArguments``
 (``east_hf.hf.models.build``: which model) and ``EASTConfig`` (``east_hf.hf.config``: ``TrainingArguments`` plus the
 surrogate and the annealing). A recipe is a flat YAML mapping of the same field names::
@@ -32,9 +32,9 @@ from typing import Any, NoReturn
 import yaml
 from transformers import HfArgumentParser
 
-from east_hf.core import METRICS, target_metric_key
-
 __all__ = [
+    "SCRIPT_DEFAULTS",
+    "ScriptArguments",
     "ALIASES",
     "EASTArgumentParser",
     "ParsedArguments",
@@ -59,25 +59,58 @@ ALIASES = {
 }
 """Short names accepted in recipes and on the command line, and the field each stands for."""
 
-# What east-train sets unless the recipe or the command line says otherwise: EAST needs a validation set every
-# epoch (the annealing's early stopping) and keeps the best checkpoint by the target metric.
-RUN_DEFAULTS = {
-    "eval_strategy": "epoch",
-    "save_strategy": "epoch",
-    "logging_strategy": "epoch",
-    "load_best_model_at_end": True,
-    "save_total_limit": 1,  # with load_best_model_at_end the Trainer keeps the best checkpoint besides the last
-    "optim": "adamw_torch",  # the paper trains with AdamW
-    "report_to": "none",
-    "remove_unused_columns": False,  # image transforms run on the fly (set_transform) and need the raw columns
-}
+# What east-train sets unless the recipe or the command line says otherwise, beyond EASTConfig's own defaults
+# (which are what EAST needs, in Python as here): its image transforms run on the fly (set_transform) and need the
+# raw columns. The output folder defaults to runs/<recipe name>.
+SCRIPT_DEFAULTS = {"remove_unused_columns": False}
+
+
+@dataclass
+class ScriptArguments:
+    """What ``east-train`` does around training: the test evaluation, the model card, a dry run."""
+
+    _argument_group_name = "east-train"
+
+    evaluate_test: bool = field(
+        default=True,
+        metadata={"help": "Evaluate the best model on the test split and write test_results.json / all_results.json."},
+    )
+    report_classes: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Classes (names or indices, or 'all') with per-class precision/recall/fbeta in the metrics; "
+            "default: the classes with their own beta, or the positive class of a binary average."
+        },
+    )
+    model_card: bool = field(
+        default=True, metadata={"help": "Write a model card (README.md) when east_hf.hf.cards is available."}
+    )
+    tune_decision_rule: bool = field(
+        default=False,
+        metadata={
+            "help": "After training, tune per-class logit offsets on the validation split for the target metric and "
+            "fold them into the saved model's output bias; test metrics are reported both ways (test_* as "
+            "trained, test_tuned_* tuned)."
+        },
+    )
+    dry_run: bool = field(
+        default=False,
+        metadata={"help": "Parse and validate the recipe, print the resolved settings and exit: loads no data."},
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Train from scratch into an output_dir that already holds a run, deleting its checkpoints and "
+            "results first. Without it such a folder is refused (pass --resume_from_checkpoint true to resume it)."
+        },
+    )
 
 
 @dataclass
 class ParsedArguments:
     """What ``EASTArgumentParser.parse`` returns: the four dataclasses and the recipe as read."""
 
-    script: Any  # east_hf.scripts.east_train.ScriptArguments
+    script: ScriptArguments
     data: Any  # east_hf.hf.data.DataArguments
     model: Any  # east_hf.hf.models.build.ModelArguments
     training: Any  # east_hf.hf.config.EASTConfig
@@ -160,7 +193,6 @@ def _default_dataclasses() -> tuple[type, ...]:
     from east_hf.hf.config import EASTConfig
     from east_hf.hf.data.arguments import DataArguments
     from east_hf.hf.models.build import ModelArguments
-    from east_hf.scripts.east_train import ScriptArguments
 
     return ScriptArguments, DataArguments, ModelArguments, EASTConfig
 
@@ -317,7 +349,7 @@ class EASTArgumentParser(HfArgumentParser):
         wants_help = any(a in ("-h", "--help") for a in argv)
         recipe_path, rest = self._split_argv([a for a in argv if a not in ("-h", "--help")])
         if wants_help:  # the defaults shown are east-train's, and the recipe's when one is given
-            defaults = dict(RUN_DEFAULTS)
+            defaults = dict(SCRIPT_DEFAULTS)
             if recipe_path is not None and Path(recipe_path).is_file():
                 defaults.update(self._recipe_defaults(load_recipe(recipe_path)))
             self._with_defaults(defaults).print_help()
@@ -328,7 +360,7 @@ class EASTArgumentParser(HfArgumentParser):
             recipe = load_recipe(recipe_path)
         except ValueError as e:
             self.error(str(e))
-        run_defaults = dict(RUN_DEFAULTS, output_dir=str(Path("runs") / Path(recipe_path).stem))
+        run_defaults = dict(SCRIPT_DEFAULTS, output_dir=str(Path("runs") / Path(recipe_path).stem))
         recipe_values = self._recipe_defaults(recipe)
         flags, any_values, given = self._normalise_flags(rest)
         parser = self._with_defaults({**run_defaults, **recipe_values, **any_values})
@@ -336,25 +368,9 @@ class EASTArgumentParser(HfArgumentParser):
         if remaining:
             self.error(f"unexpected argument {remaining[0]!r} (expected --field value pairs after the recipe)")
         overrides = {dest: getattr(namespace, dest) for dest in sorted(given)}
-        self._derive(namespace, explicit=set(recipe_values) | given)
         outputs = self._to_dataclasses(namespace)
         self._validate(*outputs)
         return ParsedArguments(*outputs, recipe, recipe_path, overrides)
-
-    def _derive(self, namespace: Namespace, explicit: set[str]) -> None:
-        """Defaults that depend on other fields; a field the recipe or a flag sets is left as it is."""
-        if namespace.east_metric not in METRICS:
-            self.error(f"Expected east_metric in {sorted(METRICS)}, got {namespace.east_metric!r}")
-        if namespace.load_best_model_at_end and "metric_for_best_model" not in explicit:
-            # The annealing callback's anneal monitor (eval_<target>): the model kept is the one annealing judged best.
-            key = namespace.east_anneal_monitor or f"eval_{target_metric_key(namespace.east_metric)}"
-            namespace.metric_for_best_model = key
-        if namespace.load_best_model_at_end and namespace.eval_strategy == "steps":
-            # load_best_model_at_end needs a checkpoint at every evaluation
-            if "save_strategy" not in explicit:
-                namespace.save_strategy = "steps"
-            if "save_steps" not in explicit and namespace.eval_steps is not None:
-                namespace.save_steps = namespace.eval_steps
 
     def _to_dataclasses(self, namespace: Namespace) -> tuple:
         outputs = []

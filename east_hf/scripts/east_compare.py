@@ -100,21 +100,32 @@ def run_settings(argv: list[str]) -> dict[str, Any]:
     return json.loads(json.dumps(settings, default=str, sort_keys=True))
 
 
-def settings_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """``key: old -> new`` for every setting that differs.
+def settings_changes(
+    old: dict[str, Any], new: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> list[str]:
+    """``key: old -> new`` for every setting that differs. A record lists the fields that differ from the defaults,
+    so a field missing from one side has its value in ``defaults`` (today's), where given.
 
     >>> settings_changes({"training": {"learning_rate": 0.001}}, {"training": {"learning_rate": 0.01}})
     ['learning_rate: 0.001 -> 0.01']
+    >>> settings_changes({"training": {"optim": "adamw_torch"}}, {"training": {}}, {"training": {"optim": "adamw_torch"}})
+    []
     """
     out = []
     for group in sorted(set(old) | set(new)):
-        a, b = old.get(group, {}), new.get(group, {})
-        out += [
-            f"{k}: {a.get(k, '(default)')} -> {b.get(k, '(default)')}"
-            for k in sorted(set(a) | set(b))
-            if a.get(k) != b.get(k)
-        ]
+        a, b, default = old.get(group, {}), new.get(group, {}), (defaults or {}).get(group, {})
+        for k in sorted(set(a) | set(b)):
+            before, after = a.get(k, default.get(k, "(default)")), b.get(k, default.get(k, "(default)"))
+            if before != after:
+                out.append(f"{k}: {before} -> {after}")
     return out
+
+
+def default_settings() -> dict[str, Any]:
+    """Today's default of every setting ``run_settings`` records, in the same JSON form."""
+    from east_hf.scripts.east_train import default_settings as defaults
+
+    return json.loads(json.dumps(defaults(), default=str, sort_keys=True))
 
 
 def _run_one(
@@ -154,7 +165,7 @@ def _run_mode(run_dir: Path, settings: dict[str, Any], force: bool) -> tuple[str
     recorded_file = run_dir / SETTINGS_NAME
     if not recorded_file.is_file():
         return "overwrite", f"no {SETTINGS_NAME} records how the earlier run was trained"
-    changes = settings_changes(json.loads(recorded_file.read_text()), settings)
+    changes = settings_changes(json.loads(recorded_file.read_text()), settings, default_settings())
     if changes:
         return "overwrite", "settings changed: " + "; ".join(changes)
     if (run_dir / "test_results.json").is_file():

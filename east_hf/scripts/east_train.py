@@ -25,14 +25,14 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from east_hf.hf.data.arguments import DataArguments
-from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments
+from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments, ScriptArguments
 
-__all__ = ["ScriptArguments", "main", "resolved_settings"]
+__all__ = ["ScriptArguments", "default_settings", "main", "resolved_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,64 +40,28 @@ DECISION_RULE_NAME = "decision_rule.json"
 SUMMARY_KEYS = ("accuracy", "fbeta", "mcc", "precision", "recall", "loss")
 
 
-@dataclass
-class ScriptArguments:
-    """What ``east-train`` does around training: the test evaluation, the model card, a dry run."""
+def default_settings() -> dict[str, dict[str, Any]]:
+    """The default value of every field of each dataclass, by group (what ``resolved_settings`` leaves out)."""
+    from east_hf.hf.config import EASTConfig
+    from east_hf.hf.models.build import ModelArguments
 
-    _argument_group_name = "east-train"
-
-    evaluate_test: bool = field(
-        default=True,
-        metadata={"help": "Evaluate the best model on the test split and write test_results.json / all_results.json."},
-    )
-    report_classes: list[str] | None = field(
-        default=None,
-        metadata={
-            "help": "Classes (names or indices, or 'all') with per-class precision/recall/fbeta in the metrics; "
-            "default: the classes with their own beta, or the positive class of a binary average."
-        },
-    )
-    model_card: bool = field(
-        default=True, metadata={"help": "Write a model card (README.md) when east_hf.hf.cards is available."}
-    )
-    tune_decision_rule: bool = field(
-        default=False,
-        metadata={
-            "help": "After training, tune per-class logit offsets on the validation split for the target metric and "
-            "fold them into the saved model's output bias; test metrics are reported both ways (test_* as "
-            "trained, test_tuned_* tuned)."
-        },
-    )
-    dry_run: bool = field(
-        default=False,
-        metadata={"help": "Parse and validate the recipe, print the resolved settings and exit: loads no data."},
-    )
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={
-            "help": "Train from scratch into an output_dir that already holds a run, deleting its checkpoints and "
-            "results first. Without it such a folder is refused (pass --resume_from_checkpoint true to resume it)."
-        },
-    )
+    out = {
+        title: {f.name: getattr(cls(), f.name) for f in fields(cls)}
+        for title, cls in (("script", ScriptArguments), ("data", DataArguments), ("model", ModelArguments))
+    }
+    out["training"] = EASTConfig(output_dir="x").to_dict()
+    return out
 
 
 def resolved_settings(parsed: ParsedArguments) -> dict[str, dict[str, Any]]:
     """The fields of each dataclass that differ from its defaults (what a dry run prints)."""
-    from east_hf.hf.config import EASTConfig
-    from east_hf.hf.models.build import ModelArguments
-
-    out = {}
-    for title, obj, cls in (
-        ("script", parsed.script, ScriptArguments),
-        ("data", parsed.data, DataArguments),
-        ("model", parsed.model, ModelArguments),
-    ):
-        default = cls()
-        out[title] = {
-            f.name: getattr(obj, f.name) for f in fields(cls) if getattr(obj, f.name) != getattr(default, f.name)
-        }
-    default, values = EASTConfig(output_dir="x").to_dict(), parsed.training.to_dict()
-    out["training"] = {k: v for k, v in values.items() if v != default.get(k) and "token" not in k}
+    defaults = default_settings()
+    out = {
+        title: {f.name: getattr(obj, f.name) for f in fields(obj) if getattr(obj, f.name) != defaults[title][f.name]}
+        for title, obj in (("script", parsed.script), ("data", parsed.data), ("model", parsed.model))
+    }
+    values = parsed.training.to_dict()
+    out["training"] = {k: v for k, v in values.items() if v != defaults["training"].get(k) and "token" not in k}
     return out
 
 
@@ -257,7 +221,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(yaml.safe_dump(resolved_settings(parsed), sort_keys=False).rstrip())
         return 0
 
-    import torch
     from transformers import set_seed
 
     from east_hf.hf.data import image_transforms, load_data, set_image_transforms
@@ -282,9 +245,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             attach_data_config(model, data_config)
             set_image_transforms(data, train_tf, eval_tf)
-        training.remove_unused_columns = False  # the on-the-fly transforms need the raw columns
-        if training.dataloader_pin_memory and not torch.accelerator.is_available():
-            training.dataloader_pin_memory = False  # nothing to pin for; torch warns on every data loader otherwise
         compute_metrics = build_compute_metrics(
             data.num_labels,
             beta=training.east_beta,
