@@ -145,7 +145,7 @@ class AnnealingSchedule:
         threshold_mode: ``"rel"`` (default): the threshold is a fraction of the best value so far, as
             ``ReduceLROnPlateau``; ``"abs"``: an absolute change, as ``EarlyStoppingCallback``. The default 1e-2
             relative ends a stage once its surrogate improves by less than 1 % over ``patience`` evaluations; the
-            paper's letter (and release 0.1) is ``threshold=0.0, threshold_mode="abs"``.
+            paper's letter is ``threshold=0.0, threshold_mode="abs"``.
         anneal_threshold: an absolute amount a stage's best anneal value must beat the best so far by (default 0:
             any strict improvement of the hard metric counts).
         stage_mode: ``"min"`` (default, the surrogate loss) or ``"max"``.

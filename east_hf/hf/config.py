@@ -22,6 +22,7 @@ from transformers import TrainingArguments
 from east_hf.core import AVERAGES, METRICS, target_metric_key
 from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, monitor_mode
 from east_hf.core.loss import LOSSES, PRIOR_LOSSES, SetLoss, build_loss
+from east_hf.hf.callbacks import TemperatureAnnealingCallback, check_evaluates
 
 __all__ = ["EASTConfig"]
 
@@ -195,8 +196,7 @@ class EASTConfig(TrainingArguments):
     east_anneal_threshold: float | None = field(
         default=None,
         metadata={
-            "help": "Minimum (absolute) improvement of the anneal monitor across stages; default: 2 / validation "
-            "size for a hard metric, 0 for a loss."
+            "help": "Minimum gain of the anneal monitor across stages; default: 2 / validation size (0 for a loss)."
         },
     )
     east_restore_best_per_stage: bool = field(
@@ -224,8 +224,7 @@ class EASTConfig(TrainingArguments):
     east_ce_weight: float | None = field(
         default=None,
         metadata={
-            "help": "Cross-entropy weight added to EAST's loss in stage 0 (0: EAST alone, the paper); default: 1.0 "
-            "with more than two classes, 0 with two."
+            "help": "Cross-entropy weight added to EAST in stage 0 (0: EAST alone); default: 1 with >2 classes, else 0."
         },
     )
     east_ce_weight_decay: float = field(
@@ -235,15 +234,13 @@ class EASTConfig(TrainingArguments):
     east_ce_loss: str = field(
         default="ce",
         metadata={
-            "help": "The cross-entropy of the warm start and of the annealed weight: 'ce', 'wce' (class-weighted) or "
-            "'la' (logit-adjusted)."
+            "help": "Cross-entropy of the warm start and the annealed weight: 'ce', 'wce' or 'la' (logit-adjusted)."
         },
     )
     east_confusion_memory: float = field(
         default=0.0,
         metadata={
-            "help": "Decay d in [0, 1) of a detached memory of earlier batches' soft confusion matrices added to the "
-            "batch's (0: the batch alone, the paper)."
+            "help": "Decay in [0, 1) of a memory of earlier batches' soft confusion matrices (0: the batch alone)."
         },
     )
     east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
@@ -293,6 +290,8 @@ class EASTConfig(TrainingArguments):
             raise ValueError(f"Expected east_confusion_memory 0 for east_loss={self.east_loss!r} (it is EAST's)")
         if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
+        if self.east_annealing:
+            check_evaluates(self.eval_strategy)
         self.check_loss_anneal_monitor(self.east_ce_weight or 0.0)
         # Validation is the core objects' own: build them once (class names are not known yet, so a beta mapping is
         # checked for its values; the trainer resolves its names against the model's id2label).
@@ -414,8 +413,6 @@ class EASTConfig(TrainingArguments):
     def annealing_callback(self, eval_size: int | None = None, num_classes: int | None = None):
         """The ``TemperatureAnnealingCallback`` that ``EASTTrainer`` installs from this config, for a validation set
         of ``eval_size`` samples and ``num_classes`` classes."""
-        from east_hf.hf.callbacks import TemperatureAnnealingCallback
-
         return TemperatureAnnealingCallback(
             self.annealing_schedule(eval_size, num_classes),
             stage_monitor=self.east_stage_monitor,

@@ -78,19 +78,16 @@ class ScriptArguments:
     report_classes: list[str] | None = field(
         default=None,
         metadata={
-            "help": "Classes (names or indices, or 'all') with per-class precision/recall/fbeta in the metrics; "
-            "default: the classes with their own beta, or the positive class of a binary average."
+            "help": "Classes (names, indices or 'all') with per-class metrics; default: those with their own beta."
         },
     )
     model_card: bool = field(
-        default=True, metadata={"help": "Write a model card (README.md) when east_hf.hf.cards is available."}
+        default=True, metadata={"help": "Write a model card (README.md) into output_dir."}
     )
     tune_decision_rule: bool = field(
         default=False,
         metadata={
-            "help": "After training, tune per-class logit offsets on the validation split for the target metric and "
-            "fold them into the saved model's output bias; test metrics are reported both ways (test_* as "
-            "trained, test_tuned_* tuned)."
+            "help": "Tune per-class logit offsets on validation for the target metric and fold them into the model."
         },
     )
     dry_run: bool = field(
@@ -100,8 +97,7 @@ class ScriptArguments:
     overwrite_output_dir: bool = field(
         default=False,
         metadata={
-            "help": "Train from scratch into an output_dir that already holds a run, deleting its checkpoints and "
-            "results first. Without it such a folder is refused (pass --resume_from_checkpoint true to resume it)."
+            "help": "Replace the run already in output_dir (its checkpoints and results are deleted first)."
         },
     )
 
@@ -388,10 +384,6 @@ class EASTArgumentParser(HfArgumentParser):
         if data.dataset_name is None:
             self.error(
                 "expected dataset_name (a Hub id, a local path or sklearn:<name>) in the recipe or as --dataset_name"
-            )
-        if training.east_annealing and training.eval_strategy == "no":
-            self.error(
-                "temperature annealing needs evaluations: set eval_strategy to 'epoch' or 'steps', or east_annealing false"
             )
         from transformers.integrations import get_available_reporting_integrations
 

@@ -30,9 +30,7 @@ class ModelArguments:
     model_name_or_path: str | None = field(
         default=None,
         metadata={
-            "help": "timm architecture (darknet19, darknet19_tiny.cifar, resnet18: random init), Hub id or folder "
-            "of a checkpoint (timm/resnet18.a1_in1k: fine-tuned with a new head), or tabular_mlp. "
-            "Default: darknet19 for images, tabular_mlp for tables (the paper's architectures)."
+            "help": "timm architecture, Hub id or checkpoint folder, or tabular_mlp; default: darknet19 / tabular_mlp."
         },
     )
     model_revision: str = field(default="main", metadata={"help": "Revision of a Hub checkpoint."})
@@ -43,7 +41,7 @@ class ModelArguments:
     dropout: float | None = field(
         default=None,
         metadata={
-            "help": "Dropout: of tabular_mlp's hidden layers (default 0.25, paper grid {0.25, 0.5}), or timm's drop_rate."
+            "help": "Dropout of tabular_mlp's hidden layers (default 0.25), or timm's drop_rate."
         },
     )
 
