@@ -35,6 +35,8 @@ from east_hf.core import (
     soft_confusion_matrix,
     soft_predictions,
 )
+from east_hf.core.annealing import AnnealingSchedule, Decision, temperature_at
+from east_hf.core.decision import DecisionRule, tune_logit_offsets
 from east_hf.core.loss import CrossEntropySetLoss, EASTLoss, SetLoss, SoftDiceLoss, build_loss
 
 __version__ = "0.2.0"
@@ -43,30 +45,29 @@ _LAZY = {
     "EASTConfig": "east_hf.hf.config",
     "EASTTrainer": "east_hf.hf.trainer",
     "TemperatureAnnealingCallback": "east_hf.hf.callbacks",
-    "AnnealingSchedule": "east_hf.core.annealing",
-    "Decision": "east_hf.core.annealing",
-    "temperature_at": "east_hf.core.annealing",
     "build_compute_metrics": "east_hf.hf.metrics",
     "load_metric": "east_hf.hf.metrics",
 }
 _moved.install()
 
 __all__ = [
-    "CrossEntropySetLoss",
+    # the loss and its annealing
     "EASTLoss",
+    "AnnealingSchedule",
+    "Decision",
+    "temperature_at",
+    # the baselines, behind the same set-loss interface
     "SetLoss",
+    "CrossEntropySetLoss",
     "SoftDiceLoss",
-    "accuracy",
     "build_loss",
-    "dynamic_threshold",
-    "fbeta",
-    "hard_confusion_matrix",
-    "linear_heaviside",
-    "mcc",
-    "precision",
-    "recall",
-    "soft_confusion_matrix",
-    "soft_predictions",
+    # decision rules tuned on validation
+    "DecisionRule",
+    "tune_logit_offsets",
+    # the functional core, in the paper's order: H_T, tau, g_T, the soft and hard confusion matrices, the metrics
+    "linear_heaviside", "dynamic_threshold", "soft_predictions", "soft_confusion_matrix", "hard_confusion_matrix",
+    "fbeta", "accuracy", "mcc", "precision", "recall",
+    # the Hugging Face layer, loaded on first access
     *_LAZY,
 ]
 

@@ -63,5 +63,7 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install() -> None:
+    """Put the finder first: after ``import east_hf.models`` the path finder would otherwise find
+    ``east_hf.models.darknet`` in the new package's folder and load a second copy under the old name."""
     if not any(isinstance(finder, MovedModuleFinder) for finder in sys.meta_path):
-        sys.meta_path.append(MovedModuleFinder())
+        sys.meta_path.insert(0, MovedModuleFinder())

@@ -1,0 +1,99 @@
+"""The package's layers: core -> hf -> scripts, no import cycle, and the old module paths name the same modules."""
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from east_hf._moved import MOVED, new_name
+
+PACKAGE = Path(__file__).resolve().parents[1] / "east_hf"
+LAYERS = ("east_hf.core", "east_hf.hf", "east_hf.scripts")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every east_hf module a file imports, anywhere in it (lazy imports inside functions included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return {new_name(name) or name for name in found if name.startswith("east_hf.")}
+
+
+GRAPH = {
+    module_name(path): imports(path)
+    for path in PACKAGE.rglob("*.py")
+    if "metrics/macro_fbeta" not in str(path) and "metrics/mcc" not in str(path)  # evaluate scripts, loaded by path
+}
+GRAPH = {name: {dep for dep in deps if dep in GRAPH and dep != name} for name, deps in GRAPH.items()}
+
+
+def layer(name: str) -> int | None:
+    return next((i for i, prefix in enumerate(LAYERS) if name == prefix or name.startswith(prefix + ".")), None)
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    upward = [
+        (name, dep)
+        for name, deps in GRAPH.items()
+        for dep in deps
+        if layer(name) is not None and layer(dep) is not None and layer(dep) > layer(name)
+    ]
+    assert upward == []
+
+
+def test_no_import_cycle_among_east_hf_modules():
+    graph = {name: {dep for dep in deps if dep != "east_hf"} for name, deps in GRAPH.items() if name != "east_hf"}
+    # a package imports its own submodules; a submodule importing its package's __init__ is not a cycle of files
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> list[str] | None:
+        state[name] = 1
+        for dep in sorted(graph.get(name, ())):
+            if dep.startswith(name + "."):
+                continue
+            if state.get(dep) == 1 and not name.startswith(dep + "."):
+                return [*path, name, dep]
+            if dep not in state and (found := visit(dep, [*path, name])):
+                return found
+        state[name] = 2
+        return None
+
+    cycles = [found for name in sorted(graph) if name not in state and (found := visit(name, []))]
+    assert cycles == []
+
+
+def test_core_imports_nothing_from_transformers_timm_or_evaluate():
+    code = "import sys, east_hf, east_hf.core.loss, east_hf.core.decision, east_hf.core.annealing; " + (
+        "print(sorted(m for m in ('transformers', 'timm', 'evaluate', 'datasets') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_module_path_is_the_same_module_as_its_layer_path(old):
+    assert importlib.import_module(old) is importlib.import_module(MOVED[old])
+
+
+def test_old_submodule_paths_and_python_m_keep_working():
+    from east_hf.functional.surrogate import soft_predictions
+    from east_hf.models.darknet import Darknet19
+
+    from east_hf.core.surrogate import soft_predictions as new
+    from east_hf.hf.models.darknet import Darknet19 as new_darknet
+
+    assert soft_predictions is new and Darknet19 is new_darknet
+    assert importlib.import_module("east_hf.models").__spec__.name == "east_hf.hf.models"  # resources still resolve
+    out = subprocess.run([sys.executable, "-m", "east_hf.train", "--list_recipes"], capture_output=True, text=True)
+    assert out.returncode == 0 and "demo" in out.stdout
