@@ -1,7 +1,8 @@
 """The core of east_hf: pure torch, no transformers, timm or evaluate imports.
 
 The soft confusion matrix and its metrics (``surrogate``, ``fused``, ``fused_metric``, ``metrics``), the losses
-(``loss``), the annealing schedule (``annealing``) and the decision-rule tuner (``decision``)."""
+(``loss``), the annealing schedule (``annealing``), the decision-rule tuner (``decision``) and the checks of every
+setting (``validation``)."""
 
 from east_hf.core.baselines import soft_dice_loss
 from east_hf.core.classes import class_index, class_names, resolve_beta, safe_name
@@ -18,10 +19,9 @@ from east_hf.core.metrics import (
     target_metric_key,
 )
 from east_hf.core.surrogate import (
-    MAX_TEMPERATURE,
     check_labels,
-    check_temperature,
     confusion_from_memberships,
+    confusion_from_predictions,
     dynamic_threshold,
     hard_confusion_matrix,
     linear_heaviside,
@@ -29,6 +29,7 @@ from east_hf.core.surrogate import (
     soft_predictions,
     valid_rows,
 )
+from east_hf.core.validation import MAX_TEMPERATURE, check_temperature
 
 __all__ = [
     "AVERAGES",
@@ -41,6 +42,7 @@ __all__ = [
     "class_index",
     "class_names",
     "confusion_from_memberships",
+    "confusion_from_predictions",
     "dynamic_threshold",
     "fbeta",
     "hard_confusion_matrix",

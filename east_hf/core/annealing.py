@@ -57,9 +57,10 @@ import math
 from enum import Enum
 from typing import Any
 
-from east_hf.core.surrogate import check_temperature
+from east_hf.core.metrics import target_metric_key
+from east_hf.core.validation import check_choice, check_int, check_range, check_temperature
 
-__all__ = ["MODES", "WARM_STARTS", "AnnealingSchedule", "Decision", "monitor_mode", "temperature_at"]
+__all__ = ["MODES", "WARM_STARTS", "AnnealingSchedule", "Decision", "anneal_key", "monitor_mode", "temperature_at"]
 
 MODES = ("min", "max")
 THRESHOLD_MODES = ("abs", "rel")
@@ -86,6 +87,16 @@ def monitor_mode(key: str) -> str:
     ('min', 'max')
     """
     return "min" if key.endswith("loss") else "max"
+
+
+def anneal_key(metric: str, anneal_monitor: str | None = None) -> str:
+    """The metric key watched across stages: ``anneal_monitor``, or the hard metric the surrogate of ``metric``
+    targets, as the Trainer logs it (``eval_<key>``, ``"f1"`` reported as ``fbeta``).
+
+    >>> anneal_key("f1"), anneal_key("mcc"), anneal_key("fbeta", "eval_loss")
+    ('eval_fbeta', 'eval_mcc', 'eval_loss')
+    """
+    return anneal_monitor or f"eval_{target_metric_key(metric)}"
 
 
 def temperature_at(stage: int, temperature: float = 0.2, decay: float = 0.9) -> float:
@@ -190,44 +201,26 @@ class AnnealingSchedule:
         ce_weight_decay: float = 0.5,
     ):
         self.temperature0 = check_temperature(temperature)
-        if not 0 < decay < 1:
-            raise ValueError(f"Expected decay in (0, 1), got {decay}")
-        if not 0 < min_temperature <= self.temperature0:
-            raise ValueError(
-                f"Expected min_temperature in (0, temperature={self.temperature0}], got {min_temperature}"
-            )
-        for name, value in (("patience", patience), ("stage_patience", stage_patience)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Expected {name} as an int >= 1, got {value!r}")
-        if max_stages is not None and (
-            isinstance(max_stages, bool) or not isinstance(max_stages, int) or max_stages < 1
-        ):
-            raise ValueError(f"Expected max_stages as an int >= 1 or None, got {max_stages!r}")
-        for name, value in (("threshold", threshold), ("anneal_threshold", anneal_threshold)):
-            if not value >= 0:
-                raise ValueError(f"Expected {name} >= 0, got {value}")
-        if threshold_mode not in THRESHOLD_MODES:
-            raise ValueError(f"Expected threshold_mode in {THRESHOLD_MODES}, got {threshold_mode!r}")
-        for name, mode in (("stage_mode", stage_mode), ("anneal_mode", anneal_mode)):
-            if mode not in MODES:
-                raise ValueError(f"Expected {name} in {MODES}, got {mode!r}")
-        if warm_start_steps is not None and (
-            isinstance(warm_start_steps, bool) or not isinstance(warm_start_steps, int) or warm_start_steps < 1
-        ):
-            raise ValueError(f"Expected warm_start_steps as an int >= 1 or None, got {warm_start_steps!r}")
+        check_range("decay", decay, 0, 1, "()")
+        check_range("min_temperature", min_temperature, 0, self.temperature0, "(]")
+        check_int("patience", patience)
+        check_int("stage_patience", stage_patience)
+        if max_stages is not None:
+            check_int("max_stages", max_stages)
+        check_range("threshold", threshold, 0, math.inf)
+        check_range("anneal_threshold", anneal_threshold, 0, math.inf)
+        check_choice("threshold_mode", threshold_mode, THRESHOLD_MODES)
+        check_choice("stage_mode", stage_mode, MODES)
+        check_choice("anneal_mode", anneal_mode, MODES)
+        if warm_start_steps is not None:
+            check_int("warm_start_steps", warm_start_steps)
         if isinstance(warm_start, bool):
             warm_start = "ce" if warm_start else "none"
-        if warm_start not in WARM_STARTS:
-            raise ValueError(f"Expected warm_start in {WARM_STARTS}, got {warm_start!r}")
-        if warm_start_epochs is not None and (
-            isinstance(warm_start_epochs, bool)
-            or not isinstance(warm_start_epochs, (int, float))
-            or not warm_start_epochs > 0
-        ):
-            raise ValueError(f"Expected warm_start_epochs as a number > 0 or None, got {warm_start_epochs!r}")
-        for name, value, upper in (("ce_weight", ce_weight, math.inf), ("ce_weight_decay", ce_weight_decay, 1.0)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= upper:
-                raise ValueError(f"Expected {name} in [0, {upper:g}], got {value!r}")
+        check_choice("warm_start", warm_start, WARM_STARTS)
+        if warm_start_epochs is not None:
+            check_range("warm_start_epochs", warm_start_epochs, 0, math.inf, "(]")
+        check_range("ce_weight", ce_weight, 0, math.inf)
+        check_range("ce_weight_decay", ce_weight_decay, 0, 1)
         self.decay = float(decay)
         self.ce_weight0 = float(ce_weight)
         self.ce_weight_decay = float(ce_weight_decay)

@@ -6,10 +6,11 @@ metric-key-safe form of that label (``safe_name``), or by its index (an int or a
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from east_hf.core.validation import parse_beta
 
 __all__ = ["class_index", "class_names", "resolve_beta", "safe_name"]
 
@@ -63,11 +64,7 @@ def resolve_beta(beta: Any, names: Sequence[str] | Mapping[Any, str] | None, num
     >>> resolve_beta({"cat": 0.25}, ["dog", "cat", "frog"], 3)
     [1.0, 0.25, 1.0]
     """
-    if isinstance(beta, str):
-        try:
-            beta = json.loads(beta)
-        except json.JSONDecodeError:
-            raise ValueError(f"Expected beta as a number, a list or a JSON mapping, got {beta!r}") from None
+    beta = parse_beta(beta)
     if isinstance(beta, Mapping):
         values = [1.0] * num_classes
         for name, value in beta.items():

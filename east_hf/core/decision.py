@@ -41,8 +41,9 @@ from functools import partial
 import torch
 from torch import nn
 
-from east_hf.core import METRICS, beta_vector, hard_confusion_matrix
-from east_hf.core.metrics import AVERAGES
+from east_hf.core import METRICS, beta_vector, confusion_from_predictions, hard_confusion_matrix, valid_rows
+from east_hf.core.metrics import safe_divide
+from east_hf.core.validation import check_average, check_int, check_metric
 
 __all__ = ["DecisionRule", "tune_logit_offsets", "fold_offsets_into_bias"]
 
@@ -74,35 +75,17 @@ class DecisionRule:
 
 
 def _check_inputs(logits, labels, ignore_index: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The labelled rows of (N, C) logits, in float32 or float64, and their (N,) int64 labels."""
-    if not isinstance(logits, torch.Tensor):
-        raise TypeError(f"Expected logits as a torch.Tensor of shape (N, C), got {type(logits).__name__}")
-    if logits.ndim != 2 or logits.shape[1] < 2:
-        raise ValueError(f"Expected logits of shape (N, C) with C >= 2, got shape {tuple(logits.shape)}")
-    if not logits.is_floating_point():
-        raise TypeError(f"Expected floating-point logits, got dtype {logits.dtype}")
-    if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"Expected labels as a torch.Tensor of shape (N,), got {type(labels).__name__}")
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise TypeError(f"Expected integer class labels, got dtype {labels.dtype}")
-    if labels.shape != logits.shape[:1]:
-        raise ValueError(f"Expected labels of shape ({logits.shape[0]},) to match logits, got {tuple(labels.shape)}")
-    labels = labels.to(device=logits.device, dtype=torch.int64)
-    if ignore_index is not None:
-        keep = labels != ignore_index
-        logits, labels = logits[keep], labels[keep]
+    """The labelled rows of (N, C) logits (``valid_rows``), finite, in float32 or float64, and their (N,) int64
+    labels (moved to the logits' device)."""
+    if isinstance(logits, torch.Tensor) and isinstance(labels, torch.Tensor):
+        labels = labels.to(logits.device)
+    logits, labels, _ = valid_rows(logits, labels, ignore_index=ignore_index, name="logits")
     if labels.numel() == 0:
         raise ValueError(f"Expected at least one labelled row, got none (ignore_index={ignore_index})")
-    C = logits.shape[1]
-    low, high = int(labels.min()), int(labels.max())
-    if low < 0 or high >= C:
-        raise ValueError(
-            f"Expected labels in [0, {C - 1}] (or ignore_index={ignore_index}), got {low if low < 0 else high}"
-        )
     if not bool(torch.isfinite(logits).all()):
         raise ValueError(f"Expected finite logits, got NaN or inf in logits of shape {tuple(logits.shape)}")
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    return logits.detach().to(dtype), labels
+    return logits.detach().to(dtype), labels.long()
 
 
 def _metric_kwargs(metric: str, beta, average, pos_label, zero_division, like: torch.Tensor) -> dict:
@@ -113,12 +96,6 @@ def _metric_kwargs(metric: str, beta, average, pos_label, zero_division, like: t
     if metric in ("fbeta", "f1", "precision", "recall"):
         kwargs.update(average=average, pos_label=pos_label, zero_division=zero_division)
     return kwargs
-
-
-def _divide(num: torch.Tensor, den: torch.Tensor, zero_division: float) -> torch.Tensor:
-    """num / den, ``zero_division`` where den == 0: as ``east_hf.core.metrics``."""
-    zero = den == 0
-    return torch.where(zero, zero_division, num / torch.where(zero, 1.0, den))
 
 
 class _StatsScorer:
@@ -161,31 +138,31 @@ class _StatsScorer:
         tp, pred, s = states[:, : self.C], states[:, self.C :], self.support  # (K, C), (K, C), (C,)
         zd, average = self.zero_division, self.average
         if self.metric == "accuracy":
-            return _divide(tp.sum(1), s.sum(), 0.0)
+            return safe_divide(tp.sum(1), s.sum(), 0.0)
         if self.metric == "mcc":
             S = s.sum()
             cov_tp = tp.sum(1) * S - (s * pred).sum(1)
             cov_pp = S * S - (pred * pred).sum(1)
             cov_tt = S * S - (s * s).sum()
             den = cov_pp * cov_tt
-            return _divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
+            return safe_divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
         if self.metric in ("fbeta", "f1"):
             b2 = self.beta2
             if average == "micro":
-                return _divide((1 + b2[0]) * tp.sum(1), b2[0] * s.sum() + pred.sum(1), zd)
-            per_class = _divide((1 + b2) * tp, b2 * s + pred, zd)
+                return safe_divide((1 + b2[0]) * tp.sum(1), b2[0] * s.sum() + pred.sum(1), zd)
+            per_class = safe_divide((1 + b2) * tp, b2 * s + pred, zd)
         elif self.metric == "precision":
             if average == "micro":
-                return _divide(tp.sum(1), pred.sum(1), zd)
-            per_class = _divide(tp, pred, zd)
+                return safe_divide(tp.sum(1), pred.sum(1), zd)
+            per_class = safe_divide(tp, pred, zd)
         else:  # recall
             if average == "micro":
-                return _divide(tp.sum(1), s.sum().expand(len(tp)), zd)
-            per_class = _divide(tp, s.expand_as(tp), zd)
+                return safe_divide(tp.sum(1), s.sum().expand(len(tp)), zd)
+            per_class = safe_divide(tp, s.expand_as(tp), zd)
         if average == "binary":
             return per_class[:, self.pos_label]
         if average == "weighted":
-            return _divide((per_class * s).sum(1), s.sum(), 0.0)
+            return safe_divide((per_class * s).sum(1), s.sum(), 0.0)
         return per_class.mean(1)
 
 
@@ -346,15 +323,9 @@ def tune_logit_offsets(
     Exact for two classes, coordinate ascent for more (see the module docstring); deterministic. ``score`` and
     ``baseline_score`` are ``metric(hard_confusion_matrix(logits + offsets, labels))`` as the library computes it.
     """
-    if isinstance(metric, str):
-        if metric not in METRICS:
-            raise ValueError(f"Expected metric in {sorted(METRICS)} or a callable, got {metric!r}")
-    elif not callable(metric):
-        raise TypeError(f"Expected metric as a name or a callable (C, C) -> scalar, got {type(metric).__name__}")
-    if average not in AVERAGES:
-        raise ValueError(f"Expected average in {AVERAGES}, got {average!r}")
-    if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
-        raise ValueError(f"Expected max_rounds as an int >= 1, got {max_rounds!r}")
+    check_metric(metric, METRICS)
+    check_average(average)
+    check_int("max_rounds", max_rounds)
     logits, labels = _check_inputs(logits, labels, ignore_index)
     N, C = logits.shape
     device = logits.device
@@ -396,7 +367,7 @@ def tune_logit_offsets(
                 # runner-up, ties to the lower index as argmax; then the library's metric of that matrix.
                 zk = columns[k] + value
                 pred = torch.where((zk > coord.m) | ((zk == coord.m) & (k < coord.alt)), k, coord.alt)
-                score = float(metric_fn(_hard_confusion(labels, pred, C)))
+                score = float(metric_fn(confusion_from_predictions(labels, pred, C)))
                 if score > current:
                     offsets[k], current, changed = value, score, True
                     z[:, k] = zk
@@ -406,17 +377,6 @@ def tune_logit_offsets(
                 break
         score = score_of(logits + offsets)  # == current: the same decisions, recounted by the library
     return DecisionRule(offsets=offsets, score=score, baseline_score=baseline, rounds=rounds)
-
-
-def _hard_confusion(labels: torch.Tensor, pred: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """The (C, C) float32 matrix ``hard_confusion_matrix`` counts, from decisions already taken."""
-    flat = labels * num_classes + pred
-    ones = torch.ones(len(labels), device=labels.device)
-    return (
-        torch.zeros(num_classes * num_classes, device=labels.device)
-        .index_add_(0, flat, ones)
-        .view(num_classes, num_classes)
-    )
 
 
 def fold_offsets_into_bias(layer: nn.Module | torch.Tensor, offsets: torch.Tensor | DecisionRule) -> torch.Tensor:

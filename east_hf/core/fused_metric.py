@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 import torch
 
-from east_hf.core.metrics import _check_average, _check_confmat, beta_vector
+from east_hf.core.metrics import _check_confmat, beta_vector
+from east_hf.core.validation import check_average
 
 __all__ = ["FUSED_METRICS", "MetricConstants", "metric_loss"]
 
@@ -54,7 +55,7 @@ class MetricConstants:
         self.average, self.pos_label, self.zero_division = average, pos_label, float(zero_division)
         self.b2 = self.nb2 = self.a = self.na = self.nw = self.eye = None
         if self.metric == "fbeta":
-            _check_average(average, C, pos_label)
+            check_average(average, C, pos_label, allow_none=True)
             if average is None:
                 raise ValueError("Expected an average for a loss (a scalar), got None")
             b = beta_vector(beta, C, like)  # validated here, once

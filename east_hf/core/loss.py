@@ -20,26 +20,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from east_hf.core import AVERAGES, METRICS, beta_vector, check_temperature, resolve_beta, valid_rows
+from east_hf.core import METRICS, beta_vector, check_temperature, resolve_beta, valid_rows
+from east_hf.core.baselines import soft_dice_from_statistics, soft_dice_statistics
 from east_hf.core.fused import soft_confusion_from_logits
 from east_hf.core.fused_metric import FUSED_METRICS, MetricConstants, metric_loss
+from east_hf.core.validation import check_average, check_choice, check_metric, check_num_classes, check_range
 
 __all__ = [
     "LOSSES",
     "PRIOR_LOSSES",
     "CrossEntropySetLoss",
     "EASTLoss",
+    "LossSpec",
     "MixedSetLoss",
     "SetLoss",
     "SoftDiceLoss",
     "build_loss",
     "class_weights_from_counts",
+    "describe_losses",
     "logit_adjustment_from_counts",
 ]
 
@@ -185,7 +190,8 @@ class SoftDiceLoss(SetLoss):
     """Multiclass soft Dice (Milletari et al., 2016), the paper's Dice baseline, as a set loss.
 
     Statistics per class k (3, C): sum_n p_nk y_nk, sum_n p_nk^2 and sum_n y_nk (= sum y^2 for one-hot y), with
-    p = softmax(logits); the loss is 1 - mean_k 2 a_k / (b_k + c_k + eps). On one batch it equals
+    p = softmax(logits); the loss is 1 - mean_k 2 a_k / (b_k + c_k + eps). The two steps are those of
+    ``east_hf.core.baselines`` (``soft_dice_statistics``, ``soft_dice_from_statistics``), so on one batch it equals
     ``east_hf.core.soft_dice_loss``. Computed in float32.
     """
 
@@ -196,18 +202,10 @@ class SoftDiceLoss(SetLoss):
         self.eps = eps
 
     def statistics(self, logits, labels, sample_weight=None):
-        logits, labels, sample_weight = self._rows(logits, labels, sample_weight)
-        with torch.autocast(logits.device.type, enabled=False):
-            p = logits.float().softmax(dim=1)  # (n, C)
-            y = F.one_hot(labels, p.shape[1]).to(p.dtype)  # (n, C)
-            if sample_weight is not None:
-                w = sample_weight.float().unsqueeze(1)
-                return torch.stack([(w * p * y).sum(0), (w * p * p).sum(0), (w * y).sum(0)])
-            return torch.stack([(p * y).sum(0), (p * p).sum(0), y.sum(0)])  # (3, C)
+        return soft_dice_statistics(*self._rows(logits, labels, sample_weight))
 
     def loss_from_statistics(self, stats):
-        dice = 2 * stats[0] / (stats[1] + stats[2] + self.eps)  # (C,)
-        return 1.0 - dice.mean()
+        return soft_dice_from_statistics(stats, self.eps)
 
 
 class EASTLoss(SetLoss):
@@ -259,23 +257,12 @@ class EASTLoss(SetLoss):
         confusion_memory: float = 0.0,
     ):
         super().__init__(ignore_index)
-        if isinstance(confusion_memory, bool) or not isinstance(confusion_memory, (int, float)) or not (
-            0 <= confusion_memory < 1
-        ):
-            raise ValueError(f"Expected confusion_memory in [0, 1), got {confusion_memory!r}")
-        if isinstance(beta_floor, bool) or not isinstance(beta_floor, (int, float)) or not 0 <= beta_floor < math.inf:
-            raise ValueError(f"Expected beta_floor as a finite number >= 0, got {beta_floor!r}")
-        if isinstance(metric, str):
-            if metric not in METRICS:
-                raise ValueError(f"Expected metric in {sorted(METRICS)} or a callable, got {metric!r}")
-        elif not callable(metric):
-            raise TypeError(f"Expected metric as a name or a callable (C, C) -> scalar, got {type(metric).__name__}")
-        if average not in AVERAGES:
-            raise ValueError(f"Expected average in {AVERAGES}, got {average!r}")
-        if num_classes is not None and (
-            isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2
-        ):
-            raise ValueError(f"Expected num_classes as an int >= 2, got {num_classes!r}")
+        check_range("confusion_memory", confusion_memory, 0, 1, "[)")
+        check_range("beta_floor", beta_floor, 0, math.inf, "[)")
+        check_metric(metric, METRICS)
+        check_average(average)
+        if num_classes is not None:
+            check_num_classes(num_classes)
         if isinstance(beta, (str, Mapping)):
             if num_classes is None:
                 raise ValueError(
@@ -289,8 +276,7 @@ class EASTLoss(SetLoss):
                     f"Expected 2 classes for average='binary', got {num_classes} (use 'macro', 'weighted' or "
                     "'micro', or relabel to binary with positive_classes)"
                 )
-            if average == "binary" and not 0 <= pos_label < num_classes:
-                raise ValueError(f"Expected pos_label in [0, {num_classes - 1}], got {pos_label}")
+            check_average(average, num_classes, pos_label)
         else:
             beta_vector(beta, 1 if isinstance(beta, (int, float)) else len(beta), torch.empty(0))
         self.metric = metric
@@ -431,10 +417,75 @@ class EASTLoss(SetLoss):
     loss_from_statistics = loss_from_confusion
 
 
-LOSSES = ("east", "ce", "wce", "la", "dice")
-"""The losses by their ``EASTConfig.east_loss`` name: EAST, cross-entropy, class-weighted cross-entropy,
-logit-adjusted cross-entropy (tau = 1) and soft Dice."""
-PRIOR_LOSSES = ("wce", "la")  # built from the training split's class counts
+@dataclass(frozen=True)
+class LossSpec:
+    """One entry of the loss registry ``LOSSES``: how ``build_loss`` makes the loss, and the one line that
+    ``EASTConfig``'s help, east-compare and the model card describe it with (``{metric}``: the metric EAST trains)."""
+
+    name: str
+    builder: Callable[..., SetLoss]  # (ignore_index, class_counts, **east_settings) -> the loss
+    description: str
+    needs_class_counts: bool = False  # built from the training split's class counts (its priors)
+
+    def describe(self, metric: str = "M") -> str:
+        """The description, with ``metric`` for the metric trained (``describe("fbeta")``: 1 - soft fbeta)."""
+        return self.description.format(metric=metric)
+
+
+def _east(ignore_index: int | None, class_counts: Any = None, **east_settings: Any) -> SetLoss:
+    return EASTLoss(ignore_index=ignore_index, **east_settings)
+
+
+def _cross_entropy(name: str) -> Callable[..., SetLoss]:
+    """The builder of ``ce``, ``wce`` (class weights from the counts) or ``la`` (logit adjustment from the counts)."""
+
+    def build(ignore_index: int | None, class_counts: Any = None, **_: Any) -> SetLoss:
+        loss = CrossEntropySetLoss(
+            ignore_index=ignore_index,
+            class_weight=class_weights_from_counts(class_counts) if name == "wce" else None,
+            logit_adjustment=logit_adjustment_from_counts(class_counts) if name == "la" else None,
+        )
+        loss.name = name
+        return loss
+
+    return build
+
+
+def _dice(ignore_index: int | None, class_counts: Any = None, **_: Any) -> SetLoss:
+    return SoftDiceLoss(ignore_index=ignore_index)
+
+
+LOSSES: dict[str, LossSpec] = {
+    spec.name: spec
+    for spec in (
+        LossSpec("east", _east, "EAST surrogate, 1 - soft {metric}"),
+        LossSpec("ce", _cross_entropy("ce"), "cross-entropy (baseline)"),
+        LossSpec(
+            "wce",
+            _cross_entropy("wce"),
+            "class-weighted cross-entropy, inverse training-class frequency (baseline)",
+            needs_class_counts=True,
+        ),
+        LossSpec(
+            "la",
+            _cross_entropy("la"),
+            "logit-adjusted cross-entropy, tau = 1 (Menon et al., 2021; baseline)",
+            needs_class_counts=True,
+        ),
+        LossSpec("dice", _dice, "soft Dice (baseline)"),
+    )
+}
+"""The loss registry, by ``EASTConfig.east_loss`` name: EAST and the paper's baselines."""
+PRIOR_LOSSES = tuple(name for name, spec in LOSSES.items() if spec.needs_class_counts)
+
+
+def describe_losses(metric: str = "M") -> str:
+    """Every loss name with its description, on one line (the help of ``east_loss``).
+
+    >>> describe_losses().split("; ")[:2]
+    ['east: EAST surrogate, 1 - soft M', 'ce: cross-entropy (baseline)']
+    """
+    return "; ".join(f"{name}: {spec.describe(metric)}" for name, spec in LOSSES.items())
 
 
 def build_loss(
@@ -455,21 +506,10 @@ def build_loss(
     >>> [round(w, 4) for w in build_loss("wce", class_counts=[90, 10]).class_weight.tolist()]
     [0.5556, 5.0]
     """
-    if name not in LOSSES:
-        raise ValueError(f"Expected a loss in {LOSSES}, got {name!r}")
-    if name == "east":
-        return EASTLoss(ignore_index=ignore_index, **east_settings)
-    if name == "dice":
-        return SoftDiceLoss(ignore_index=ignore_index)
-    if name in PRIOR_LOSSES and class_counts is None:
+    spec = LOSSES[check_choice("a loss", name, tuple(LOSSES))]
+    if spec.needs_class_counts and class_counts is None:
         raise ValueError(f"Expected the training split's class_counts for loss {name!r}, got None")
-    loss = CrossEntropySetLoss(
-        ignore_index=ignore_index,
-        class_weight=class_weights_from_counts(class_counts) if name == "wce" else None,
-        logit_adjustment=logit_adjustment_from_counts(class_counts) if name == "la" else None,
-    )
-    loss.name = name
-    return loss
+    return spec.builder(ignore_index, class_counts, **east_settings)
 
 
 class MixedSetLoss(SetLoss):
@@ -504,9 +544,7 @@ class MixedSetLoss(SetLoss):
 
     @weight.setter
     def weight(self, value: float) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"Expected a cross-entropy weight >= 0, got {value!r}")
-        self._weight = float(value)
+        self._weight = check_range("ce_weight", value, 0, math.inf)
 
     def extra_repr(self) -> str:
         return f"weight={self._weight:.4g}"

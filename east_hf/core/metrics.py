@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 import torch
 
+from east_hf.core.validation import AVERAGES, check_average
+
 __all__ = [
     "AVERAGES",
     "METRICS",
@@ -32,10 +34,9 @@ __all__ = [
     "precision",
     "precision_recall_fbeta",
     "recall",
+    "safe_divide",
     "target_metric_key",
 ]
-
-AVERAGES = ("macro", "weighted", "micro", "binary")
 
 
 def _check_confmat(confmat: torch.Tensor) -> torch.Tensor:
@@ -46,13 +47,6 @@ def _check_confmat(confmat: torch.Tensor) -> torch.Tensor:
     if confmat.shape[0] < 2:
         raise ValueError(f"Expected at least 2 classes, got a confusion matrix of shape {tuple(confmat.shape)}")
     return confmat if confmat.is_floating_point() else confmat.float()
-
-
-def _check_average(average: str | None, num_classes: int, pos_label: int) -> None:
-    if average is not None and average not in AVERAGES:
-        raise ValueError(f"Expected average in {AVERAGES} or None, got {average!r}")
-    if average == "binary" and not 0 <= pos_label < num_classes:
-        raise ValueError(f"Expected pos_label in [0, {num_classes - 1}] for average='binary', got {pos_label}")
 
 
 def beta_vector(beta: float | Sequence[float] | torch.Tensor, num_classes: int, like: torch.Tensor) -> torch.Tensor:
@@ -83,8 +77,12 @@ def beta_vector(beta: float | Sequence[float] | torch.Tensor, num_classes: int, 
     return values
 
 
-def _divide(num: torch.Tensor, den: torch.Tensor, zero_division: float) -> torch.Tensor:
-    """num / den, with ``zero_division`` where den == 0; gradients stay finite (the masked branch divides by 1)."""
+def safe_divide(num: torch.Tensor, den: torch.Tensor, zero_division: float) -> torch.Tensor:
+    """num / den, with ``zero_division`` where den == 0; gradients stay finite (the masked branch divides by 1).
+
+    >>> safe_divide(torch.tensor([1.0, 2.0]), torch.tensor([2.0, 0.0]), 0.0)
+    tensor([0.5000, 0.0000])
+    """
     zero = den == 0
     return torch.where(zero, zero_division, num / torch.where(zero, 1.0, den))
 
@@ -102,7 +100,7 @@ def _average(per_class: torch.Tensor, support: torch.Tensor, average: str | None
     if average == "binary":
         return per_class[pos_label]
     if average == "weighted":
-        return _divide((per_class * support).sum(), support.sum(), 0.0)
+        return safe_divide((per_class * support).sum(), support.sum(), 0.0)
     return per_class.mean()
 
 
@@ -116,8 +114,8 @@ def precision_recall_fbeta(
     """
     confmat = _check_confmat(confmat)
     tp, support, predicted = _stats(confmat)
-    p = _divide(tp, predicted, zero_division)
-    r = _divide(tp, support, zero_division)
+    p = safe_divide(tp, predicted, zero_division)
+    r = safe_divide(tp, support, zero_division)
     return p, r, _fbeta_per_class(confmat, beta, zero_division), support
 
 
@@ -125,7 +123,7 @@ def _fbeta_per_class(confmat: torch.Tensor, beta, zero_division: float) -> torch
     """(C,) F-beta from TP, FN, FP alone: the loss's path, a dozen operations (no precision or recall)."""
     tp, support, predicted = _stats(confmat)
     b2 = beta_vector(beta, confmat.shape[0], confmat) ** 2
-    return _divide((1 + b2) * tp, b2 * support + predicted, zero_division)
+    return safe_divide((1 + b2) * tp, b2 * support + predicted, zero_division)
 
 
 def fbeta(
@@ -142,35 +140,35 @@ def fbeta(
     (0.6703, 0.5263)
     """
     confmat = _check_confmat(confmat)
-    _check_average(average, confmat.shape[0], pos_label)
+    check_average(average, confmat.shape[0], pos_label, allow_none=True)
     if average == "micro":
         b = beta_vector(beta, confmat.shape[0], confmat)
         if not bool((b == b[0]).all()):
             raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {b.tolist()}")
         tp, support, predicted = _stats(confmat)
         b2 = b[0] ** 2
-        return _divide((1 + b2) * tp.sum(), b2 * support.sum() + predicted.sum(), zero_division)
+        return safe_divide((1 + b2) * tp.sum(), b2 * support.sum() + predicted.sum(), zero_division)
     return _average(_fbeta_per_class(confmat, beta, zero_division), confmat.sum(dim=1), average, pos_label)
 
 
 def precision(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
     """Precision TP / (TP + FP) of a (C, C) confusion matrix."""
     confmat = _check_confmat(confmat)
-    _check_average(average, confmat.shape[0], pos_label)
+    check_average(average, confmat.shape[0], pos_label, allow_none=True)
     tp, support, predicted = _stats(confmat)
     if average == "micro":
-        return _divide(tp.sum(), predicted.sum(), zero_division)
-    return _average(_divide(tp, predicted, zero_division), support, average, pos_label)
+        return safe_divide(tp.sum(), predicted.sum(), zero_division)
+    return _average(safe_divide(tp, predicted, zero_division), support, average, pos_label)
 
 
 def recall(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
     """Recall TP / (TP + FN) of a (C, C) confusion matrix."""
     confmat = _check_confmat(confmat)
-    _check_average(average, confmat.shape[0], pos_label)
+    check_average(average, confmat.shape[0], pos_label, allow_none=True)
     tp, support, _ = _stats(confmat)
     if average == "micro":
-        return _divide(tp.sum(), support.sum(), zero_division)
-    return _average(_divide(tp, support, zero_division), support, average, pos_label)
+        return safe_divide(tp.sum(), support.sum(), zero_division)
+    return _average(safe_divide(tp, support, zero_division), support, average, pos_label)
 
 
 def accuracy(confmat: torch.Tensor, **_: object) -> torch.Tensor:
@@ -180,7 +178,7 @@ def accuracy(confmat: torch.Tensor, **_: object) -> torch.Tensor:
     tensor(0.7000)
     """
     confmat = _check_confmat(confmat)
-    return _divide(confmat.diagonal().sum(), confmat.sum(), 0.0)
+    return safe_divide(confmat.diagonal().sum(), confmat.sum(), 0.0)
 
 
 def mcc(confmat: torch.Tensor, **_: object) -> torch.Tensor:
@@ -199,7 +197,7 @@ def mcc(confmat: torch.Tensor, **_: object) -> torch.Tensor:
     cov_pp = s * s - (p * p).sum()
     cov_tt = s * s - (t * t).sum()
     den = cov_pp * cov_tt
-    return _divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
+    return safe_divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
 
 
 METRICS = {"fbeta": fbeta, "f1": fbeta, "accuracy": accuracy, "mcc": mcc, "precision": precision, "recall": recall}

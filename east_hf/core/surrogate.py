@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import torch
 
+from east_hf.core.validation import MAX_TEMPERATURE, check_temperature
+
 __all__ = [
+    "MAX_TEMPERATURE",
     "dynamic_threshold",
     "linear_heaviside",
     "soft_predictions",
@@ -35,20 +38,9 @@ __all__ = [
     "check_labels",
     "check_temperature",
     "confusion_from_memberships",
+    "confusion_from_predictions",
     "valid_rows",
 ]
-
-MAX_TEMPERATURE = 0.4  # the slopes of Eq. (linear-param) divide by zero at T = 0.4 (m3 when tau = 0.5)
-
-
-def check_temperature(temperature: float) -> float:
-    """Return ``temperature`` as a float, or raise if it is outside the open interval (0, 0.4)."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"Expected temperature as a float in (0, 0.4), got {type(temperature).__name__}")
-    temperature = float(temperature)
-    if not 0.0 < temperature < MAX_TEMPERATURE:
-        raise ValueError(f"Expected temperature in (0, 0.4), got {temperature}")
-    return temperature
 
 
 def _check_probs(probs: torch.Tensor, name: str = "probs") -> None:
@@ -57,7 +49,7 @@ def _check_probs(probs: torch.Tensor, name: str = "probs") -> None:
     if probs.ndim != 2:
         raise ValueError(f"Expected {name} of shape (N, C), got shape {tuple(probs.shape)}")
     if probs.shape[1] < 2:
-        raise ValueError(f"Expected at least 2 classes, got {name} of shape {tuple(probs.shape)}")
+        raise ValueError(f"Expected at least 2 classes (C >= 2), got {name} of shape {tuple(probs.shape)}")
     if not probs.is_floating_point():
         raise TypeError(f"Expected floating-point {name}, got dtype {probs.dtype}")
 
@@ -220,18 +212,21 @@ def valid_rows(
     sample_weight: torch.Tensor | None = None,
     *,
     ignore_index: int | None = -100,
+    name: str = "scores",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """The input formatting every loss and confusion matrix shares: (scores, labels, sample_weight) of the kept rows.
+    """The input formatting every loss, confusion matrix and tuner shares: (scores, labels, sample_weight) of the
+    kept rows.
 
-    scores: (N, C) logits or probabilities; labels: (N,) integer classes, rows labelled ``ignore_index`` dropped;
-    sample_weight: None or (N,), finite and >= 0. Labels of a narrow integer dtype (uint8, int8, int16) are cast to
-    int64. Raises a one-line error for a wrong shape, a non-integer label or one out of range, a negative weight.
+    scores: (N, C) logits or probabilities (``name`` in the errors); labels: (N,) integer classes, rows labelled
+    ``ignore_index`` dropped; sample_weight: None or (N,), finite and >= 0. Labels of a narrow integer dtype (uint8,
+    int8, int16) are cast to int64. Raises a one-line error for a wrong shape, a non-integer label or one out of
+    range, a negative weight.
 
     >>> s, y, w = valid_rows(torch.zeros(3, 2), torch.tensor([1, -100, 0]))
     >>> tuple(s.shape), y.tolist(), w
     ((2, 2), [1, 0], None)
     """
-    _check_probs(scores, "scores")
+    _check_probs(scores, name)
     if isinstance(labels, torch.Tensor) and labels.dtype in _NARROW_INTS:
         labels = labels.long()  # uint8 / int8 / int16 class ids: index_add_ and cross_entropy need int64 or int32
     valid, every = _checked_labels(labels, scores.shape[0], scores.shape[1], ignore_index)
@@ -249,6 +244,22 @@ def confusion_from_memberships(
         memberships = memberships * sample_weight.to(memberships.dtype).unsqueeze(1)
     C = memberships.shape[1]
     return memberships.new_zeros(C, C).index_add_(0, labels, memberships)  # (C, C)
+
+
+def confusion_from_predictions(
+    labels: torch.Tensor, predictions: torch.Tensor, num_classes: int, sample_weight: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Count decisions already taken: (N,) true classes and (N,) predicted classes -> (C, C) float32, entry (i, j)
+    the (weighted) number of samples of class i predicted as j.
+
+    >>> confusion_from_predictions(torch.tensor([0, 0, 1]), torch.tensor([0, 1, 0]), 2)
+    tensor([[1., 1.],
+            [1., 0.]])
+    """
+    C = num_classes
+    weight = torch.ones(len(labels), device=labels.device) if sample_weight is None else sample_weight.float()
+    flat = labels * C + predictions
+    return torch.zeros(C * C, device=labels.device).index_add_(0, flat, weight).view(C, C)  # (C, C)
 
 
 def soft_confusion_matrix(
@@ -296,10 +307,7 @@ def hard_confusion_matrix(
     _check_probs(probs_or_logits, "probs_or_logits")
     _check_finite(probs_or_logits, "probs_or_logits")  # argmax of a NaN row is 0: it would count as class 0
     scores, labels, sample_weight = valid_rows(probs_or_logits, labels, sample_weight, ignore_index=ignore_index)
-    C = scores.shape[1]
-    weight = torch.ones(len(labels), device=scores.device) if sample_weight is None else sample_weight.float()
-    flat = labels * C + scores.argmax(dim=1)
-    return torch.zeros(C * C, device=scores.device).index_add_(0, flat, weight).view(C, C)  # (C, C)
+    return confusion_from_predictions(labels, scores.argmax(dim=1), scores.shape[1], sample_weight)
 
 
 def _check_finite(x: torch.Tensor, name: str) -> None:

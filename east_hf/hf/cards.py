@@ -16,6 +16,9 @@ from typing import Any
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from east_hf.core.loss import LOSSES
+from east_hf.hf.metrics.compute import SUMMARY_KEYS
+
 __all__ = [
     "CITATION",
     "TEMPLATE_PATH",
@@ -294,23 +297,16 @@ def card_context(
     id2label = getattr(config, "id2label", None) or {}
     beta = getattr(loss_fn, "beta", args.east_beta)
     betas = [(id2label.get(i, str(i)), b) for i, b in enumerate(beta)] if isinstance(beta, (list, tuple)) else None
-    loss_description = {
-        "east": f"EAST surrogate, 1 - soft {target_key}",
-        "ce": "cross-entropy (baseline)",
-        "wce": "class-weighted cross-entropy, inverse training-class frequency (baseline)",
-        "la": "logit-adjusted cross-entropy, tau = 1 (Menon et al., 2021; baseline)",
-        "dice": "soft Dice (baseline)",
-    }[args.east_loss]
+    loss_description = LOSSES[args.east_loss].describe(target_key)
     warm_start = "none"
     if args.east_annealing and args.annealing_schedule().has_warm_start:
         steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
         warm_start = "cross-entropy for " + (
             f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"
         )
-    summary = ("accuracy", "fbeta", "mcc", "precision", "recall", "loss")
     results = [
         (name, _fmt(test_metrics[f"{metric_prefix}_{name}"]))
-        for name in summary
+        for name in SUMMARY_KEYS
         if f"{metric_prefix}_{name}" in test_metrics
     ]
     temperatures = [r["temperature"] for r in rows if r["temperature"] is not None]

@@ -8,7 +8,6 @@ error of the object that owns the setting (its parameter shown under its ``east_
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -20,8 +19,9 @@ import torch
 from transformers import TrainingArguments
 
 from east_hf.core import AVERAGES, METRICS, target_metric_key
-from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, monitor_mode
-from east_hf.core.loss import LOSSES, PRIOR_LOSSES, SetLoss, build_loss
+from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, monitor_mode
+from east_hf.core.loss import LOSSES, PRIOR_LOSSES, SetLoss, build_loss, describe_losses
+from east_hf.core.validation import check_choice, parse_beta
 from east_hf.hf.callbacks import TemperatureAnnealingCallback, check_evaluates
 
 __all__ = ["EASTConfig"]
@@ -151,9 +151,7 @@ class EASTConfig(TrainingArguments):
     # --- the surrogate ---
     east_loss: str = field(
         default="east",
-        metadata={
-            "help": "Loss: 'east' (the surrogate), or the baselines 'ce', 'wce', 'la' (logit-adjusted), 'dice'."
-        },
+        metadata={"help": f"Loss: {describe_losses()}."},
     )
     east_metric: str = field(default="fbeta", metadata={"help": f"Metric to train for, one of {sorted(METRICS)}."})
     east_beta: Any = field(
@@ -270,19 +268,11 @@ class EASTConfig(TrainingArguments):
         super().__post_init__()
 
     def _validate_east(self) -> None:
-        if self.east_loss not in LOSSES:
-            raise ValueError(f"Expected east_loss in {tuple(LOSSES)}, got {self.east_loss!r}")
-        if isinstance(self.east_beta, str):
-            try:
-                self.east_beta = json.loads(self.east_beta)
-            except json.JSONDecodeError as e:
-                raise ValueError(
-                    f"Expected east_beta as a number, a list or a JSON mapping, got {self.east_beta!r}"
-                ) from e
+        check_choice("east_loss", self.east_loss, tuple(LOSSES))
+        self.east_beta = parse_beta(self.east_beta, "east_beta")
         if self.east_ce_weight is not None and self.east_ce_weight > 0 and self.east_loss != "east":
             raise ValueError(f"Expected east_ce_weight 0 for east_loss={self.east_loss!r} (it mixes into EAST only)")
-        if self.east_ce_loss not in ("ce", *PRIOR_LOSSES):
-            raise ValueError(f"Expected east_ce_loss in {('ce', *PRIOR_LOSSES)}, got {self.east_ce_loss!r}")
+        check_choice("east_ce_loss", self.east_ce_loss, ("ce", *PRIOR_LOSSES))
         if self.east_ce_loss != "ce" and self.east_loss not in ("east", "dice"):
             raise ValueError(f"Expected east_ce_loss 'ce' for east_loss={self.east_loss!r} (it is EAST's and Dice's)")
         memory = self.east_confusion_memory
@@ -373,7 +363,7 @@ class EASTConfig(TrainingArguments):
     @property
     def east_anneal_key(self) -> str:
         """The metric key watched across stages: ``east_anneal_monitor``, or ``eval_<target metric>``."""
-        return self.east_anneal_monitor or f"eval_{self.east_target_key}"
+        return anneal_key(self.east_metric, self.east_anneal_monitor)
 
     def resolved_anneal_threshold(self, eval_size: int | None = None) -> float:
         """The minimum across-stage improvement: ``east_anneal_threshold``, or by default 2 / ``eval_size`` (two

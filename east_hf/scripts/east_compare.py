@@ -30,19 +30,28 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from east_hf.core import target_metric_key
+from east_hf.core.annealing import anneal_key, monitor_mode
+from east_hf.core.loss import LOSSES
 
-__all__ = ["main", "summarize", "markdown_table", "paired_differences", "parse_variants", "redefining_flags"]
+__all__ = [
+    "main",
+    "summarize",
+    "markdown_table",
+    "paired_differences",
+    "parse_variants",
+    "recipe_metric",
+    "redefining_flags",
+]
 
 logger = logging.getLogger(__name__)
 
-LOSSES = {name: f"--east_loss {name}" for name in ("east", "ce", "wce", "la", "dice")}
-SUMMARY_KEYS = ("fbeta", "accuracy", "mcc")
 LABELS = {"fbeta": "F-beta", "accuracy": "Accuracy", "mcc": "MCC"}
+"""The table's columns after the target metric, in order (the paper's Table 1), and their names."""
 TARGET_FLAGS = {"--east_beta", "--beta", "--east_metric", "--metric", "--east_average", "--east_pos_label"}
 AVERAGE_FLAGS = {"--east_average", "--east_pos_label"}
 
@@ -66,7 +75,7 @@ def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[s
     for loss in [x.strip() for x in (losses or "").split(",") if x.strip()]:
         if loss not in LOSSES:
             raise ValueError(f"Expected losses among {sorted(LOSSES)}, got {loss!r}")
-        out[loss] = shlex.split(LOSSES[loss])
+        out[loss] = ["--east_loss", loss]
     for spec in variants or []:
         name, sep, flags = spec.partition(":")
         if not sep or not name.strip():
@@ -77,6 +86,23 @@ def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[s
     if not out:
         raise ValueError("Expected at least one variant: pass --losses and/or --variants")
     return out
+
+
+def recipe_metric(recipe: Mapping[str, Any]) -> str:
+    """The test metric a recipe's runs are compared on: the key of the anneal monitor (what the runs are judged by
+    across stages and their best checkpoint kept by) without ``eval_``, or the target metric where that monitor is a
+    loss. Aliases (``metric:``) are resolved and ``EASTConfig``'s defaults fill what the recipe leaves out.
+
+    >>> recipe_metric({"metric": "mcc"}), recipe_metric({}), recipe_metric({"east_anneal_monitor": "eval_loss"})
+    ('mcc', 'fbeta', 'fbeta')
+    """
+    from east_hf.hf.config import EASTConfig
+    from east_hf.scripts.arguments import ALIASES
+
+    fields = {ALIASES.get(key, key): value for key, value in recipe.items()}
+    metric = fields.get("east_metric", EASTConfig.east_metric)
+    key = anneal_key(metric, fields.get("east_anneal_monitor", EASTConfig.east_anneal_monitor))
+    return key.removeprefix("eval_") if monitor_mode(key) == "max" else target_metric_key(metric)
 
 
 SETTINGS_NAME = "run_settings.json"
@@ -182,7 +208,7 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
     if state_file.exists():
         state = json.loads(state_file.read_text())
         out["steps"] = state.get("global_step")
-        temps = [  # the EAST evaluations (not the warm start's); logs before 0.2 named the key eval_east_temperature
+        temps = [  # each EAST evaluation's temperature (not the warm start's), under either key a saved log uses
             e.get("eval_east_temperature", e.get("east_temperature"))
             for e in state.get("log_history", [])
             if "eval_loss" in e and e.get("eval_east_stage", e.get("east_stage", 0)) >= 0
@@ -255,7 +281,7 @@ def paired_table(pairs: dict[str, tuple], metric: str, reference: str) -> str:
 
 
 def _columns(summary: dict[str, dict[str, tuple]], metric: str) -> list[str]:
-    keys = list(dict.fromkeys([metric, *SUMMARY_KEYS]))
+    keys = list(dict.fromkeys([metric, *LABELS]))
     per_class = sorted(
         {k for row in summary.values() for k in row if k.startswith(("precision_", "recall_"))},
         key=lambda k: (k.split("_", 1)[1], k),
@@ -308,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("recipe", help="an east-train recipe (YAML)")
     parser.add_argument(
-        "--losses", default=None, help="comma-separated losses among east, ce, wce, la, dice (default: east,ce,dice)"
+        "--losses", default=None, help=f"comma-separated losses among {', '.join(LOSSES)} (default: east,ce,dice)"
     )
     parser.add_argument(
         "--tuned",
@@ -318,7 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--variants", nargs="*", default=None, help="extra variants as NAME:FLAGS")
     parser.add_argument("--seeds", type=int, default=3, help="number of seeds, 0..N-1 (default 3)")
-    parser.add_argument("--metric", default=None, help="target metric key for the table (default: the recipe's)")
+    parser.add_argument(
+        "--metric", default=None, help="target metric key for the table (default: the recipe's anneal key, e.g. fbeta)"
+    )
     parser.add_argument("--output_dir", default=None, help="default: runs/compare-<recipe name>")
     parser.add_argument("--force", action="store_true", help="re-run runs that already have test results")
     parser.add_argument(
@@ -349,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from east_hf.scripts.arguments import load_recipe
 
     recipe = load_recipe(args.recipe)
-    metric = args.metric or target_metric_key(recipe.get("east_metric", "fbeta"))
+    metric = args.metric or recipe_metric(recipe)
     out_dir = Path(args.output_dir or f"runs/compare-{Path(args.recipe).stem}")
     out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from east_hf.hf.data.arguments import DataArguments
+from east_hf.hf.metrics.compute import SUMMARY_KEYS
 from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments, ScriptArguments
 
 __all__ = ["ScriptArguments", "default_settings", "main", "resolved_settings"]
@@ -37,7 +38,6 @@ __all__ = ["ScriptArguments", "default_settings", "main", "resolved_settings"]
 logger = logging.getLogger(__name__)
 
 DECISION_RULE_NAME = "decision_rule.json"
-SUMMARY_KEYS = ("accuracy", "fbeta", "mcc", "precision", "recall", "loss")
 
 
 def default_settings() -> dict[str, dict[str, Any]]:

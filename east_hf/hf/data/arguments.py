@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from east_hf.core.validation import check_choice, check_range
+
 __all__ = ["DataArguments"]
 
 
@@ -80,15 +82,12 @@ class DataArguments:
 
     def __post_init__(self):
         for name in ("val_size", "test_size"):
-            value = getattr(self, name)
-            if not 0 < value < 1:
-                raise ValueError(f"Expected {name} in (0, 1), got {value}")
+            check_range(name, getattr(self, name), 0, 1, "()")
         if self.val_size + self.test_size >= 1:
             raise ValueError(f"Expected val_size + test_size < 1, got {self.val_size} + {self.test_size}")
-        if self.imbalance_ratio is not None and not 0 < self.imbalance_ratio <= 1:
-            raise ValueError(f"Expected imbalance_ratio in (0, 1], got {self.imbalance_ratio}")
-        if self.imbalance_splits not in ("all", "train"):
-            raise ValueError(f"Expected imbalance_splits 'all' or 'train', got {self.imbalance_splits!r}")
+        if self.imbalance_ratio is not None:
+            check_range("imbalance_ratio", self.imbalance_ratio, 0, 1, "(]")
+        check_choice("imbalance_splits", self.imbalance_splits, ("all", "train"))
         for name in ("max_train_samples", "max_eval_samples", "max_test_samples", "image_size"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -10,9 +10,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from east_hf.hf.metrics.compute import ComputeMetrics, build_compute_metrics, safe_name
+from east_hf.core.validation import check_choice
+from east_hf.hf.metrics.compute import METRIC_KEYS, SUMMARY_KEYS, ComputeMetrics, build_compute_metrics, safe_name
 
-__all__ = ["METRIC_DIR", "METRIC_NAMES", "ComputeMetrics", "build_compute_metrics", "load_metric", "safe_name"]
+__all__ = [
+    "METRIC_DIR",
+    "METRIC_KEYS",
+    "METRIC_NAMES",
+    "SUMMARY_KEYS",
+    "ComputeMetrics",
+    "build_compute_metrics",
+    "load_metric",
+    "safe_name",
+]
 
 METRIC_DIR = Path(__file__).resolve().parent
 """The folder holding one evaluate module per metric, in evaluate's layout ``<name>/<name>.py``."""
@@ -30,8 +40,7 @@ def load_metric(name: str, **kwargs):
     >>> round(load_metric("macro_fbeta").compute(predictions=[0, 1, 1], references=[0, 1, 0])["fbeta"], 4)
     0.6667
     """
-    if name not in METRIC_NAMES:
-        raise ValueError(f"Expected a metric name in {METRIC_NAMES}, got {name!r}")
+    check_choice("a metric name", name, METRIC_NAMES)
     import evaluate  # imported here: it is slow to import and only the metric modules need it
 
     return evaluate.load(str(METRIC_DIR / name), **kwargs)

@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 
 from east_hf.core import (
-    AVERAGES,
     accuracy,
     beta_vector,
     class_index,
@@ -36,10 +35,15 @@ from east_hf.core import (
     resolve_beta,
     safe_name,
 )
+from east_hf.core.validation import check_average, check_num_classes, check_pos_label, check_zero_division
 
-__all__ = ["ComputeMetrics", "build_compute_metrics", "safe_name"]
+__all__ = ["METRIC_KEYS", "SUMMARY_KEYS", "ComputeMetrics", "build_compute_metrics", "safe_name"]
 
 IGNORE_INDEX = -100  # the label the Trainer pads with and the loss ignores
+METRIC_KEYS = ("accuracy", "fbeta", "mcc", "precision", "recall")
+"""The averaged keys ``compute_metrics`` returns, in order (the per-class keys follow them)."""
+SUMMARY_KEYS = (*METRIC_KEYS, "loss")
+"""The keys a run's results are summarised by (east-train's summary, the model card): the metrics and the loss."""
 
 
 def _class_names(num_classes: int, id2label: Mapping[Any, str] | None) -> list[str]:
@@ -71,14 +75,10 @@ class ComputeMetrics:
         report_classes: Sequence[str | int] | str | None = None,
         zero_division: float = 0.0,
     ):
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-            raise ValueError(f"Expected num_classes as an int >= 2, got {num_classes!r}")
-        if average not in AVERAGES:
-            raise ValueError(f"Expected average in {AVERAGES}, got {average!r}")
-        if isinstance(pos_label, bool) or not isinstance(pos_label, int) or not 0 <= pos_label < num_classes:
-            raise ValueError(f"Expected pos_label as a class index in [0, {num_classes - 1}], got {pos_label!r}")
-        if not isinstance(zero_division, (int, float)) or not 0 <= zero_division <= 1:
-            raise ValueError(f"Expected zero_division as a float in [0, 1], got {zero_division!r}")
+        check_num_classes(num_classes)
+        check_average(average)
+        pos_label = check_pos_label(pos_label, num_classes)
+        zero_division = check_zero_division(zero_division)
         resolved = resolve_beta(beta, id2label, num_classes)
         betas = beta_vector(resolved, num_classes, torch.zeros((), dtype=torch.float64))  # validates beta > 0
         if average == "micro" and not bool((betas == betas[0]).all()):

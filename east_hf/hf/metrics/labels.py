@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 
 from east_hf.core import (
-    AVERAGES,
     confusion_from_memberships,
     fbeta,
     mcc,
@@ -31,6 +30,7 @@ from east_hf.core import (
     precision_recall_fbeta,
     recall,
 )
+from east_hf.core.validation import check_average, check_zero_division
 
 __all__ = ["label_confusion_matrix", "fbeta_report", "mcc_report"]
 
@@ -53,12 +53,6 @@ def _as_weight(sample_weight, n: int) -> torch.Tensor | None:
     if w.shape != (n,):
         raise ValueError(f"Expected sample_weight of shape ({n},), got shape {tuple(w.shape)}")
     return w
-
-
-def _check_zero_division(zero_division: float) -> float:
-    if isinstance(zero_division, bool) or not isinstance(zero_division, (int, float)) or not 0 <= zero_division <= 1:
-        raise ValueError(f"Expected zero_division as a float in [0, 1], got {zero_division!r}")
-    return float(zero_division)
 
 
 def label_confusion_matrix(
@@ -174,9 +168,8 @@ def fbeta_report(
     >>> round(r["fbeta"], 4), r["labels"], [round(f, 4) for f in r["fbeta_per_class"]]
     (0.2667, [0, 1, 2], [0.8, 0.0, 0.0])
     """
-    if average not in AVERAGES:
-        raise ValueError(f"Expected average in {AVERAGES}, got {average!r}")
-    zero_division = _check_zero_division(zero_division)
+    check_average(average)
+    zero_division = check_zero_division(zero_division)
     scored = _scored_labels(references, predictions, labels, average, pos_label)
     confmat, scored = label_confusion_matrix(references, predictions, scored, sample_weight)
     K, M = len(scored), confmat.shape[0]

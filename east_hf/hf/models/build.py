@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from east_hf.core.validation import check_range
 from east_hf.hf.models import (
     TabularMLPConfig,
     TabularMLPForClassification,
@@ -46,8 +47,8 @@ class ModelArguments:
     )
 
     def __post_init__(self):
-        if self.dropout is not None and not 0 <= self.dropout < 1:
-            raise ValueError(f"Expected dropout in [0, 1), got {self.dropout}")
+        if self.dropout is not None:
+            check_range("dropout", self.dropout, 0, 1, "[)")
 
 
 def _offline() -> bool:

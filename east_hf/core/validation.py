@@ -1,0 +1,150 @@
+"""The checks of user settings, one per setting: every layer (the core objects, the Trainer's metrics, the config, the
+CLI) calls these instead of repeating them, so a setting is accepted, and refused, the same way everywhere.
+
+Each check raises a one-line ``ValueError`` (``TypeError`` for a wrong kind of value) that says what was expected
+and what arrived, ``"Expected average in (...), got 'samples'"``, and returns the value as the caller uses it.
+Pure Python: no tensors here (``surrogate.valid_rows`` formats the tensor inputs).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Sequence
+from numbers import Integral
+from typing import Any
+
+__all__ = [
+    "AVERAGES",
+    "MAX_TEMPERATURE",
+    "check_average",
+    "check_choice",
+    "check_int",
+    "check_metric",
+    "check_num_classes",
+    "check_pos_label",
+    "check_range",
+    "check_temperature",
+    "check_zero_division",
+    "parse_beta",
+]
+
+AVERAGES = ("macro", "weighted", "micro", "binary")
+MAX_TEMPERATURE = 0.4  # the slopes of Eq. (linear-param) divide by zero at T = 0.4 (m3 when tau = 0.5)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
+    """``value`` if it is one of ``choices``.
+
+    >>> check_choice("threshold_mode", "rel", ("abs", "rel"))
+    'rel'
+    """
+    if isinstance(value, bool) or value not in choices:
+        raise ValueError(f"Expected {name} in {tuple(choices)}, got {value!r}")
+    return value
+
+
+def check_range(name: str, value: Any, low: float, high: float, bounds: str = "[]") -> float:
+    """``value`` as a float if it lies in the interval from ``low`` to ``high``; ``bounds`` closes (``[``, ``]``) or
+    opens (``(``, ``)``) each end, e.g. ``"[)"`` for [low, high). NaN and non-numbers are refused.
+
+    >>> check_range("dropout", 0.25, 0, 1, "[)")
+    0.25
+    """
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    if ok:
+        above = low <= value if bounds[0] == "[" else low < value
+        below = value <= high if bounds[1] == "]" else value < high
+        ok = above and below
+    if not ok:
+        raise ValueError(f"Expected {name} in {bounds[0]}{low:g}, {high:g}{bounds[1]}, got {value!r}")
+    return float(value)
+
+
+def check_int(name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` if it is an int (not a bool) >= ``minimum``.
+
+    >>> check_int("max_rounds", 10)
+    10
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
+        raise ValueError(f"Expected {name} as an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_num_classes(num_classes: Any) -> int:
+    """The number of classes C: an int >= 2 (a confusion matrix needs two classes)."""
+    return check_int("num_classes", num_classes, 2)
+
+
+def check_temperature(temperature: Any) -> float:
+    """``temperature`` as a float, or raise if it is outside the open interval (0, 0.4)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise TypeError(f"Expected temperature as a float in (0, 0.4), got {type(temperature).__name__}")
+    temperature = float(temperature)
+    if not 0.0 < temperature < MAX_TEMPERATURE:
+        raise ValueError(f"Expected temperature in (0, 0.4), got {temperature}")
+    return temperature
+
+
+def check_metric(metric: Any, names: Collection[str]) -> str | Callable:
+    """A name among ``names`` (the registry, ``east_hf.core.metrics.METRICS``, which validates its own arguments with
+    this module), or a callable (C, C) -> scalar to maximise.
+
+    >>> check_metric("f1", ("fbeta", "f1"))
+    'f1'
+    """
+    if isinstance(metric, str):
+        if metric not in names:
+            raise ValueError(f"Expected metric in {sorted(names)} or a callable, got {metric!r}")
+    elif not callable(metric):
+        raise TypeError(f"Expected metric as a name or a callable (C, C) -> scalar, got {type(metric).__name__}")
+    return metric
+
+
+def check_pos_label(pos_label: Any, num_classes: int, why: str = "") -> int:
+    """``pos_label`` if it is a class index in [0, C); ``why`` ends the expectation, e.g. ``" for average='binary'"``.
+
+    >>> check_pos_label(1, 2)
+    1
+    """
+    if isinstance(pos_label, bool) or not isinstance(pos_label, Integral) or not 0 <= pos_label < num_classes:
+        raise ValueError(f"Expected pos_label in [0, {num_classes - 1}]{why}, got {pos_label!r}")
+    return int(pos_label)
+
+
+def check_average(
+    average: Any, num_classes: int | None = None, pos_label: Any = 1, *, allow_none: bool = False
+) -> str | None:
+    """``average`` if it is one of ``AVERAGES`` (or None, the per-class values, where ``allow_none``); with
+    ``num_classes`` given, ``average="binary"`` also needs ``pos_label`` in [0, C).
+
+    >>> check_average("macro"), check_average(None, allow_none=True)
+    ('macro', None)
+    """
+    if not (average is None and allow_none) and average not in AVERAGES:
+        raise ValueError(f"Expected average in {AVERAGES}{' or None' if allow_none else ''}, got {average!r}")
+    if average == "binary" and num_classes is not None:
+        check_pos_label(pos_label, num_classes, " for average='binary'")
+    return average
+
+
+def check_zero_division(zero_division: Any) -> float:
+    """The value of a ratio whose denominator is zero: a float in [0, 1]."""
+    if isinstance(zero_division, bool) or not isinstance(zero_division, (int, float)) or not 0 <= zero_division <= 1:
+        raise ValueError(f"Expected zero_division as a float in [0, 1], got {zero_division!r}")
+    return float(zero_division)
+
+
+def parse_beta(beta: Any, name: str = "beta") -> Any:
+    """F-beta's beta as given, or read from its JSON text (``"0.5"``, ``"[1, 2]"``, ``'{"cat": 0.25}'``): a number, a
+    per-class list or a ``{class: beta}`` mapping. ``name`` names the setting in the error (e.g. ``"east_beta"``).
+
+    >>> parse_beta('{"cat": 0.25}'), parse_beta(2.0)
+    ({'cat': 0.25}, 2.0)
+    """
+    if not isinstance(beta, str):
+        return beta
+    try:
+        return json.loads(beta)
+    except json.JSONDecodeError:
+        raise ValueError(f"Expected {name} as a number, a list or a JSON mapping, got {beta!r}") from None
