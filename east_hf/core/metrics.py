@@ -151,24 +151,25 @@ def fbeta(
     return _average(_fbeta_per_class(confmat, beta, zero_division), confmat.sum(dim=1), average, pos_label)
 
 
-def precision(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
-    """Precision TP / (TP + FP) of a (C, C) confusion matrix."""
+def _rate(confmat: torch.Tensor, of: str, average: str | None, pos_label: int, zero_division: float):
+    """TP / (TP + FP) (``of="predicted"``, precision) or TP / (TP + FN) (``of="support"``, recall)."""
     confmat = _check_confmat(confmat)
     check_average(average, confmat.shape[0], pos_label, allow_none=True)
     tp, support, predicted = _stats(confmat)
+    denominator = predicted if of == "predicted" else support
     if average == "micro":
-        return safe_divide(tp.sum(), predicted.sum(), zero_division)
-    return _average(safe_divide(tp, predicted, zero_division), support, average, pos_label)
+        return safe_divide(tp.sum(), denominator.sum(), zero_division)
+    return _average(safe_divide(tp, denominator, zero_division), support, average, pos_label)
+
+
+def precision(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
+    """Precision TP / (TP + FP) of a (C, C) confusion matrix."""
+    return _rate(confmat, "predicted", average, pos_label, zero_division)
 
 
 def recall(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
     """Recall TP / (TP + FN) of a (C, C) confusion matrix."""
-    confmat = _check_confmat(confmat)
-    check_average(average, confmat.shape[0], pos_label, allow_none=True)
-    tp, support, _ = _stats(confmat)
-    if average == "micro":
-        return safe_divide(tp.sum(), support.sum(), zero_division)
-    return _average(safe_divide(tp, support, zero_division), support, average, pos_label)
+    return _rate(confmat, "support", average, pos_label, zero_division)
 
 
 def accuracy(confmat: torch.Tensor, **_: object) -> torch.Tensor:

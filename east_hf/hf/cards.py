@@ -347,33 +347,21 @@ def write_model_card(
     trainer,
     output_dir: str | Path | None = None,
     *,
-    test_metrics: dict[str, float] | None = None,
-    metric_prefix: str = "test",
-    dataset_name: str | None = None,
-    dataset_split: str = "test",
     recipe: dict[str, Any] | None = None,
-    base_model: str | None = None,
-    model_name: str | None = None,
-    tags: list[str] | None = None,
     decision_rule: dict[str, Any] | None = None,
+    tags: list[str] | None = None,
     license: str | None = None,
     language: str | list[str] | None = None,
+    **shared: Any,
 ) -> Path | None:
     """Write ``README.md`` (the model card: ``card_metadata`` + the template filled with ``card_context``) and
-    ``annealing.png`` into ``output_dir``; main process only."""
+    ``annealing.png`` into ``output_dir``; main process only. ``shared`` (``test_metrics``, ``metric_prefix``,
+    ``dataset_name``, ``dataset_split``, ``base_model``, ``model_name``) go to both."""
     if not trainer.is_world_process_zero():
         return None
     output_dir = Path(output_dir or trainer.args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    model_name = model_name or (trainer.args.hub_model_id or output_dir.name).split("/")[-1]
-    shared = dict(
-        test_metrics=test_metrics,
-        metric_prefix=metric_prefix,
-        dataset_name=dataset_name,
-        dataset_split=dataset_split,
-        base_model=base_model,
-        model_name=model_name,
-    )
+    shared["model_name"] = shared.get("model_name") or (trainer.args.hub_model_id or output_dir.name).split("/")[-1]
     metadata = card_metadata(trainer, tags=tags, license=license, language=language, **shared)
     context = card_context(trainer, output_dir, recipe=recipe, decision_rule=decision_rule, **shared)
     card = ModelCard.from_template(metadata, template_path=str(TEMPLATE_PATH), **context)

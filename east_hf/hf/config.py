@@ -132,7 +132,8 @@ class EASTConfig(TrainingArguments):
 
     # --- TrainingArguments defaults that EAST needs (see the class docstring) ---
     eval_strategy: str = field(
-        default="epoch", metadata={"help": "When to evaluate: the annealing reads every evaluation ('epoch', 'steps')."}
+        default="epoch",
+        metadata={"help": "When to evaluate: the annealing reads every evaluation ('epoch', 'steps')."},
     )
     save_strategy: str = field(
         default="epoch", metadata={"help": "When to save a checkpoint; follows eval_strategy 'steps' unless set."}
@@ -162,7 +163,9 @@ class EASTConfig(TrainingArguments):
     )
     east_beta_floor: float = field(
         default=1.0,
-        metadata={"help": "Train each class's F-beta at max(beta_k, floor); east_beta stays the metric judged (0: as given)."},
+        metadata={
+            "help": "Train each class's F-beta at max(beta_k, floor); east_beta stays the metric judged (0: as given)."
+        },
     )
     east_average: str = field(default="macro", metadata={"help": f"Averaging over classes, one of {AVERAGES}."})
     east_pos_label: int = field(default=1, metadata={"help": "Positive class index for east_average='binary'."})
@@ -193,9 +196,7 @@ class EASTConfig(TrainingArguments):
     )
     east_anneal_threshold: float | None = field(
         default=None,
-        metadata={
-            "help": "Minimum gain of the anneal monitor across stages; default: 2 / validation size (0 for a loss)."
-        },
+        metadata={"help": "Minimum gain of the anneal monitor across stages; default: 2 / validation size."},
     )
     east_restore_best_per_stage: bool = field(
         default=True, metadata={"help": "Restore the stage's best weights before lowering the temperature."}
@@ -221,9 +222,7 @@ class EASTConfig(TrainingArguments):
     )
     east_ce_weight: float | None = field(
         default=None,
-        metadata={
-            "help": "Cross-entropy weight added to EAST in stage 0 (0: EAST alone); default: 1 with >2 classes, else 0."
-        },
+        metadata={"help": "Cross-entropy weight added to EAST in stage 0 (0: EAST alone); default: 1 if C > 2."},
     )
     east_ce_weight_decay: float = field(
         default=0.5,
@@ -237,9 +236,7 @@ class EASTConfig(TrainingArguments):
     )
     east_confusion_memory: float = field(
         default=0.0,
-        metadata={
-            "help": "Decay in [0, 1) of a memory of earlier batches' soft confusion matrices (0: the batch alone)."
-        },
+        metadata={"help": "Decay in [0, 1) of a memory of earlier batches' soft confusion matrices (0: none)."},
     )
     east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
     # The annealing state (stage, temperature, counters) lives in a stateful callback: resume it by default.
@@ -289,7 +286,9 @@ class EASTConfig(TrainingArguments):
         try:
             build_loss("east", **{**self._loss_settings(), "beta": beta})
         except (ValueError, TypeError) as e:
-            raise _field_error(e, {"metric", "beta", "beta_floor", "average", "pos_label", "temperature", "confusion_memory"}) from None
+            raise _field_error(
+                e, {"metric", "beta", "beta_floor", "average", "pos_label", "temperature", "confusion_memory"}
+            ) from None
         try:
             self.annealing_schedule()
         except (ValueError, TypeError) as e:

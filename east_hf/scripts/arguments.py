@@ -77,18 +77,12 @@ class ScriptArguments:
     )
     report_classes: list[str] | None = field(
         default=None,
-        metadata={
-            "help": "Classes (names, indices or 'all') with per-class metrics; default: those with their own beta."
-        },
+        metadata={"help": "Classes (names, indices or 'all') with per-class metrics; default: own-beta ones."},
     )
-    model_card: bool = field(
-        default=True, metadata={"help": "Write a model card (README.md) into output_dir."}
-    )
+    model_card: bool = field(default=True, metadata={"help": "Write a model card (README.md) into output_dir."})
     tune_decision_rule: bool = field(
         default=False,
-        metadata={
-            "help": "Tune per-class logit offsets on validation for the target metric and fold them into the model."
-        },
+        metadata={"help": "Tune per-class logit offsets on validation for the target metric; fold them in."},
     )
     dry_run: bool = field(
         default=False,
@@ -96,9 +90,7 @@ class ScriptArguments:
     )
     overwrite_output_dir: bool = field(
         default=False,
-        metadata={
-            "help": "Replace the run already in output_dir (its checkpoints and results are deleted first)."
-        },
+        metadata={"help": "Replace the run already in output_dir (its checkpoints and results are deleted first)."},
     )
 
 

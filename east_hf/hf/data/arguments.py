@@ -52,9 +52,7 @@ class DataArguments:
     )
     feature_columns: list[str] | None = field(
         default=None,
-        metadata={
-            "help": "Tabular input columns; default: every column but the label. Text columns are one-hot encoded."
-        },
+        metadata={"help": "Tabular input columns; default: all but the label (text columns one-hot encoded)."},
     )
     standardize: bool = field(
         default=True, metadata={"help": "Standardise tabular features with training-set mean and std (paper)."}

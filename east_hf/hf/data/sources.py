@@ -36,15 +36,7 @@ SYNTHETIC_BINARY = dict(
 # flipped labels). Argmax of a cross-entropy MLP finds few of them (F1 ~0.3), a tuned threshold ~0.4: a task where
 # the choice of loss and decision rule matters (the demo).
 RARE_POSITIVE = dict(
-    n_samples=20_000,
-    n_features=20,
-    n_informative=3,
-    n_redundant=2,
-    n_clusters_per_class=2,
-    weights=[0.95],
-    flip_y=0.05,
-    class_sep=0.6,
-    random_state=1,
+    SYNTHETIC_BINARY, n_informative=3, n_redundant=2, weights=[0.95], flip_y=0.05, class_sep=0.6, random_state=1
 )
 SYNTHETIC_SETS = {"make_classification": SYNTHETIC_BINARY, "rare_positive": RARE_POSITIVE}
 FILE_BUILDERS = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".json": "json", ".jsonl": "json"}

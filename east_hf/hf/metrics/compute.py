@@ -168,15 +168,7 @@ class ComputeMetrics:
         return self.from_confusion_matrix(confmat)
 
 
-def build_compute_metrics(
-    num_classes: int,
-    beta: float | Sequence[float] | Mapping[str, float] = 1.0,
-    average: str = "macro",
-    pos_label: int = 1,
-    id2label: Mapping[int, str] | None = None,
-    report_classes: Sequence[str | int] | str | None = None,
-    zero_division: float = 0.0,
-) -> ComputeMetrics:
+def build_compute_metrics(num_classes: int, **settings: Any) -> ComputeMetrics:
     """A Trainer ``compute_metrics`` reporting the hard metrics EAST trains for.
 
     Keys (the Trainer prefixes them with ``eval_``, and ``metric_for_best_model`` takes them with or without it):
@@ -206,4 +198,4 @@ def build_compute_metrics(
     >>> {key: round(value, 4) for key, value in compute_metrics((logits, labels)).items()}
     {'accuracy': 0.6, 'fbeta': 0.6111, 'mcc': 0.4375, 'precision': 0.6667, 'recall': 0.6667, 'precision_cat': 0.5, 'recall_cat': 0.5, 'fbeta_cat': 0.5}
     """
-    return ComputeMetrics(num_classes, beta, average, pos_label, id2label, report_classes, zero_division)
+    return ComputeMetrics(num_classes, **settings)
