@@ -17,3 +17,13 @@ import torch  # noqa: E402
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module's training tests (``pytestmark = pytest.mark.usefixtures("one_thread")``)."""
+    # Two shared cores: intra-op threads only add contention for these tiny tensors.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

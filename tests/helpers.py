@@ -1,9 +1,13 @@
-"""Tiny models and data sets shared by the Trainer-level tests (CPU, offline, seconds)."""
+"""Tiny models, data sets, trainers and file writers shared by the tests (CPU, offline, seconds)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
+
+from east_hf import accuracy, fbeta, hard_confusion_matrix
 
 
 class TinyImages(torch.utils.data.Dataset):
@@ -24,13 +28,28 @@ class TinyImages(torch.utils.data.Dataset):
 
 
 class TinyTabular(torch.utils.data.Dataset):
-    """Linearly separable-ish 3-class tabular data. input_values: (d,) floats."""
+    """Linearly separable-ish 3-class tabular data. input_values: (d,) floats.
 
-    def __init__(self, n: int = 96, d: int = 6, num_classes: int = 3, seed: int = 0):
+    The class map is drawn from ``seed`` unless ``map_seed`` fixes it (then sets of several seeds share one task);
+    ``noise`` adds Gaussian noise of that scale to the class scores before the argmax.
+    """
+
+    def __init__(
+        self,
+        n: int = 96,
+        d: int = 6,
+        num_classes: int = 3,
+        seed: int = 0,
+        noise: float = 0.0,
+        map_seed: int | None = None,
+    ):
         g = torch.Generator().manual_seed(seed)
         self.x = torch.randn(n, d, generator=g)
-        w = torch.randn(d, num_classes, generator=g)
-        self.y = (self.x @ w).argmax(1)
+        w = torch.randn(d, num_classes, generator=g if map_seed is None else torch.Generator().manual_seed(map_seed))
+        scores = self.x @ w
+        if noise:
+            scores = scores + noise * torch.randn(n, num_classes, generator=g)
+        self.y = scores.argmax(1)
 
     def __len__(self):
         return len(self.y)
@@ -96,3 +115,73 @@ def east_args(tmp_path, **overrides):
     )
     defaults.update(overrides)
     return EASTConfig(**defaults)
+
+
+# ---- the annealing inside EASTTrainer: a tiny MLP on one noisy task, evaluated every 2 steps ----
+def blobs(n: int, seed: int) -> TinyTabular:
+    """3 classes from a fixed random linear map (the same for every seed) plus noise. input_values: (6,)."""
+    return TinyTabular(n, seed=seed, noise=0.5, map_seed=123)
+
+
+def hard_metrics(pred):
+    cm = hard_confusion_matrix(torch.as_tensor(pred.predictions), torch.as_tensor(pred.label_ids))
+    return {"fbeta": fbeta(cm).item(), "accuracy": accuracy(cm).item()}
+
+
+def annealing_trainer(output_dir, callbacks=None, **overrides):
+    """An EASTTrainer that anneals: PlainClassifier on blobs(64, 0), evaluated on blobs(48, 1) every 2 steps, a
+    checkpoint at each evaluation, annealing without a warm start (the warm-start tests ask for theirs)."""
+    from east_hf.hf.trainer import EASTTrainer
+
+    kwargs = dict(
+        learning_rate=0.05,
+        per_device_eval_batch_size=64,
+        max_steps=300,
+        logging_steps=2,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="epoch",  # EASTConfig's default: the checkpoints follow the evaluations
+        save_steps=2,
+        save_total_limit=None,  # the resume tests read earlier checkpoints
+        load_best_model_at_end=True,
+        metric_for_best_model="fbeta",
+        east_annealing=True,
+        east_decay=0.5,
+        east_patience=2,
+        east_stage_patience=3,
+        east_min_temperature=0.01,
+        east_warm_start="none",
+    )
+    kwargs.update(overrides)
+    torch.manual_seed(0)
+    return EASTTrainer(
+        model=PlainClassifier(),
+        args=east_args(output_dir, **kwargs),
+        train_dataset=blobs(64, 0),
+        eval_dataset=blobs(48, 1),
+        compute_metrics=hard_metrics,
+        callbacks=callbacks,
+    )
+
+
+def annealer(trainer):
+    """The trainer's TemperatureAnnealingCallback."""
+    from east_hf.hf.callbacks import TemperatureAnnealingCallback
+
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, TemperatureAnnealingCallback)]
+    return callback
+
+
+def evaluations(trainer):
+    return [h for h in trainer.state.log_history if "eval_loss" in h]
+
+
+# ---- files ----
+def write_text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def write_csv(path: Path, header: str, rows) -> Path:
+    path.write_text(header + "\n" + "".join(r + "\n" for r in rows))
+    return path

@@ -1,4 +1,4 @@
-"""east-train: the recipe parser, the data pipeline, one tiny end-to-end run, and one-line input errors."""
+"""east-train: the recipe parser, tiny end-to-end runs, and one-line input errors."""
 
 import json
 import os
@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import write_text
 
-from east_hf.hf.data import DataArguments, load_data, load_tabular_features
+from east_hf.hf.data import load_data, load_tabular_features
 from east_hf.scripts.arguments import EASTArgumentParser, demo_recipe_path
 from east_hf.scripts.east_train import main
 
@@ -22,11 +23,6 @@ DEMO = ROOT / "recipes" / "digits_longtail_demo.yaml"  # an image task; the test
 @pytest.fixture(scope="module")
 def parser():
     return EASTArgumentParser()
-
-
-def _write(path: Path, text: str) -> Path:
-    path.write_text(text)
-    return path
 
 
 def _error(capsys, argv) -> str:
@@ -84,7 +80,7 @@ def test_flags_override_the_recipe_and_aliases_resolve(parser, tmp_path):
     assert t.per_device_train_batch_size == 64 and parsed.data.imbalance_ratio == 0.1  # kept from the recipe
     assert parsed.overrides["east_loss"] == "ce" and "learning_rate" in parsed.overrides
     # a second parse with the same parser starts from the pristine defaults, not from the last recipe
-    other = parser.parse([str(_write(tmp_path / "r.yaml", "dataset_name: sklearn:iris\n"))])
+    other = parser.parse([str(write_text(tmp_path / "r.yaml", "dataset_name: sklearn:iris\n"))])
     assert other.training.learning_rate == 5e-5 and other.data.imbalance_ratio is None
     assert other.training.output_dir == "runs/r"
 
@@ -97,7 +93,7 @@ def test_dry_run_prints_resolved_settings(capsys):
 
 # ---- one-line errors, exit status 2 ----
 def test_unknown_recipe_key_suggests_the_closest(capsys, tmp_path):
-    recipe = _write(tmp_path / "r.yaml", "dataset_name: sklearn:iris\nlearnig_rate: 0.1\n")
+    recipe = write_text(tmp_path / "r.yaml", "dataset_name: sklearn:iris\nlearnig_rate: 0.1\n")
     assert "unknown recipe key learnig_rate; did you mean learning_rate?" in _error(capsys, [recipe])
 
 
@@ -121,13 +117,13 @@ def test_invalid_values(capsys, argv, expected):
 
 def test_missing_recipe_and_missing_dataset_path(capsys, tmp_path):
     assert "recipe" in _error(capsys, [tmp_path / "none.yaml"])
-    recipe = _write(tmp_path / "r.yaml", "dataset_name: ./no/such/data.csv\n")
+    recipe = write_text(tmp_path / "r.yaml", "dataset_name: ./no/such/data.csv\n")
     assert "dataset path './no/such/data.csv' does not exist" in _error(capsys, [recipe])
 
 
 def test_unreachable_hub_ids_offline(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    recipe = _write(tmp_path / "r.yaml", "dataset_name: someone/not-a-cached-dataset\n")
+    recipe = write_text(tmp_path / "r.yaml", "dataset_name: someone/not-a-cached-dataset\n")
     err = _error(capsys, [recipe])
     assert "'someone/not-a-cached-dataset'" in err and "could not be reached" in err and "HF_HUB_OFFLINE" in err
     err = _error(capsys, [DEMO, "--model", "someone/not-a-cached-model"])
@@ -136,72 +132,10 @@ def test_unreachable_hub_ids_offline(capsys, tmp_path, monkeypatch):
 
 
 def test_missing_label_column_names_the_columns(capsys, tmp_path):
-    csv = _write(tmp_path / "d.csv", "a,b,target\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(20)))
-    recipe = _write(tmp_path / "r.yaml", f"dataset_name: {csv}\nlabel_column: y\n")
+    csv = write_text(tmp_path / "d.csv", "a,b,target\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(20)))
+    recipe = write_text(tmp_path / "r.yaml", f"dataset_name: {csv}\nlabel_column: y\n")
     err = _error(capsys, [recipe])
     assert "label column 'y' not found" in err and "columns are: a, b, target" in err
-
-
-# ---- the data pipeline ----
-def test_tabular_csv_split_encoding_and_training_statistics(tmp_path):
-    rng = np.random.default_rng(0)
-    n = 200
-    rows = ["x,colour,y"] + [
-        f"{rng.normal(5, 2):.4f},{['red', 'blue', 'green'][i % 3]},{'yes' if i % 4 == 0 else 'no'}" for i in range(n)
-    ]
-    csv = _write(tmp_path / "d.csv", "\n".join(rows) + "\n")
-    data = load_data(DataArguments(dataset_name=str(csv), label_column="y", positive_classes=["yes"]))
-    assert data.modality == "tabular" and data.label_names == ["no", "yes"]
-    assert [len(data.train), len(data.validation), len(data.test)] == [128, 32, 40]  # 64 / 16 / 20 %
-    assert data.class_counts("test") == [30, 10]  # stratified: 25 % positive everywhere
-    assert data.preprocessor.feature_names == ["x", "colour=blue", "colour=green", "colour=red"]
-    x_train = torch.stack([row["input_features"] for row in data.train])  # (128, 4)
-    assert torch.allclose(x_train.mean(0), torch.zeros(4), atol=1e-5)
-    assert torch.allclose(x_train.std(0, unbiased=False), torch.ones(4), atol=1e-4)
-    data.preprocessor.save_pretrained(tmp_path)
-    assert load_tabular_features(tmp_path).to_dict() == data.preprocessor.to_dict()
-
-
-def test_imagefolder_directory(tmp_path):
-    from PIL import Image
-
-    for k, name in enumerate(["cat", "dog"]):
-        (tmp_path / "imgs" / name).mkdir(parents=True)
-        for i in range(10):
-            Image.new("RGB", (6, 6), (k * 200, i * 20, 0)).save(tmp_path / "imgs" / name / f"{i}.png")
-    data = load_data(DataArguments(dataset_name=str(tmp_path / "imgs")))
-    assert data.modality == "image" and data.label_names == ["cat", "dog"]
-    assert len(data.train) + len(data.validation) + len(data.test) == 20 and data.class_counts("test") == [2, 2]
-
-
-def test_long_tail_and_binary_relabel_of_bundled_sets():
-    digits = load_data(DataArguments(dataset_name="sklearn:digits", imbalance_ratio=0.1))
-    total = np.sum([digits.class_counts(s) for s in ("train", "validation", "test")], axis=0)
-    assert digits.modality == "image" and digits.train[0]["image"].size == (8, 8)
-    assert list(total) == sorted(total, reverse=True) and 0.08 < total[9] / total[0] < 0.12
-    cancer = load_data(DataArguments(dataset_name="sklearn:breast_cancer", positive_classes=["malignant"]))
-    assert cancer.label_names == ["benign", "malignant"]
-    assert sum(cancer.class_counts(s)[1] for s in ("train", "validation", "test")) == 212
-
-
-def test_long_tail_on_the_training_split_only_keeps_validation_and_test_balanced():
-    data = load_data(DataArguments(dataset_name="sklearn:digits", imbalance_ratio=0.05, imbalance_splits="train"))
-    train, val, test = (np.array(data.class_counts(s)) for s in ("train", "validation", "test"))
-    assert test.sum() == 360 and test.max() - test.min() <= 2  # 20 % of 1,797, carved before the long tail
-    assert val.sum() == 288 and val.max() - val.min() <= 2
-    assert list(train) == sorted(train, reverse=True) and 0.03 < train[9] / train[0] < 0.07
-
-
-def test_synthetic_binary_set_is_fixed_imbalanced_and_split_64_16_20():
-    first, again = (load_data(DataArguments(dataset_name="sklearn:make_classification")) for _ in range(2))
-    assert first.modality == "tabular" and first.label_names == ["negative", "positive"]
-    assert [len(first.train), len(first.validation), len(first.test)] == [12_800, 3_200, 4_000]
-    positives = first.class_counts("test")[1]
-    assert 380 < positives < 460 and first.class_counts("train")[1] / 12_800 == pytest.approx(
-        positives / 4_000, abs=0.002
-    )
-    assert first.train[0]["input_features"].shape == (20,)
-    assert np.array_equal(first.test[:5]["input_features"], again.test[:5]["input_features"])  # same rows every time
 
 
 # ---- end to end ----
@@ -351,8 +285,10 @@ def test_tabular_run_inputs_reload_with_auto_feature_extractor_from_raw_rows(cap
         x = rng.normal(5, 2, n)
         colour = rng.choice(["red", "blue", "green", ""], n)  # "": an empty cell, a missing value
         rows = [f"{x[i]:.4f},{'' if i % 9 == 0 else int(x[i] > 5)},{colour[i]},{int(x[i] > 5.5)}" for i in range(n)]
-        _write(folder / f"{split}.csv", "x,flag,colour,y\n" + "\n".join(rows) + "\n")
-    recipe = _write(tmp_path / "r.yaml", f"dataset_name: {folder}\nlabel_column: y\nmodel_name_or_path: tabular_mlp\n")
+        write_text(folder / f"{split}.csv", "x,flag,colour,y\n" + "\n".join(rows) + "\n")
+    recipe = write_text(
+        tmp_path / "r.yaml", f"dataset_name: {folder}\nlabel_column: y\nmodel_name_or_path: tabular_mlp\n"
+    )
     out = tmp_path / "run"
     caps = {"max_train_samples": None, "max_eval_samples": None, "max_test_samples": None}
     assert main([str(recipe), *_tiny_args(out, hidden_sizes=8, **caps)]) == 0
@@ -380,7 +316,7 @@ def test_tabular_run_inputs_reload_with_auto_feature_extractor_from_raw_rows(cap
     legacy = tmp_path / "legacy"
     legacy.mkdir()
     fields = ("numeric", "categories", "fill", "mean", "std")
-    _write(legacy / "tabular_preprocessor.json", json.dumps({k: getattr(extractor, k) for k in fields}))
+    write_text(legacy / "tabular_preprocessor.json", json.dumps({k: getattr(extractor, k) for k in fields}))
     np.testing.assert_array_equal(load_tabular_features(legacy).transform(raw), trained_on.numpy())
 
     env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules")}

@@ -134,3 +134,25 @@ def test_compare_tuned_adds_tuned_rows_and_pairs_against_tuned_ce(tmp_path, caps
     east = next(r for r in result["runs"] if r["variant"] == "east")["metrics"]["fbeta"]
     assert result["paired"]["differences"]["east"][0] == pytest.approx(east - tuned_ce)
     assert "F-beta − ce+tuned" in (out / "results.md").read_text()
+
+
+def test_a_recipe_using_the_metric_alias_is_tabulated_on_its_anneal_key(tmp_path, monkeypatch):
+    import east_hf.scripts.east_compare as compare
+
+    assert compare.recipe_metric({"metric": "mcc"}) == "mcc"
+    assert compare.recipe_metric({"east_metric": "f1"}) == "fbeta"
+    assert compare.recipe_metric({"metric": "mcc", "east_anneal_monitor": "eval_fbeta_dog"}) == "fbeta_dog"
+    assert compare.recipe_metric({"metric": "mcc", "east_anneal_monitor": "eval_loss"}) == "mcc"  # a loss: the target
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("dataset_name: sklearn:iris\nmetric: mcc\n")
+
+    def fake_run(recipe, run_dir, seed, flags, extra, vary_split=False, mode="fresh"):
+        (run_dir / "test_results.json").write_text(json.dumps({"test_mcc": 0.5 + seed / 10, "test_fbeta": 0.4}))
+        return {}
+
+    monkeypatch.setattr(compare, "run_settings", lambda argv: {})
+    monkeypatch.setattr(compare, "_run_one", fake_run)
+    out = tmp_path / "cmp"
+    assert main([str(recipe), "--losses", "east", "--seeds", "2", "--output_dir", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["metric"] == "mcc"
+    assert "| variant | n | MCC * | F-beta |" in (out / "results.md").read_text()

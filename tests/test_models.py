@@ -34,11 +34,6 @@ from east_hf.hf.models import (
 PUBLISHED_DARKNET19_PARAMS = 20.8e6  # YOLO9000 / darknet's reference Darknet-19 classifier, 1000 classes
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
 def _n_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

@@ -20,7 +20,6 @@ processes only the main one prints and writes.
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import sys
@@ -144,15 +143,11 @@ def _write_model_card(
     base_model: str | None,
     decision_rule: dict | None = None,
 ):
-    """The one call site of the model-card hook: ``east_hf.hf.cards.write_model_card`` if that module exists.
+    """Write the model card (``east_hf.hf.cards.write_model_card``). The same information goes to
+    ``trainer.east_card_info``, from which ``EASTTrainer.create_model_card`` writes the card again when
+    ``push_to_hub`` uploads the folder."""
+    from east_hf.hf.cards import write_model_card
 
-    The same information goes to ``trainer.east_card_info``, from which ``EASTTrainer.create_model_card`` writes the
-    card again when ``push_to_hub`` uploads the folder.
-    """
-    try:
-        from east_hf.hf.cards import write_model_card
-    except ImportError:
-        return None
     offered = {
         "test_metrics": test_metrics,
         "metric_prefix": "test_tuned" if decision_rule is not None and test_metrics else "test",  # the saved model's
@@ -162,13 +157,7 @@ def _write_model_card(
         "recipe": {**parsed.recipe, **parsed.overrides},  # what reproduces this run
         "base_model": base_model,
         "tags": ["east", data.modality],
-        "script_args": parsed.script,
-        "data_args": parsed.data,
-        "model_args": parsed.model,
     }
-    parameters = inspect.signature(write_model_card).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        offered = {k: v for k, v in offered.items() if k in parameters}
     if isinstance(getattr(trainer, "east_card_info", None), dict):
         trainer.east_card_info.update(offered)
     try:

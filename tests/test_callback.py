@@ -1,0 +1,209 @@
+"""TemperatureAnnealingCallback driven by synthetic evaluations: exact temperatures, stage-best weights, stops, state."""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+from transformers import TrainerControl, TrainerState
+
+from east_hf.core.annealing import AnnealingSchedule
+from east_hf.hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
+from east_hf.hf.config import EASTConfig
+
+
+def fake_args(tmp_path=None, **overrides):
+    args = dict(
+        eval_strategy="steps",
+        output_dir=str(tmp_path or "unused"),
+        load_best_model_at_end=True,
+        metric_for_best_model="fbeta",
+        restore_callback_states_from_checkpoint=True,
+    )
+    args.update(overrides)
+    return SimpleNamespace(**args)
+
+
+class Driver:
+    """One fake training run: a Linear model whose weights are set to the step number before each evaluation."""
+
+    def __init__(self, callback, args=None, step=0):
+        self.callback, self.args = callback, args or fake_args()
+        self.model = nn.Linear(2, 2)
+        self.state, self.control = TrainerState(global_step=step), TrainerControl()
+
+    def begin(self):
+        self.callback.on_train_begin(self.args, self.state, self.control, model=self.model)
+        return self
+
+    def evaluate(self, loss, f1, weights=None):
+        """One training step, then an evaluation; returns the temperature the next step trains at."""
+        self.callback.on_step_begin(self.args, self.state, self.control, model=self.model)
+        self.state.global_step += 1
+        with torch.no_grad():
+            self.model.weight.fill_(self.state.global_step if weights is None else weights)
+        self.callback.on_step_end(self.args, self.state, self.control, model=self.model)
+        metrics = {"eval_loss": loss, "eval_fbeta": f1, "eval_accuracy": 0.0}
+        self.callback.on_evaluate(self.args, self.state, self.control, metrics=metrics, model=self.model)
+        return self.callback.schedule.temperature  # what EASTTrainer reads before the next step
+
+    def run(self, values):
+        temperatures = []
+        for loss, f1 in values:
+            temperatures.append(self.evaluate(loss, f1))
+            if self.control.should_training_stop:
+                break
+        return temperatures
+
+
+STAGES = [(1.0, 0.5), (0.9, 0.6), (0.95, 0.6)]  # patience 1: each triple is a stage (end on the 3rd)
+
+
+def test_callback_sets_exact_temperatures_and_stops():
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
+    driver = Driver(callback).begin()
+    assert callback.schedule.temperature == 0.2 and callback.schedule.stage == 0
+    # stage 0: steps 1-3 (best F1 0.6); stage 1: same values, a tie (1 stage w/o improvement); stage 2: tie -> stop
+    temperatures = driver.run(STAGES * 4)
+    assert temperatures == [0.2, 0.2, 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05]
+    assert driver.state.global_step == 9 and driver.control.should_training_stop
+    assert callback.schedule.stop_reason == "stage_patience" and callback.schedule.stage == 2
+    assert not callback.schedule.in_warm_start
+
+
+def test_callback_restores_the_stage_best_weights_before_the_next_step():
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=2, stage_patience=5)
+    driver = Driver(callback).begin()
+    driver.run([(1.0, 0.5), (0.8, 0.6), (0.9, 0.6), (0.85, 0.6)])  # best at step 2; the stage ends at step 4
+    assert callback.schedule.stage == 1 and callback.restore_pending
+    assert driver.model.weight.unique().tolist() == [4.0]  # deferred: step 4's checkpoint holds step 4's weights
+    callback.on_step_begin(driver.args, driver.state, driver.control, model=driver.model)
+    assert driver.model.weight.unique().tolist() == [2.0] and not callback.restore_pending
+
+
+def test_callback_without_restore_keeps_the_last_weights():
+    callback = TemperatureAnnealingCallback(patience=1, restore_best_per_stage=False)
+    driver = Driver(callback).begin()
+    driver.run(STAGES[:3] + [(1.0, 0.5)])
+    assert callback.schedule.stage == 1 and driver.model.weight.unique().tolist() == [4.0]
+
+
+def test_callback_warm_start_runs_cross_entropy_and_hands_over_its_best_weights():
+    callback = TemperatureAnnealingCallback(patience=2, warm_start="ce")
+    driver = Driver(callback).begin()
+    assert callback.schedule.in_warm_start and callback.schedule.stage == -1
+    assert callback.schedule.temperature == 0.2
+    driver.run([(2.0, 0.4), (1.5, 0.6), (1.6, 0.6), (1.7, 0.5)])  # CE best at step 2, ends at step 4
+    assert not callback.schedule.in_warm_start and callback.schedule.stage == 0
+    assert callback.schedule.best_anneal == 0.6 and callback.schedule.best_anneal_stage == -1
+    assert driver.model.weight.unique().tolist() == [4.0] and callback.restore_pending
+    callback.on_step_begin(driver.args, driver.state, driver.control, model=driver.model)
+    assert driver.model.weight.unique().tolist() == [2.0]  # the first EAST step starts from the CE best
+    driver.evaluate(0.3, 0.7)
+    assert callback._stage_weights["weight"].unique().tolist() == [5.0]  # stage 0's first best
+    assert callback.schedule.temperature == 0.2
+
+
+def test_callback_warm_start_of_fixed_length_requests_the_evaluation_at_its_step():
+    callback = TemperatureAnnealingCallback(patience=1, warm_start="ce", warm_start_steps=3)
+    driver = Driver(callback).begin()
+    driver.evaluate(2.0, 0.4)
+    driver.evaluate(2.5, 0.4)  # patience 1 does not end a fixed-length warm start
+    assert callback.schedule.in_warm_start
+    driver.callback.on_step_begin(driver.args, driver.state, driver.control, model=driver.model)
+    driver.state.global_step = 3
+    callback.on_step_end(driver.args, driver.state, driver.control)
+    assert driver.control.should_evaluate  # the Trainer evaluates at step 3 even off its eval_steps grid
+    callback.on_evaluate(driver.args, driver.state, driver.control, metrics={"eval_loss": 1.0, "eval_fbeta": 0.5})
+    assert callback.schedule.stage == 0 and not callback.schedule.in_warm_start
+    assert not callback.restore_pending  # step 3 improved: its own weights are the warm start's best
+
+
+def test_callback_warns_when_the_budget_ends_training_before_the_annealing(caplog):
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
+    driver = Driver(callback).begin()
+    driver.state.max_steps = 4
+    driver.run(STAGES + STAGES[:1])  # stage 0 ends at step 3; the budget ends stage 1 at step 4
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.callbacks"):
+        callback.on_train_end(driver.args, driver.state, driver.control)
+    assert "whole budget (max_steps=4) in stage 1 (T=0.1), before the annealing's stopping" in caplog.text
+    caplog.clear()
+    finished = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
+    driver = Driver(finished).begin()
+    driver.run(STAGES * 4)  # ends on the annealing criterion at step 9
+    driver.state.max_steps = 9
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.callbacks"):
+        finished.on_train_end(driver.args, driver.state, driver.control)
+    assert finished.schedule.finished and "budget" not in caplog.text
+
+
+def test_callback_missing_key_names_the_keys_that_appeared():
+    callback = TemperatureAnnealingCallback(anneal_monitor="mcc")
+    driver = Driver(callback).begin()
+    with pytest.raises(ValueError, match=r"\['eval_mcc'\].*\['eval_accuracy', 'eval_fbeta', 'eval_loss'\]"):
+        driver.evaluate(1.0, 0.5)
+
+
+def test_callback_needs_evaluations_and_valid_settings():
+    with pytest.raises(ValueError, match="eval_strategy"):
+        Driver(TemperatureAnnealingCallback(), args=fake_args(eval_strategy="no")).begin()
+    with pytest.raises(ValueError, match="warm_start"):
+        TemperatureAnnealingCallback(warm_start="dice")
+    with pytest.raises(TypeError, match="both"):
+        TemperatureAnnealingCallback(AnnealingSchedule(), decay=0.5)
+
+
+def test_callback_ignores_evaluations_outside_training():
+    callback = TemperatureAnnealingCallback(patience=1)
+    driver = Driver(callback)  # no on_train_begin: e.g. trainer.evaluate() before or after train()
+    callback.on_evaluate(driver.args, driver.state, driver.control, metrics={"test_loss": 1.0})
+    assert callback.schedule.state_dict() == AnnealingSchedule().state_dict()
+
+
+def restored(callback):
+    """A new callback from the JSON state a checkpoint keeps in trainer_state.json: built from its settings, then its
+    schedule's state loaded (the real resume through EASTTrainer is in test_trainer.py)."""
+    state = json.loads(json.dumps(callback.state()))
+    fresh = TemperatureAnnealingCallback(**state["args"])
+    fresh.schedule.load_state_dict(state["attributes"]["schedule_state"])
+    fresh.restore_pending = state["attributes"]["restore_pending"]
+    return fresh
+
+
+def test_callback_state_round_trip_resumes_stage_counters_and_temperature(tmp_path):
+    values = [(2.0, 0.4), (1.5, 0.5), (1.6, 0.5), (1.7, 0.5)]  # CE warm start: best at step 2, ends at step 4
+    values += [(0.8, 0.6), (0.7, 0.65), (0.75, 0.6), (0.75, 0.6)]  # stage 0 (T=0.2): best at step 6, ends at 8
+    values += [(0.6, 0.7), (0.65, 0.7), (0.65, 0.7)]  # stage 1 (T=0.1): best at step 9, ends at 11
+    values += [(0.5, 0.7), (0.6, 0.7), (0.6, 0.7), (0.4, 0.7), (0.5, 0.7), (0.5, 0.7)]  # two ties: stop at 17
+    kwargs = dict(decay=0.5, patience=2, stage_patience=2, warm_start="ce")
+    reference = Driver(TemperatureAnnealingCallback(**kwargs)).begin()
+    expected = reference.run(values)
+    assert expected == [0.2] * 7 + [0.1] * 3 + [0.05] * 3 + [0.025] * 4 and reference.state.global_step == 17
+
+    first = Driver(TemperatureAnnealingCallback(**kwargs), args=fake_args(tmp_path)).begin()
+    head = first.run(values[:10])  # checkpoint at step 10: stage 1, its best (step 9) is not the current weights
+    (tmp_path / "checkpoint-10").mkdir()
+    first.callback.on_save(first.args, first.state, first.control)
+    assert (tmp_path / "checkpoint-10" / STAGE_BEST_WEIGHTS_NAME).is_file()
+
+    fresh = restored(first.callback)
+    second = Driver(fresh, args=first.args, step=10)
+    second.begin()  # stage 1's temperature, past the warm start, and step 9's weights reloaded
+    assert (fresh.schedule.temperature, fresh.schedule.stage, fresh.schedule.in_warm_start) == (0.1, 1, False)
+    assert fresh._stage_weights["weight"].unique().tolist() == [9.0]
+    tail = second.run(values[10:11])
+    assert fresh.restore_pending and fresh._stage_weights["weight"].unique().tolist() == [9.0]
+    tail += second.run(values[11:])
+    assert head + tail == expected and second.state.global_step == 17
+    assert fresh.schedule.state_dict() == reference.callback.schedule.state_dict()
+
+
+def test_warm_start_epochs_are_checked():
+    with pytest.raises(ValueError, match="warm_start_epochs"):
+        TemperatureAnnealingCallback(warm_start="ce", warm_start_epochs=0)
+    with pytest.raises(ValueError, match="east_warm_start_epochs"):
+        EASTConfig(output_dir="out", report_to=[], east_warm_start_epochs=0)
