@@ -4,18 +4,19 @@ The across-stage threshold acts only where a stage ends: a stage's best anneal v
 an improvement on the best so far if it beats it by more than the threshold. A run's ``trainer_state.json`` holds
 every evaluation with its stage, so the decisions of that run under another threshold can be replayed: where no
 stage improved on the best so far by more than 0 and at most the new threshold, every decision, and so the whole
-run (the stages, the model kept), is the same. Used when release 0.2 made the default ``east_anneal_threshold``
-two validation samples' worth (``EASTConfig.resolved_anneal_threshold``: 2 / n for a hard metric, 0 for a loss):
+run (the stages, the model kept), is the same. This brings runs trained with an across-stage threshold of 0 up to
+the default ``east_anneal_threshold``, two validation samples' worth (``EASTConfig.resolved_anneal_threshold``:
+2 / n for a hard metric, 0 for a loss):
 
     python benchmarks/anneal_threshold_replay.py runs/evidence/hpc runs/evidence/diamonds ...           # report
     python benchmarks/anneal_threshold_replay.py runs/evidence/hpc ... --apply runs/evidence_anneal0    # migrate
     python benchmarks/anneal_threshold_replay.py runs/evidence --paired runs/evidence_anneal0           # new - old
 
-``--apply``: a run trained with the old default (its saved schedule has the threshold 0, its ``run_settings.json`` does
-not set it) whose decisions change is moved to the given folder (kept, not deleted), so that the next
-``east-compare`` trains it again; the others stay (their training is what the new default trains; east-compare's
+``--apply``: a run trained with a threshold of 0 by default (its saved schedule has the threshold 0, its
+``run_settings.json`` does not set it) whose decisions change is moved to the given folder (kept, not deleted), so
+that the next ``east-compare`` trains it again; the others stay (their training is what the default 2 / n trains; east-compare's
 records list only settings that differ from the defaults, so they are kept as they are). Runs that set the threshold
-themselves, and runs trained with the new default, are left alone. The validation size is the one of the run's logs
+themselves, and runs trained with 2 / n, are left alone. The validation size is the one of the run's logs
 (samples per second times seconds, rounded).
 """
 
@@ -75,8 +76,8 @@ def replay(run_dir: Path) -> dict | None:
 
 
 def paired_with_old(old_root: Path, new_root: Path) -> list[str]:
-    """After ``--apply`` and the retraining: per task and variant, the test target of the new default minus the old
-    (0), paired by seed (a run whose decisions did not change counts as a difference of 0), and median epochs of the
+    """After ``--apply`` and the retraining: per task and variant, the test target with the default 2 / n minus that
+    with 0, paired by seed (a run whose decisions did not change counts as a difference of 0), and median epochs of the
     retrained runs before and after."""
     lines = [
         "| folder | variant | retrained | new - old, mean ± s.e. · wins/ties/losses | epochs of those (median, old → new) |",
@@ -127,7 +128,7 @@ def main() -> None:
                     continue  # set by the variant itself: the default does not touch it
                 result = replay(run_dir)
                 if result is None or result["trained_with"] != 0.0:
-                    continue  # unfinished, or trained with the new default already
+                    continue  # unfinished, or trained with 2 / n already
                 runs += 1
                 size, threshold = result["size"], result["threshold"]
                 if result["changed"]:

@@ -1,4 +1,4 @@
-"""Per-class beta evidence (issue 20): every variant of an east-compare folder scored at the same F-beta.
+"""Per-class beta evidence: every variant of an east-compare folder scored at the same F-beta.
 
     python benchmarks/beta_table.py runs/beta_lending_club --cls bad --classes 1 \
         --pair 0.25:b025:f1 --pair 0.25:b025:ce_b025+tuned --pair 0.25:b025_paper:f1 ...

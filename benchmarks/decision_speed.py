@@ -1,4 +1,4 @@
-"""Wall time of ``tune_logit_offsets`` on a validation set of N x C logits (issue 17).
+"""Wall time of ``tune_logit_offsets`` on a validation set of N x C logits.
 
 The data: labels from a Zipf-like prior (p_k ~ 1 / k^0.8), logits ``1.5 randn + 3 onehot(label) + log p``, so plain
 argmax favours the frequent classes and the tuned offsets have something to correct. One timed call per row after

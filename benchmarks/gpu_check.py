@@ -1,4 +1,4 @@
-"""GPU readiness checks for east_hf (issue 19): the CUDA paths that the CPU machines never ran.
+"""GPU readiness checks for east_hf: the CUDA paths that the CPU machines never ran.
 
 Sections, each recorded in ``gpu_check.json`` and ``gpu_check.md`` under ``--out-dir``:
 

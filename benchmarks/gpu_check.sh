@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU readiness checks (issue 19), for one CUDA GPU; about 5 minutes on one H100/H200, under 8.
+# GPU readiness checks, for one CUDA GPU; about 5 minutes on one H100/H200, under 8.
 #
 #   bash benchmarks/gpu_check.sh [OUT_DIR]        (default OUT_DIR: benchmarks/results)
 #

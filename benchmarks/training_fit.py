@@ -1,4 +1,4 @@
-"""How well the selected models of an ``east-compare`` run fit their training split (issue 9, the warm-start default).
+"""How well the selected models of an ``east-compare`` run fit their training split (dead positives).
 
 For every ``DIR/<variant>/seed-<s>`` with a saved model, reload the model (the best checkpoint east-train saved),
 rebuild the data splits from the recipe exactly as east-train did, and count, per split, the recall of one class
