@@ -1,4 +1,5 @@
 # Two entry points: `make demo` and `make test`. Both create .venv if it is missing and are idempotent.
+# `make docs` builds the documentation site (docs/, mkdocs.yml) into site/.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -8,7 +9,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export HF_EVALUATE_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test install lint bench clean
+.PHONY: demo test docs install lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +18,7 @@ $(BIN)/python:
 # torch 2.14.1 + torchvision 0.29.1 are the pair that works with timm here (the 2.13 CPU wheel breaks torchvision).
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q "torch==2.14.1" "torchvision==0.29.1" || $(BIN)/python -m pip install -q torch torchvision
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[test,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,6 +30,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests east_hf
 
+# Strict: a broken link or anchor, a missing page or an API reference that does not resolve fails the build.
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(BIN)/ruff check east_hf tests benchmarks
 
@@ -36,4 +41,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/loss_speed.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache site

@@ -1,24 +1,43 @@
-"""The README's Python snippets run as written (except the one marked as needing the Hub)."""
+"""The README's and the documentation guide's Python snippets run as written (except those marked as needing the
+Hub). The results pages hold measurements and shell commands, not snippets, and are not run."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).parents[1] / "README.md"
-BLOCKS = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S) if "needs the Hub" not in b]
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+GUIDE = sorted((ROOT / "docs" / "guide").glob("*.md"))
+PAGES = [README, ROOT / "docs" / "index.md", *GUIDE]
 
 
-@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_readme_snippet_runs(code, tmp_path, monkeypatch):
+def python_blocks(page: Path) -> list[str]:
+    """Every ```python block of a page, except those marked "needs the Hub"."""
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+    return [b for b in blocks if "needs the Hub" not in b]
+
+
+CASES = [(page, i, code) for page in PAGES for i, code in enumerate(python_blocks(page))]
+
+
+@pytest.mark.parametrize(
+    "page, code", [(p, c) for p, _, c in CASES], ids=[f"{p.relative_to(ROOT)}:block{i}" for p, i, _ in CASES]
+)
+def test_snippet_runs(page, code, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the Trainer quick start writes runs/quickstart here
     namespace: dict = {}
-    exec(compile(code, str(README), "exec"), namespace)
+    exec(compile(code, str(page), "exec"), namespace)
     if "trainer" in namespace:  # the Trainer quick start learned something
         metrics = namespace["trainer"].evaluate()
         assert metrics["eval_fbeta"] > 0.8 and (tmp_path / "runs" / "quickstart").is_dir()
     if "schedule" in namespace:  # the plain-PyTorch loop ran the annealing to its end
         assert namespace["schedule"].finished and namespace["schedule"].stage > 0
+
+
+def test_readme_and_the_quick_start_page_have_their_snippets():
+    assert len(python_blocks(README)) >= 3
+    assert len(python_blocks(ROOT / "docs" / "guide" / "quickstart.md")) >= 3
 
 
 def test_readme_has_the_two_setup_commands_and_no_placeholder():
