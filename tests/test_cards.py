@@ -1,6 +1,8 @@
 """Model cards from a real tiny run, parsed back; the push path up to the network boundary."""
 
+import errno
 import json
+import os
 from unittest import mock
 
 import pytest
@@ -116,6 +118,27 @@ def test_push_uploads_weights_card_and_plot_without_leaking_the_token(tmp_path, 
     assert all(token.encode() not in content for content in final["files"].values() if len(content) < 1_000_000)
 
 
+def test_one_masking_covers_argument_lists_commands_records_and_the_card_recipe(monkeypatch):
+    from east_hf.hf.cards import _clean_recipe, mask_secrets
+
+    monkeypatch.setenv("HF_TOKEN", "hf_FROM_ENV")
+    argv = ["r.yaml", "--hub_token", "hf_A1", "--api-token=hf_B2", "--seed", "1", "--", "--x", "hf_FROM_ENV"]
+    assert mask_secrets(argv) == ["r.yaml", "--hub_token", "***", "--api-token=***", "--seed", "1", "--", "--x", "***"]
+    kept = {"include_num_input_tokens_seen": "no", "average_tokens_across_devices": True}
+    record = {
+        "training": {"hub_token": "hf_A1", **kept},
+        "command": "east-train r.yaml --hub_token hf_A1 --db_password=p4ss --seed 1",
+        "flags": [["--east_loss", "ce"], ("--hub_token", "hf_A1")],
+    }
+    assert mask_secrets(record) == {  # a setting named like tokens, not a token, is kept as it is
+        "training": {"hub_token": "***", **kept},
+        "command": "east-train r.yaml --hub_token *** --db_password=*** --seed 1",
+        "flags": [["--east_loss", "ce"], ("--hub_token", "***")],
+    }
+    card_recipe = _clean_recipe({"dataset_name": "sklearn:iris", "hub_token": "hf_A1", "hub_model_id": "me/model"})
+    assert card_recipe == "dataset_name: sklearn:iris\nhub_token: '***'\nhub_model_id: me/model"
+
+
 def test_push_fails_before_training_when_offline_or_without_token(tmp_path):
     with mock.patch("huggingface_hub.constants.HF_HUB_OFFLINE", True):
         with pytest.raises(ValueError, match="HF_HUB_OFFLINE"):
@@ -193,3 +216,35 @@ def test_python_trainer_card_keeps_license_language_and_types_a_binary_f1(tmp_pa
         r["metrics"][0]["type"] == "f1" and r["metrics"][0]["value"] == expected["metrics"][0]["value"]
         for r in written
     )
+
+
+# ---- a full disk while the card is written ----
+def _full_disk(write_part):
+    """A writer that creates its file, writes part of it and fails as a full disk does."""
+
+    def write(self, path, *args, **kwargs):
+        with open(path, "wb") as f:
+            f.write(write_part)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    return write
+
+
+def test_a_full_disk_leaves_no_partial_plot_or_card(tmp_path, monkeypatch):
+    from east_hf.hf.cards import write_model_card
+
+    trainer = _run(tmp_path)
+    (tmp_path / "README.md").write_text("the earlier card\n")
+    with monkeypatch.context() as patch:
+        patch.setattr("matplotlib.figure.Figure.savefig", _full_disk(PNG_MAGIC))
+        with pytest.raises(OSError, match=r"No space left on device: '.*annealing\.png'") as error:
+            write_model_card(trainer, tmp_path)
+    assert error.value.errno == errno.ENOSPC and not (tmp_path / "annealing.png").exists()
+    with monkeypatch.context() as patch:
+        patch.setattr("huggingface_hub.repocard.RepoCard.save", _full_disk(b"---\nlicense"))
+        with pytest.raises(OSError, match=r"No space left on device: '.*README\.md'"):
+            write_model_card(trainer, tmp_path)
+    assert (tmp_path / "README.md").read_text() == "the earlier card\n"  # the earlier card, whole
+    assert (tmp_path / "annealing.png").read_bytes()[:8] == PNG_MAGIC  # written whole before the card failed
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    assert write_model_card(trainer, tmp_path).read_text().startswith("---\n")  # space again: the card is written

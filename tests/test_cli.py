@@ -1,6 +1,8 @@
 """east-train: the recipe parser, tiny end-to-end runs, and one-line input errors."""
 
+import errno
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -12,7 +14,7 @@ import torch
 from helpers import write_text
 
 from east_hf.hf.data import load_data, load_tabular_features
-from east_hf.scripts.arguments import EASTArgumentParser, demo_recipe_path
+from east_hf.scripts.arguments import EASTArgumentParser, demo_recipe_path, load_recipe
 from east_hf.scripts.east_train import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -422,3 +424,124 @@ def test_report_to_a_missing_integration_is_one_line(capsys):
     missing = next(n for n in ("tensorboard", "wandb", "mlflow") if n not in get_available_reporting_integrations())
     err = _error(capsys, [DEMO, "--report_to", missing, "--dry_run"])
     assert f"report_to {missing!r} needs its package" in err and "--report_to none" in err
+
+
+# ---- a recipe key written twice; a full disk during a checkpoint save ----
+def test_a_key_written_twice_in_a_recipe_is_refused_naming_it(capsys, tmp_path):
+    recipe = write_text(
+        tmp_path / "r.yaml", "dataset_name: sklearn:iris\nlearning_rate: 0.1\nseed: 1\nlearning_rate: 0.2\n"
+    )
+    err = _error(capsys, [recipe, "--dry_run"])
+    assert err == (
+        f"east-train: error: Expected each key once in recipe '{recipe}', got 'learning_rate' twice (lines 2 and 4): "
+        "keep the one you mean"
+    )
+    nested = write_text(tmp_path / "n.yaml", "dataset_name: sklearn:iris\neast_beta: {setosa: 2, setosa: 0.5}\n")
+    assert "got 'setosa' twice (line 2)" in _error(capsys, [nested, "--dry_run"])
+    merged = write_text(tmp_path / "m.yaml", "x: &x {a: 1, b: 2}\ny:\n  <<: *x\n  a: 3\n")  # a merge may override
+    assert load_recipe(merged) == {"x": {"a": 1, "b": 2}, "y": {"a": 3, "b": 2}}
+
+
+TABULAR = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
+CHECKPOINT_EVERY_2 = [
+    "--max_steps",
+    "6",
+    "--eval_strategy",
+    "steps",
+    "--eval_steps",
+    "2",
+    "--save_steps",
+    "2",
+    "--hidden_sizes",
+    "16",
+    "--disable_tqdm",
+    "true",
+    "--use_cpu",
+    "true",
+    "--model_card",
+    "false",
+    "--report_to",
+    "none",
+]
+
+
+def test_a_full_disk_during_a_checkpoint_save_ends_in_one_line_and_resume_works(capsys, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    argv = [TABULAR, *CHECKPOINT_EVERY_2, "--output_dir", out]
+    save = torch.save
+
+    def full_at_step_4(obj, f, *args, **kwargs):  # the optimizer state of checkpoint-4 meets a full disk
+        if "checkpoint-4" in str(f):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(f))
+        return save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full_at_step_4)
+    assert _error(capsys, argv) == (
+        f"east-train: error: Expected free disk space in {out}, got No space left on device (ENOSPC): free space, then "
+        f"resume from {out / 'checkpoint-2'} with --resume_from_checkpoint true (a checkpoint cut short is skipped)"
+    )
+    monkeypatch.setattr(torch, "save", save)  # space freed
+    assert main([str(a) for a in [*argv, "--resume_from_checkpoint", "true"]]) == 0
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
+
+
+FULL_DISK_SCRIPT = r"""
+set -u
+mnt=$1; logs=$2; shift 2
+mount -t tmpfs -o size=64m tmpfs "$mnt" || exit 90
+"$PYTHON" -m east_hf.scripts.east_train "$@" --output_dir "$mnt/probe" --max_steps 2 >/dev/null 2>&1 || exit 91
+size=$(( $(du -sk "$mnt/probe/checkpoint-2" | cut -f1) * 3 / 2 ))  # room for checkpoint-2, not for checkpoint-4
+umount "$mnt" && mount -t tmpfs -o size=${size}k tmpfs "$mnt" || exit 92
+"$PYTHON" -m east_hf.scripts.east_train "$@" --output_dir "$mnt/run" >"$logs/full.out" 2>"$logs/full.err"
+echo $? >"$logs/full.rc"
+mount -o remount,size=64m "$mnt" || exit 93
+"$PYTHON" -m east_hf.scripts.east_train "$@" --output_dir "$mnt/run" --resume_from_checkpoint true \
+    >"$logs/resumed.out" 2>"$logs/resumed.err"
+echo $? >"$logs/resumed.rc"
+cp "$mnt/run/trainer_state.json" "$logs/"
+"""
+
+
+def test_a_real_full_disk_during_a_checkpoint_save_then_resume_after_freeing_space(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "mount", "-t", "tmpfs", "tmpfs", str(mnt)], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("no user namespace to mount a small tmpfs in")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHON=sys.executable)
+    args = [str(TABULAR), *CHECKPOINT_EVERY_2]
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", FULL_DISK_SCRIPT, "sh", str(mnt), str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    err = (tmp_path / "full.err").read_text().strip().splitlines()
+    assert (tmp_path / "full.rc").read_text().strip() == "2" and "Traceback" not in "\n".join(err)
+    assert err[-1] == (
+        f"east-train: error: Expected free disk space in {mnt / 'run'}, got No space left on device (ENOSPC): free "
+        f"space, then resume from {mnt / 'run' / 'checkpoint-2'} with --resume_from_checkpoint true (a checkpoint "
+        "cut short is skipped)"
+    )
+    assert (tmp_path / "resumed.rc").read_text().strip() == "0", (tmp_path / "resumed.err").read_text()[-2000:]
+    assert json.loads((tmp_path / "trainer_state.json").read_text())["global_step"] == 6
+
+
+def test_a_card_east_train_cannot_write_is_one_warning_line_and_leaves_no_partial_file(tmp_path, monkeypatch, caplog):
+    out = tmp_path / "run"
+
+    def full_disk(self, path, *args, **kwargs):  # the plot's file is created, then the disk is full
+        Path(path).write_bytes(b"\x89PNG")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr("matplotlib.figure.Figure.savefig", full_disk)
+    with caplog.at_level(logging.WARNING):
+        assert main([str(DEMO), *_tiny_args(out, model_card="true", report_to="none")]) == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "east_hf.scripts.east_train"] == [
+        f"model card not written: OSError: [Errno {errno.ENOSPC}] No space left on device: '{out / 'annealing.png'}'"
+    ]
+    assert (out / "model.safetensors").is_file() and (out / "test_results.json").is_file()
+    assert not (out / "annealing.png").exists() and not (out / "README.md").exists()
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []

@@ -1,10 +1,13 @@
 """east-compare on a tiny run: the table has the right rows, its numbers are the per-run JSON's, runs are skipped."""
 
+import hashlib
 import json
+import os
 import statistics
 from pathlib import Path
 
 import pytest
+from helpers import write_csv
 
 from east_hf.scripts.east_compare import main, markdown_table, parse_variants, redefining_flags, summarize
 
@@ -156,3 +159,143 @@ def test_a_recipe_using_the_metric_alias_is_tabulated_on_its_anneal_key(tmp_path
     assert main([str(recipe), "--losses", "east", "--seeds", "2", "--output_dir", str(out)]) == 0
     assert json.loads((out / "results.json").read_text())["metric"] == "mcc"
     assert "| variant | n | MCC * | F-beta |" in (out / "results.md").read_text()
+
+
+# ---- a comparison is never stale: a changed default, an edited data file, another east_hf version ----
+def _fake_run(calls: list):
+    """An ``_run_one`` that records its mode and writes test results, so a comparison runs in a blink."""
+
+    def run(recipe, run_dir, seed, flags, extra, vary_split=False, mode="fresh"):
+        calls.append(mode)
+        (run_dir / "test_results.json").write_text(json.dumps({"test_fbeta": 0.5, "test_accuracy": 0.6}))
+        return {"wall_seconds": 0.0}
+
+    return run
+
+
+def _change_default(monkeypatch, name: str, value) -> None:
+    """Change ``EASTConfig``'s default of ``name`` as an edit of ``east_hf/hf/config.py`` would: the parser's default
+    and the defaults a record is compared against."""
+    import dataclasses
+
+    import east_hf.scripts.east_train as east_train
+    from east_hf.hf.config import EASTConfig
+
+    field = next(f for f in dataclasses.fields(EASTConfig) if f.name == name)
+    monkeypatch.setattr(field, "default", value)
+    defaults = east_train.default_settings
+
+    def changed():
+        out = defaults()
+        out["training"][name] = value
+        return out
+
+    monkeypatch.setattr(east_train, "default_settings", changed)
+
+
+def test_a_changed_default_or_version_retrains_with_the_difference_printed(tmp_path, monkeypatch, capsys):
+    import east_hf
+    import east_hf.scripts.east_compare as compare
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("dataset_name: sklearn:iris\nmodel_name_or_path: tabular_mlp\n")
+    calls: list = []
+    monkeypatch.setattr(compare, "_run_one", _fake_run(calls))
+    argv = [str(recipe), "--losses", "ce", "--seeds", "1", "--output_dir", str(tmp_path / "cmp")]
+    assert main(argv) == 0 and calls == ["fresh"]
+    capsys.readouterr()
+    assert main(argv) == 0 and calls == ["fresh"]
+    assert "ce seed 0: done, skipped\n" in capsys.readouterr().err
+
+    _change_default(monkeypatch, "east_temperature", 0.1)
+    assert main(argv) == 0 and calls == ["fresh", "overwrite"]
+    err = capsys.readouterr().err
+    assert "training (settings changed: east_temperature: 0.2 -> 0.1)" in err and "done, skipped" not in err
+
+    version = east_hf.__version__
+    monkeypatch.setattr(east_hf, "__version__", "9.9.9")
+    assert main(argv) == 0 and calls == ["fresh", "overwrite", "overwrite"]
+    assert f"training (east_hf {version} -> 9.9.9)" in capsys.readouterr().err
+    record = json.loads((tmp_path / "cmp" / "ce" / "seed-0" / "run_settings.json").read_text())
+    assert record["training"]["east_temperature"] == 0.1  # a default, recorded all the same
+    assert record["east_hf_version"] == "9.9.9"
+    assert record["data_fingerprint"] == {"kind": "sklearn", "name": "sklearn:iris", "parameters": None}
+
+
+def test_an_old_record_of_changed_fields_only_still_counts_as_unchanged(tmp_path, monkeypatch, capsys):
+    import east_hf.scripts.east_compare as compare
+    from east_hf.scripts.arguments import EASTArgumentParser
+    from east_hf.scripts.east_train import resolved_settings
+
+    calls: list = []
+    monkeypatch.setattr(compare, "_run_one", _fake_run(calls))
+    out = tmp_path / "cmp"
+    run = out / "ce" / "seed-0"
+    run.mkdir(parents=True)
+    tiny = ["--max_steps", "2", "--disable_tqdm", "True"]
+    # what east-compare recorded before records were complete: the fields that differ from the defaults, less where
+    # the run writes; no version, no data fingerprint (benchmarks/results/*/results.json hold such records)
+    parsed = EASTArgumentParser().parse(compare._run_argv(RECIPE, run, 0, ["--east_loss", "ce"], tiny))
+    old = {g: {k: v for k, v in kv.items() if k != "output_dir"} for g, kv in resolved_settings(parsed).items()}
+    assert "east_temperature" not in old["training"] and old["training"]["disable_tqdm"] is True  # left out now
+    (run / "run_settings.json").write_text(json.dumps(old, default=str))
+    (run / "test_results.json").write_text(json.dumps({"test_fbeta": 0.5}))
+    argv = [RECIPE, "--losses", "ce", "--seeds", "1", "--output_dir", str(out), "--", *tiny]
+    assert main(argv) == 0 and calls == []
+    err = capsys.readouterr().err
+    assert "done, skipped (its data and east_hf version were not recorded, so they are not checked)" in err
+    assert main([*argv, "--learning_rate", "0.01"]) == 0 and calls == ["overwrite"]  # a changed setting still counts
+    assert "settings changed: learning_rate: 0.001 -> 0.01" in capsys.readouterr().err
+
+
+def _tabular_recipe(tmp_path, classes: int) -> Path:
+    rows = [f"{i % 7 * 0.3 + i % classes:.2f},{i % 5 * 0.2:.2f},c{i % classes}" for i in range(60)]
+    write_csv(tmp_path / "data.csv", "x1,x2,label", rows)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"dataset_name: {tmp_path / 'data.csv'}\nmodel_name_or_path: tabular_mlp\nhidden_sizes: [8]\n")
+    return recipe
+
+
+def test_a_data_file_edited_in_place_is_trained_again(tmp_path, capsys):
+    recipe = _tabular_recipe(tmp_path, classes=3)
+    out = tmp_path / "cmp"
+    tiny = ["--max_steps", "2", "--eval_steps", "1", "--save_steps", "1", "--eval_strategy", "steps"]
+    tiny += ["--save_strategy", "steps", "--disable_tqdm", "True", "--model_card", "False", "--use_cpu", "True"]
+    argv = [str(recipe), "--losses", "ce", "--seeds", "1", "--output_dir", str(out), "--", *tiny]
+    assert main(argv) == 0
+    run = out / "ce" / "seed-0"
+    assert len(json.loads((run / "config.json").read_text())["id2label"]) == 3
+    data = tmp_path / "data.csv"
+    os.utime(data, ns=(data.stat().st_atime_ns, data.stat().st_mtime_ns + 10**9))  # touched, not edited
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "done, skipped" in capsys.readouterr().err
+    size = data.stat().st_size
+    _tabular_recipe(tmp_path, classes=2)  # the same file, two classes now
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"training (data changed: {data}: {size} bytes, sha256 " in err and "done, skipped" not in err
+    assert len(json.loads((run / "config.json").read_text())["id2label"]) == 2
+    record = json.loads((run / "run_settings.json").read_text())["data_fingerprint"]
+    assert record["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest() and record["size"] == data.stat().st_size
+
+
+# ---- no secret reaches a file ----
+def test_a_hub_token_never_reaches_a_file(tmp_path, monkeypatch, capsys, caplog):
+    monkeypatch.setenv("HF_TOKEN", "hf_ENVIRONMENT789")
+    out = tmp_path / "cmp"
+    tiny = ["--max_steps", "2", "--eval_steps", "1", "--save_steps", "1", "--eval_strategy", "steps"]
+    tiny += ["--save_strategy", "steps", "--disable_tqdm", "True", "--hidden_sizes", "8", "--use_cpu", "True"]
+    recipe = str(Path(__file__).parents[1] / "recipes" / "breast_cancer_imbalanced_f1.yaml")
+    variants = ["tok:--east_loss ce --hub_token=hf_SECRET123"]
+    argv = [recipe, "--variants", *variants, "--seeds", "1", "--output_dir", str(out)]
+    assert main([*argv, "--", *tiny, "--hub_token", "hf_SECRET123", "--push_to_hub", "false"]) == 0
+    assert (out / "tok" / "seed-0" / "README.md").is_file()  # the card, with its recipe, is among the files
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert len(written) > 10
+    for secret in (b"hf_SECRET123", b"hf_ENVIRONMENT789"):
+        assert [p for p in written if secret in p.read_bytes()] == []
+    logs = capsys.readouterr()
+    assert "hf_SECRET123" not in logs.out + logs.err + caplog.text
+    result = json.loads((out / "results.json").read_text())
+    assert "--hub_token '***'" in result["command"] and result["runs"][0]["flags"][-1] == "--hub_token=***"

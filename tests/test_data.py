@@ -1,8 +1,10 @@
 """east_hf.hf.data: CSV, image-folder and bundled sets, their splits, long tails and encoding, and refused rows."""
 
+import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,7 +76,7 @@ def test_synthetic_binary_set_is_fixed_imbalanced_and_split_64_16_20():
     assert np.array_equal(first.test[:5]["input_features"], again.test[:5]["input_features"])  # same rows every time
 
 
-# ---- refused data (issue 15, see test_faults.py): a non-finite validation row, a high-cardinality text column ----
+# ---- refused data (see test_faults.py): a non-finite validation row, a high-cardinality text column ----
 def test_inf_in_a_validation_csv_row_is_refused_at_load(tmp_path):
     train = write_csv(tmp_path / "train.csv", "x,y", [f"{i * 0.1:.3f},{i % 2}" for i in range(40)])
     write_csv(tmp_path / "validation.csv", "x,y", [f"{'inf' if i == 2 else i},{i % 2}" for i in range(10)])
@@ -130,3 +132,112 @@ def test_one_hot_is_float32_and_a_mostly_unique_column_is_refused(tmp_path):
     assert data.preprocessor.encode(data.train.with_format("pandas")[:4].assign(c=["a", "b", "a", None])).dtype == (
         np.float32
     )
+
+
+# ---- labels the training split does not have ----
+def _three_splits(folder, test_labels, validation_labels=("cat", "dog")):
+    """train.csv / validation.csv / test.csv with one feature; training holds cat and dog only."""
+    folder.mkdir()
+    write_csv(folder / "train.csv", "x,y", [f"{i * 0.1:.2f},{'cat' if i % 2 else 'dog'}" for i in range(40)])
+    for name, labels in (("validation", validation_labels), ("test", test_labels)):
+        write_csv(folder / f"{name}.csv", "x,y", [f"{i},{labels[i % len(labels)]}" for i in range(10)])
+    return folder
+
+
+def test_a_label_only_in_validation_or_test_is_refused_naming_it_and_its_split(tmp_path):
+    words = _three_splits(tmp_path / "words", ["cat", "dog", "cat", "dog", "fox"])
+    with pytest.raises(
+        DataError,
+        match=r"Expected every validation/test label to appear in training, got 'fox' only "
+        r"in test \(2 rows\).*unseen_labels: drop",
+    ):
+        load_data(DataArguments(dataset_name=str(words), label_column="y"))
+    numbers = tmp_path / "numbers"
+    numbers.mkdir()
+    write_csv(numbers / "train.csv", "x,y", [f"{i},{1 + i % 3}" for i in range(60)])
+    write_csv(numbers / "validation.csv", "x,y", [f"{i},{[1, 2, 3, 99][i % 4]}" for i in range(8)])
+    write_csv(numbers / "test.csv", "x,y", [f"{i},{[1, 2, 3, 99][i % 4]}" for i in range(12)])
+    with pytest.raises(DataError, match=r"got '99' only in validation \(2 rows\) and test \(3 rows\)"):
+        load_data(DataArguments(dataset_name=str(numbers), label_column="y"))
+
+
+def test_unseen_labels_drop_leaves_their_rows_and_class_out_with_one_warning(tmp_path, caplog):
+    words = _three_splits(tmp_path / "words", ["cat", "dog", "cat", "dog", "fox"], ["cat", "dog", "fox", "fox", "cat"])
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.data"):
+        data = load_data(DataArguments(dataset_name=str(words), label_column="y", unseen_labels="drop"))
+    assert data.label_names == ["cat", "dog"] and data.train.features["labels"].names == ["cat", "dog"]
+    assert [len(data.validation), len(data.test)] == [6, 8] and data.class_counts("test") == [4, 4]
+    (record,) = caplog.records
+    assert record.getMessage() == (
+        "unseen_labels=drop: left out 6 rows of labels with no training rows: 'fox' only in validation (4 rows) and "
+        "test (2 rows)"
+    )
+    with pytest.raises(ValueError, match=r"Expected unseen_labels in \('error', 'drop'\), got 'keep'"):
+        DataArguments(dataset_name=str(words), unseen_labels="keep")
+
+
+def test_a_class_without_training_rows_warns_before_training(tmp_path, caplog):
+    import datasets
+
+    features = datasets.Features(
+        {"x": datasets.Value("float32"), "label": datasets.ClassLabel(names=["cat", "dog", "fox"])}
+    )
+    rows = {"x": [i * 0.1 for i in range(60)], "label": [i % 2 for i in range(60)]}  # no fox anywhere
+    parquet = tmp_path / "d.parquet"
+    datasets.Dataset.from_dict(rows, features=features).to_parquet(parquet)
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.data"):
+        data = load_data(DataArguments(dataset_name=str(parquet)))
+        assert data.label_names == ["cat", "dog", "fox"] and data.class_counts("train")[2] == 0
+        relabelled = load_data(DataArguments(dataset_name=str(parquet), positive_classes=["fox"]))
+        assert relabelled.label_names == ["rest", "fox"]
+        capped = load_data(
+            DataArguments(
+                dataset_name=str(_three_splits(tmp_path / "w", ["cat", "dog"])), label_column="y", max_train_samples=1
+            )
+        )
+        assert capped.class_counts("train") in ([1, 0], [0, 1])
+    missing = "dog" if capped.class_counts("train")[0] else "cat"
+    assert [r.getMessage() for r in caplog.records] == [
+        "no training rows in class 'fox' (no rows anywhere): the model cannot learn it and macro averages count it as 0",
+        "no training rows in class 'fox' (no rows anywhere): the model cannot learn it and macro averages count it as 0",
+        f"no training rows in class '{missing}' (5 rows in validation, 5 rows in test): the model cannot learn it and "
+        "macro averages count it as 0",
+    ]
+
+
+# ---- empty files and text in a numeric column: one line naming the file, the column, the value ----
+def _refusal(dataset: Path) -> str:
+    with pytest.raises(DataError) as error:
+        load_data(DataArguments(dataset_name=str(dataset), label_column="y"))
+    return str(error.value)
+
+
+def test_an_empty_csv_is_refused_naming_the_file_before_datasets_reads_it(tmp_path):
+    empty = write_text(tmp_path / "empty.csv", "")
+    assert _refusal(empty) == f"Expected data rows in dataset file '{empty}', got an empty file (0 bytes)"
+    header = write_text(tmp_path / "header.csv", "x,y\n\n")
+    assert _refusal(header) == f"Expected data rows in dataset file '{header}', got a header and no rows"
+    folder = _three_splits(tmp_path / "splits", ["cat", "dog"])
+    write_text(folder / "validation.csv", "")
+    validation = folder / "validation.csv"
+    assert _refusal(folder) == f"Expected data rows in dataset file '{validation}', got an empty file (0 bytes)"
+
+
+def test_text_in_a_numeric_column_names_the_file_the_column_and_the_value(tmp_path, caplog):
+    folder = _three_splits(tmp_path / "splits", ["cat", "dog"])
+    write_csv(folder / "test.csv", "x,y", [f"{'abc' if i == 3 else i},{'cat' if i % 2 else 'dog'}" for i in range(10)])
+    assert _refusal(folder).startswith(
+        f"Expected numbers in column 'x' of '{folder / 'test.csv'}', got text 'abc' in 1 row (first: data row 4)"
+    )
+    # one file, text after the first 10,000 rows: datasets has typed the column as numbers by then
+    late = write_csv(tmp_path / "late.csv", "x,y", [f"{'n.a.' if i == 15_000 else i},{i % 2}" for i in range(20_000)])
+    assert _refusal(late).startswith(
+        f"Expected numbers in column 'x' of '{late}', got text 'n.a.' in 1 row (first: data row 15001)"
+    )
+    # text early: the column is read as text, with too many values to one-hot
+    early = write_csv(tmp_path / "early.csv", "x,y", [f"{'abc' if i == 7 else i * 0.01},{i % 2}" for i in range(1000)])
+    assert _refusal(early).startswith("Expected numbers in column 'x', got text 'abc' in 1 of 1000 rows: fix or empty")
+    few = write_csv(tmp_path / "few.csv", "x,y", [f"{'abc' if i == 7 else i % 5},{i % 2}" for i in range(40)])
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.data"):
+        load_data(DataArguments(dataset_name=str(few), label_column="y"))
+    assert "column 'x' holds numbers and text 'abc' in 1 of 40 rows, so it is one-hot encoded as text" in caplog.text

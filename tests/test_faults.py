@@ -1,23 +1,35 @@
-"""Faults a user meets: each case of issue 15 reproduced, now a one-line error or preserved data, never silence."""
+"""Faults a user meets: each reproduced, now a one-line error or preserved data, never silence."""
 
 # 1 non-finite training data, 2 a non-finite validation row, 3 re-running into a run folder, 4 east-compare after the
 # recipe changed, 5 a high-cardinality text column, 6 a kill during a checkpoint save, 7 the smaller input errors.
 # The data loader's own refusals (2's CSV row, all of 5) are in test_data.py.
 
 import json
+import logging
 import os
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 from helpers import PlainClassifier, TinyTabular, east_args, write_csv
+from transformers import TrainerCallback
 
 from east_hf import EASTLoss, EASTTrainer
 from east_hf.core import hard_confusion_matrix, soft_confusion_matrix
 from east_hf.core.loss import CrossEntropySetLoss
-from east_hf.hf.checkpoints import is_complete_checkpoint, last_complete_checkpoint
+from east_hf.hf.checkpoints import (
+    LOCK_NAME,
+    WEIGHT_FILES,
+    complete_checkpoints,
+    is_complete_checkpoint,
+    last_complete_checkpoint,
+)
 from east_hf.hf.data import DataArguments, DataError, load_data
 from east_hf.scripts.east_train import _data_line
 from east_hf.scripts.east_train import main as east_train
@@ -283,3 +295,336 @@ def test_7_empty_and_minus_100_labels_are_dropped_and_reported(tmp_path):
 def test_7_summary_line_without_dropped_rows_is_unchanged():
     data = load_data(DataArguments(dataset_name="sklearn:iris"))
     assert "dropped" not in _data_line("sklearn:iris", data)
+
+
+# ---- one writer per output folder, a user's files never replaced, Ctrl-C ends in one line ----
+RUN_SCRIPT = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C at a terminal: a background child ignores SIGINT
+from east_hf.scripts.east_train import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _long(out) -> list[str]:
+    """The bundled tabular recipe for far more steps than a test waits for: a checkpoint every 2 steps."""
+    return [str(TABULAR), *_tiny(out, max_steps=100_000, east_annealing="false")]
+
+
+def _start(argv: list[str], log: Path) -> subprocess.Popen:
+    """east-train in its own process; its stderr goes to ``log``."""
+    with open(log, "w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-c", RUN_SCRIPT, *argv], stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ)
+        )
+
+
+def _first_checkpoint(out: Path, run: subprocess.Popen, log: Path) -> Path:
+    """Wait for ``run`` to save a complete checkpoint into ``out``; return it."""
+    deadline = time.monotonic() + 300
+    while not complete_checkpoints(out):
+        assert run.poll() is None, log.read_text()[-2000:]
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.2)
+    return complete_checkpoints(out)[-1]
+
+
+def test_lock_refuses_a_second_writer_naming_its_pid_and_takes_over_a_dead_writers_lock(capsys, caplog, tmp_path):
+    out = tmp_path / "run"
+    first = _start(_long(out), tmp_path / "first.log")
+    try:
+        _first_checkpoint(out, first, tmp_path / "first.log")
+        for argv in (
+            [TABULAR, *_tiny(out)],  # a new run
+            [*_long(out), "--resume_from_checkpoint", "true"],  # a resume of the running one
+            [*_long(out), "--overwrite_output_dir", "true"],  # a replacement of it
+        ):
+            err = _error(capsys, argv)
+            assert f"got {out}, in use by process {first.pid} ({out / LOCK_NAME})" in err, err
+        assert json.loads((out / LOCK_NAME).read_text())["pid"] == first.pid  # the refusals leave its lock alone
+        assert first.poll() is None
+    finally:
+        first.kill()  # kill -9, an out-of-memory kill: no chance to remove its lock
+        first.wait()
+    assert json.loads((out / LOCK_NAME).read_text())["pid"] == first.pid
+    step = int(complete_checkpoints(out)[-1].name.split("-")[1])
+    assert east_train([*_long(out), "--resume_from_checkpoint", "true", "--max_steps", str(step + 2)]) == 0
+    warnings = [r.getMessage() for r in caplog.records if "stale lock" in r.getMessage()]
+    assert warnings == [f"taking over the stale lock on {out} of process {first.pid}, no longer running"]
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == step + 2
+    assert not (out / LOCK_NAME).exists()  # released at a normal exit
+
+
+def test_lock_is_released_after_an_error_and_an_unused_folder_is_not_left_behind(capsys, tmp_path):
+    out = tmp_path / "new" / "run"
+    err = _error(capsys, [TABULAR, *_tiny(out), "--label_column", "nope"])  # found after the lock is taken
+    assert "nope" in err
+    assert not out.exists()
+    out.mkdir(parents=True)
+    assert east_train([str(TABULAR), *_tiny(out)]) == 0
+    assert not (out / LOCK_NAME).exists() and (out / "test_results.json").is_file()
+
+
+@pytest.mark.parametrize("overwrite", [None, "true"])
+def test_users_files_in_output_dir_are_never_replaced(capsys, tmp_path, monkeypatch, overwrite):
+    mine = {"README.md": "# my notes\n", "config.json": '{"mine": true}\n'}
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in mine.items():
+        (folder / name).write_text(text)
+    err = _error(capsys, [TABULAR, *_tiny(folder, overwrite_output_dir=overwrite)])
+    assert f"Expected output_dir {folder} to be empty or to hold an east_hf run" in err
+    assert "got files east_hf did not write (README.md, config.json); choose another output_dir" in err
+    assert "--overwrite_output_dir never replaces or deletes them" in err
+    assert {p.name: p.read_text() for p in folder.iterdir()} == mine  # no lock, no model, the files as they were
+
+    project = tmp_path / "project"  # east-train --output_dir . in a project
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    (project / "README.md").write_text("# mine\n")
+    monkeypatch.chdir(project)
+    err = _error(capsys, [TABULAR, *_tiny(".", overwrite_output_dir=overwrite)])
+    assert "got files east_hf did not write (README.md, pyproject.toml)" in err
+    assert sorted(p.name for p in project.iterdir()) == ["README.md", "pyproject.toml"]
+
+    model = tmp_path / "my-model"  # a downloaded model: weights and config, no run of east_hf's
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "config.json").write_text("{}")
+    err = _error(capsys, [TABULAR, *_tiny(model, overwrite_output_dir=overwrite)])
+    assert "got files east_hf did not write (config.json, model.safetensors)" in err
+    assert (model / "model.safetensors").read_bytes() == b"weights"
+
+
+def test_a_finished_run_with_its_card_is_still_a_run_and_can_be_replaced(capsys, tmp_path):
+    out = tmp_path / "run"
+    assert east_train([str(TABULAR), *_tiny(out, model_card="true")]) == 0
+    assert (out / "README.md").is_file() and (out / "config.json").is_file()
+    err = _error(capsys, [TABULAR, *_tiny(out, model_card="true")])
+    assert "already holds a run" in err
+    assert east_train([str(TABULAR), *_tiny(out, model_card="true", overwrite_output_dir="true")]) == 0
+
+
+def test_an_east_compare_folder_is_refused_as_an_output_dir(capsys, tmp_path):
+    from east_hf.scripts.east_compare import main as compare
+
+    out = tmp_path / "cmp"
+    tiny = ["--max_steps", "2", "--eval_steps", "1", "--save_steps", "1", "--eval_strategy", "steps"]
+    tiny += ["--hidden_sizes", "16", "--disable_tqdm", "True", "--model_card", "False"]
+    assert compare([str(TABULAR), "--losses", "ce", "--seeds", "1", "--output_dir", str(out), "--", *tiny]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for overwrite in (None, "true"):
+        err = _error(capsys, [TABULAR, *_tiny(out, overwrite_output_dir=overwrite)])
+        assert f"got {out}, which holds an east-compare comparison (results.json, results.md)" in err
+        assert "--overwrite_output_dir never replaces a comparison" in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_ctrl_c_ends_in_one_line_with_the_resume_command_and_exit_130(tmp_path):
+    out, log = tmp_path / "run", tmp_path / "run.log"
+    run = _start(_long(out), log)
+    try:
+        _first_checkpoint(out, run, log)
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=300) == 130, log.read_text()[-2000:]
+    finally:
+        run.kill()
+        run.wait()
+    err = log.read_text()
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    line = err.strip().splitlines()[-1]
+    assert [x for x in err.splitlines() if "interrupted" in x] == [line]
+    checkpoint, command = line.removeprefix("east-train: interrupted; resume from ").split(" with: ")
+    assert is_complete_checkpoint(checkpoint) and Path(checkpoint).parent == out
+    argv = shlex.split(command)
+    assert argv[0] == "east-train" and argv[-2:] == ["--resume_from_checkpoint", "true"], line
+    assert not (out / LOCK_NAME).exists()
+    step = int(Path(checkpoint).name.split("-")[1])
+    assert east_train([*argv[1:], "--max_steps", str(step + 2)]) == 0  # the printed command resumes
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == step + 2
+
+
+def test_ctrl_c_before_any_checkpoint_says_to_start_again(capsys, tmp_path, monkeypatch):
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(EASTTrainer, "train", interrupted)
+    out = tmp_path / "run"
+    try:
+        with pytest.raises(SystemExit) as exc:
+            east_train([str(TABULAR), *_tiny(out)])
+    except KeyboardInterrupt:  # escaping, it would end the test session
+        pytest.fail("KeyboardInterrupt escaped east-train")
+    assert exc.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "east-train: interrupted before a checkpoint was saved; start again with the same command"
+    )
+    assert not out.exists()  # the lock released, the folder it made removed
+
+
+def test_a_lock_from_another_host_or_unreadable_is_refused_with_the_file_to_delete(capsys, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / LOCK_NAME).write_text(json.dumps({"pid": 4242, "host": "another-machine", "token": "x"}))
+    err = _error(capsys, [TABULAR, *_tiny(out)])
+    assert err.endswith(
+        f"got {out}, locked by process 4242 on host another-machine; if that process has ended, delete {out / LOCK_NAME}"
+    )
+    (out / LOCK_NAME).write_text("")  # a holder cut off between creating and writing it
+    err = _error(capsys, [TABULAR, *_tiny(out)])
+    assert f"Expected {out / LOCK_NAME} to name the process that locks {out}, got an unreadable file" in err
+    assert (out / LOCK_NAME).read_text() == ""  # left for the user to judge
+
+
+HOLD_LOCK = """
+import sys, time
+from east_hf.scripts.lock import OutputDirLock
+OutputDirLock(sys.argv[1]).acquire()
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+# east-train, then the process group ended: a process that exits with gloo's group alive aborts now and then at
+# interpreter shutdown under load ("terminate called without an active exception"), lock or no lock.
+DESTROY_AFTER = """
+import sys
+import torch.distributed as dist
+from east_hf.scripts.east_train import main
+code = main(sys.argv[1:])
+dist.destroy_process_group()
+sys.exit(code)
+"""
+
+
+def test_under_torchrun_only_the_main_process_locks_and_every_process_stops_on_a_refusal(tmp_path):
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    out = tmp_path / "run"
+    launch = [torchrun, "--standalone", "--nproc_per_node", "2", "-m", "east_hf.scripts.east_train"]
+    launch += [str(TABULAR), *_tiny(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        refused = subprocess.run(launch, capture_output=True, text=True, timeout=300, env=env)
+        assert refused.returncode != 0
+        ours = [line for line in refused.stderr.splitlines() if line.startswith("east-train")]
+        assert ours == [
+            f"east-train: error: Expected an output_dir no other east-train writes to, got {out}, in use by "
+            f"process {holder.pid} ({out / LOCK_NAME}): wait for it to end or choose another output_dir"
+        ]
+        assert "[rank1]" not in refused.stderr  # the other process stopped too, without a traceback
+    finally:
+        holder.kill()
+        holder.wait()
+    script = tmp_path / "train.py"
+    script.write_text(DESTROY_AFTER)
+    launch = [*launch[:4], str(script), *launch[6:]]  # torchrun SCRIPT instead of torchrun -m east_hf...
+    done = subprocess.run(launch, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]  # the second process never asks for the main one's lock
+    assert done.stderr.count(f"taking over the stale lock on {out} of process {holder.pid}") == 1
+    assert not (out / LOCK_NAME).exists() and (out / "test_results.json").is_file()
+
+
+# ---- a corrupt file in the last checkpoint: resume from the last one that loads ----
+def _truncate(file: Path) -> None:
+    file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+
+
+def _garble_header(file: Path) -> None:
+    data = file.read_bytes()
+    file.write_bytes(data[:8] + b"#" * 32 + data[40:])  # safetensors: 8 bytes of header length, then JSON
+
+
+CORRUPTIONS = {  # what happens to a file of checkpoint-4, and what the warning and the error say about it
+    "truncated weights": ("model.safetensors", _truncate, "does not load", "file not fully covered"),
+    "garbled weights header": ("model.safetensors", _garble_header, "does not load", "invalid JSON in header"),
+    "truncated trainer state": ("trainer_state.json", _truncate, "is not JSON", "line "),
+    "truncated optimizer": ("optimizer.pt", _truncate, "is not a whole torch.save archive", "truncated or corrupt"),
+}
+
+
+class _StepCounter(TrainerCallback):
+    def __init__(self):
+        self.steps = []
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps.append(state.global_step)
+
+
+def _checkpointed(out: Path, callbacks=None) -> EASTTrainer:
+    """4 steps of a tiny model, a checkpoint every 2: checkpoint-2 and checkpoint-4."""
+    args = east_args(out, max_steps=4, save_strategy="steps", save_steps=2, logging_steps=1, save_total_limit=None)
+    torch.manual_seed(0)
+    return EASTTrainer(model=PlainClassifier(), args=args, train_dataset=TinyTabular(), callbacks=callbacks)
+
+
+@pytest.fixture(scope="module")
+def checkpointed_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("checkpointed") / "run"
+    _checkpointed(out).train()
+    assert is_complete_checkpoint(out / "checkpoint-2") and is_complete_checkpoint(out / "checkpoint-4")
+    return out
+
+
+@pytest.mark.parametrize("corruption", list(CORRUPTIONS))
+def test_a_corrupt_last_checkpoint_is_skipped_by_resume_true_and_refused_by_path(
+    checkpointed_run, tmp_path, caplog, corruption
+):
+    name, corrupt, why, detail = CORRUPTIONS[corruption]
+    out = tmp_path / "run"
+    shutil.copytree(checkpointed_run, out)
+    bad = out / "checkpoint-4" / name
+    corrupt(bad)
+    assert not is_complete_checkpoint(bad.parent) and last_complete_checkpoint(out) == out / "checkpoint-2"
+    assert complete_checkpoints(out) == [out / "checkpoint-2"]
+    # A path to it: one line naming the file and what is wrong, before any step.
+    with pytest.raises(ValueError) as error:
+        _checkpointed(out).train(resume_from_checkpoint=str(bad.parent))
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("Expected resume_from_checkpoint to be a complete checkpoint")
+    assert f"{bad} {why}" in message and detail in message and "pass 'true'" in message
+    # true: one warning line naming it, then the run resumes from checkpoint-2 and finishes.
+    counter = _StepCounter()
+    trainer = _checkpointed(out, callbacks=[counter])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="east_hf"):
+        trainer.train(resume_from_checkpoint=True)
+    (warning,) = [r.getMessage() for r in caplog.records if "skipping incomplete checkpoint" in r.getMessage()]
+    assert warning.startswith(f"skipping incomplete checkpoint {bad.parent}: {bad} {why}") and "\n" not in warning
+    assert counter.steps == [3, 4] and trainer.state.global_step == 4
+    assert is_complete_checkpoint(out / "checkpoint-4")  # saved again, whole
+
+
+def test_checkpoint_problem_reads_shards_bins_and_state_without_loading_tensors(tmp_path):
+    from safetensors.torch import save_file
+
+    from east_hf.hf.checkpoints import checkpoint_problem
+
+    folder = tmp_path / "checkpoint-1"
+    folder.mkdir()
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 1}))
+    assert checkpoint_problem(folder) == f"{folder} holds no model weights ({', '.join(WEIGHT_FILES)})"
+    save_file({"w": torch.ones(2)}, str(folder / "model-00001-of-00002.safetensors"))
+    index = {"weight_map": {"w": "model-00001-of-00002.safetensors", "v": "model-00002-of-00002.safetensors"}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert checkpoint_problem(folder) == (
+        f"{folder / 'model.safetensors.index.json'} names the shard model-00002-of-00002.safetensors, which is missing"
+    )
+    save_file({"v": torch.ones(2)}, str(folder / "model-00002-of-00002.safetensors"))
+    assert checkpoint_problem(folder) is None and is_complete_checkpoint(folder)
+    save_file({}, str(folder / "model-00002-of-00002.safetensors"))
+    assert checkpoint_problem(folder) == f"{folder / 'model-00002-of-00002.safetensors'} lists no tensors"
+    for name in (
+        "model.safetensors.index.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ):
+        (folder / name).unlink()
+    torch.save({"w": torch.ones(2)}, folder / "pytorch_model.bin")
+    assert is_complete_checkpoint(folder)
+    (folder / "pytorch_model.bin").write_bytes(b"")
+    assert checkpoint_problem(folder) == f"{folder / 'pytorch_model.bin'} is empty"
+    torch.save({"w": torch.ones(2)}, folder / "pytorch_model.bin")
+    (folder / "trainer_state.json").write_text("[1, 2]")
+    assert checkpoint_problem(folder) == f"{folder / 'trainer_state.json'} holds a JSON list, not the Trainer's state"
+    assert checkpoint_problem(tmp_path / "checkpoint-9") == f"{tmp_path / 'checkpoint-9'} is not a folder"

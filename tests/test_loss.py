@@ -117,7 +117,7 @@ def test_training_with_a_confusion_memory_learns_and_anneals(tmp_path):
             EASTConfig(output_dir=str(tmp_path), report_to=[], **kwargs)
 
 
-# ---- beta_floor (issue 20): a precision-leaning beta can collapse by memorising; the floor trains it at beta = 1 ----
+# ---- beta_floor: a precision-leaning beta can collapse by memorising; the floor trains it at beta = 1 ----
 BETA = [1.0, 0.25]  # F0.25 of class 1: precision weighs 16 times recall
 
 
@@ -182,3 +182,46 @@ def test_precision_leaning_surrogate_collapses_by_memorising_and_the_floor_avoid
     assert floored["lost"] < paper["lost"] / 2, (paper, floored)
     assert floored["test_fbeta"] > paper["test_fbeta"] + 0.03, (paper, floored)
     assert floored["test_precision"] > paper["test_precision"], (paper, floored)
+
+
+# ---- a batch without labelled rows contributes nothing; a whole set without them is refused ----
+def _every_loss():
+    """Each loss the trainer can train, by name: the registry's and MixedSetLoss (EAST plus a weighted cross-entropy)."""
+    counts = [5, 3, 2]
+    losses = {name: build_loss(name, class_counts=counts) for name in ("east", "ce", "wce", "la", "dice")}
+    losses["mixed"] = MixedSetLoss(EASTLoss(), weight=0.5, cross_entropy=build_loss("la", class_counts=counts))
+    return losses
+
+
+@pytest.mark.parametrize("name", list(_every_loss()))
+def test_a_batch_whose_rows_are_all_ignored_has_a_zero_loss_and_a_zero_gradient(name):
+    loss_fn = _every_loss()[name]
+    logits = torch.randn(6, 3, requires_grad=True)
+    ignored = torch.full((6,), -100)
+    for loss in (loss_fn(logits, ignored), loss_fn.loss_from_statistics(loss_fn.statistics(logits, ignored))):
+        assert loss.item() == 0.0 and loss.requires_grad  # not 0 / 0 and not 1 - M of an empty matrix
+        (grad,) = torch.autograd.grad(loss, logits)
+        assert torch.equal(grad, torch.zeros_like(logits))
+    assert bool(loss_fn.is_empty(loss_fn.statistics(logits, ignored)))
+    # Summed with a labelled batch's statistics it changes nothing; a zero sample weight is no row either.
+    labels = torch.tensor([0, 1, 2, 0, 1, 2])
+    with torch.no_grad():
+        alone = loss_fn.loss_from_statistics(loss_fn.statistics(logits, labels))
+        both = loss_fn.statistics(logits, labels) + loss_fn.statistics(logits, ignored)
+        assert loss_fn.loss_from_statistics(both).item() == pytest.approx(alone.item(), rel=1e-6)
+        assert not bool(loss_fn.is_empty(both))
+        assert loss_fn(logits, labels, sample_weight=torch.zeros(6)).item() == 0.0
+
+
+def test_an_optimiser_step_on_a_batch_whose_rows_are_all_ignored_moves_nothing():
+    """An optimiser step on a batch without labels runs for every loss and moves nothing (SGD, a zero gradient)."""
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = [p.detach().clone() for p in model.parameters()]
+    for loss_fn in _every_loss().values():
+        opt.zero_grad()
+        loss = loss_fn(model(torch.randn(8, 4)), torch.full((8,), -100))
+        loss.backward()
+        opt.step()
+        assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import re
 
 import pytest
 import torch
@@ -435,3 +436,110 @@ def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce", east_ce_weight=1.0)
     with pytest.raises(ValueError, match="east_ce_weight_decay in \\[0, 1\\]"):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight_decay=2.0)
+
+
+# ---- faults blamed on the right data ----
+def test_inf_in_a_training_row_is_blamed_on_the_training_data_not_the_evaluation(tmp_path):
+    """The README quick start with an inf in training row 5 (row 2 onwards escapes the first-batch check). With
+    transformers' default logging (every 500 steps) the first evaluation comes before any training log, on weights the
+    non-finite loss has already spoilt: the error names the training data and the step, not the evaluation inputs."""
+    import datasets
+    import numpy as np
+    from east_hf.models import TabularMLPConfig, TabularMLPForClassification
+    from sklearn.datasets import load_breast_cancer
+
+    from east_hf import build_compute_metrics
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    data = datasets.Dataset.from_dict({"input_features": X.astype("float32"), "labels": y}).train_test_split(
+        0.25, seed=0
+    )
+    train = data["train"].to_dict()
+    train["input_features"][5][3] = float("inf")
+    train = datasets.Dataset.from_dict(train)
+    assert np.isfinite(np.asarray(data["test"]["input_features"])).all()
+    model = TabularMLPForClassification(TabularMLPConfig(num_features=30, num_labels=2))
+    args = EASTConfig(
+        output_dir=str(tmp_path),
+        num_train_epochs=2,
+        learning_rate=1e-3,
+        per_device_train_batch_size=128,
+        logging_strategy="steps",  # transformers' default: a training log every 500 steps, none before the evaluation
+        use_cpu=True,
+        report_to=[],
+        disable_tqdm=True,
+    )
+    trainer = EASTTrainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        eval_dataset=data["test"],
+        compute_metrics=build_compute_metrics(num_classes=2),
+    )
+    with pytest.raises(FloatingPointError) as error:
+        trainer.train()
+    message = str(error.value)
+    assert re.fullmatch(
+        r"Expected a finite training loss, got NaN or inf at step \d+: check the training data.*", message
+    )
+    assert "evaluation" not in message
+
+
+class _IgnoredRows(TinyTabular):
+    """A TinyTabular whose rows ``rows`` are labelled -100 (ignored)."""
+
+    def __init__(self, rows: slice, **kwargs):
+        super().__init__(**kwargs)
+        self.y[rows] = -100
+
+
+@pytest.mark.parametrize(
+    "loss, annealing",
+    [
+        ("east", dict(east_warm_start="ce", east_warm_start_steps=4, east_ce_weight=1.0)),  # CE, then EAST + CE
+        ("east", dict(east_warm_start="none", east_ce_weight=0.0)),
+        ("ce", None),
+        ("wce", None),
+        ("dice", None),
+    ],
+)
+def test_a_training_batch_whose_rows_are_all_ignored_contributes_nothing(tmp_path, loss, annealing):
+    # 64 rows in order, 16 a batch: steps 2 and 6 see rows 16-31, all labelled -100.
+    data = _IgnoredRows(slice(16, 32), n=64)
+    more = dict(east_annealing=True, eval_strategy="steps", eval_steps=2, **annealing) if annealing else {}
+    args = east_args(
+        tmp_path, east_loss=loss, max_steps=8, logging_steps=1, train_sampling_strategy="sequential", **more
+    )
+    model = PlainClassifier()
+    before = copy.deepcopy(model.state_dict())
+    spy = LossSpy()
+    evaluation = dict(eval_dataset=TinyTabular(32, seed=1), compute_metrics=hard_metrics) if annealing else {}
+    trainer = EASTTrainer(model=model, args=args, train_dataset=data, callbacks=[spy], **evaluation)
+    spy.trainer = trainer
+    trainer.train()
+    losses = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
+    assert sorted(losses) == list(range(1, 9))
+    assert losses[2] == losses[6] == 0.0
+    assert all(losses[step] > 0 for step in (1, 3, 4, 5, 7, 8)), losses
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())  # it trained
+    if annealing and annealing["east_warm_start"] == "ce":  # step 2 in the warm start, step 6 on EAST + CE
+        assert spy.weights[1] == (-1, None) and spy.weights[5] == (0, 1.0), spy.weights
+
+
+@pytest.mark.parametrize("loss", ["east", "ce", "dice"])
+def test_an_evaluation_set_whose_rows_are_all_ignored_is_refused(tmp_path, loss):
+    """A set without labels has no loss and no metric: refused, never an eval_loss of 0 (a perfect model) or NaN."""
+    unlabelled = _IgnoredRows(slice(None), n=24)
+    model = PlainClassifier()
+    args = east_args(tmp_path, east_loss=loss)
+    trainer = EASTTrainer(model=model, args=args, train_dataset=TinyTabular(), eval_dataset=unlabelled)
+    expected = r"Expected labelled rows in the {} set, got none: every label is the ignore_index -100"
+    with pytest.raises(ValueError, match=expected.format("eval")):
+        trainer.evaluate()
+    predicted = trainer.predict(unlabelled)  # placeholder labels: predictions without a loss
+    assert predicted.predictions.shape == (24, 3) and "test_loss" not in predicted.metrics
+    partly = _IgnoredRows(slice(0, 16), n=24)  # a batch of ignored rows, then one of labelled rows
+    with torch.no_grad():
+        labelled = trainer.east_loss(model(partly.x[16:]), partly.y[16:]).item()
+    assert trainer.evaluate(partly)["eval_loss"] == pytest.approx(labelled, rel=1e-5)

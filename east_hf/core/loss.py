@@ -13,6 +13,11 @@ across every evaluation batch before taking the loss of the evaluation set, what
 - ``MixedSetLoss``: EAST plus a weighted cross-entropy (both statistics side by side), for an annealed
   cross-entropy weight.
 
+Statistics with no labelled row (a batch whose labels are all ``ignore_index``, or whose sample weights are all 0)
+give every loss a loss of 0 whose gradient is 0 and still reaches the graph, as cross-entropy's ``ignore_index``
+treats each ignored row: such a batch contributes nothing, never 0 / 0. ``is_empty`` tells them apart, so a caller
+that needs a labelled set (the Trainer's evaluation) can refuse one without labels.
+
 ``build_loss(name, ...)`` makes one by its ``EASTConfig.east_loss`` name. Pure torch: nothing from transformers.
 """
 
@@ -52,8 +57,8 @@ __all__ = [
 class SetLoss(nn.Module):
     """A loss of a set computed from additive statistics of its batches (see the module docstring).
 
-    Subclasses set ``name`` and implement ``statistics`` and ``loss_from_statistics``; rows labelled
-    ``ignore_index`` contribute nothing.
+    Subclasses set ``name`` and implement ``statistics``, ``loss_from_statistics`` and ``is_empty``; rows labelled
+    ``ignore_index`` contribute nothing, and statistics without any labelled row have a loss of 0 with a zero gradient.
     """
 
     name: str = ""
@@ -70,6 +75,16 @@ class SetLoss(nn.Module):
 
     def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    def is_empty(self, stats: torch.Tensor) -> torch.Tensor:
+        """Whether ``stats`` hold no labelled row (all ignored, or all of weight 0): a () bool tensor on the
+        statistics' device, so training reads it without a host synchronisation."""
+        raise NotImplementedError
+
+    def _nothing_if_empty(self, stats: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
+        """``loss``, or 0 where ``stats`` hold no labelled row: ``stats.sum() * 0`` keeps the zero gradient connected
+        to the graph, so backward and the optimizer step run as for any batch."""
+        return torch.where(self.is_empty(stats), stats.sum() * 0, loss)
 
     def set_stage(self, temperature: float, ce_weight: float = 0.0) -> None:
         """Take an annealing stage's values (``AnnealingSchedule.temperature`` and ``.ce_weight``); a loss without a
@@ -154,7 +169,12 @@ class CrossEntropySetLoss(SetLoss):
             return torch.stack([(per_sample * weight).sum(), weight.sum()])
 
     def loss_from_statistics(self, stats):
-        return stats[0] / stats[1]
+        # No labelled row: the sum is 0 as well, and 0 / 1 is a loss of 0 with a zero gradient instead of 0 / 0.
+        count = stats[1]
+        return stats[0] / torch.where(count == 0, torch.ones_like(count), count)
+
+    def is_empty(self, stats):
+        return stats[1] == 0
 
 
 def class_weights_from_counts(counts: Sequence[int] | torch.Tensor) -> torch.Tensor:
@@ -205,7 +225,10 @@ class SoftDiceLoss(SetLoss):
         return soft_dice_statistics(*self._rows(logits, labels, sample_weight))
 
     def loss_from_statistics(self, stats):
-        return soft_dice_from_statistics(stats, self.eps)
+        return self._nothing_if_empty(stats, soft_dice_from_statistics(stats, self.eps))
+
+    def is_empty(self, stats):
+        return stats[2].sum() == 0  # sum_n y_nk over the classes: the labelled rows' total weight
 
 
 class EASTLoss(SetLoss):
@@ -414,7 +437,13 @@ class EASTLoss(SetLoss):
 
     # The set-loss interface: the statistics are the soft confusion matrix.
     statistics = confusion_matrix
-    loss_from_statistics = loss_from_confusion
+
+    def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
+        """``loss_from_confusion``, and 0 for a matrix without labelled rows (not 1 - M of an empty matrix)."""
+        return self._nothing_if_empty(stats, self.loss_from_confusion(stats))
+
+    def is_empty(self, stats):
+        return stats.sum() == 0  # each labelled row's memberships sum to its weight
 
 
 @dataclass(frozen=True)
@@ -581,3 +610,7 @@ class MixedSetLoss(SetLoss):
 
     def loss_from_statistics(self, stats):
         return self.loss_and_soft_metric(stats)[0]
+
+    def is_empty(self, stats):
+        confmat, ce = self._split(stats)
+        return self.east.is_empty(confmat) & self.cross_entropy.is_empty(ce)

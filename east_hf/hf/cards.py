@@ -9,7 +9,10 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.resources
 import logging
+import os
 import re
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,8 @@ __all__ = [
     "card_context",
     "card_metadata",
     "hub_preflight",
+    "is_secret",
+    "mask_secrets",
     "plot_annealing",
     "write_model_card",
 ]
@@ -83,7 +88,53 @@ def _metric_identity(key: str, args, id2label: dict) -> tuple[str, str, dict[str
     return metric_type, name, metric_args
 
 
-_SECRET = re.compile(r"token|password|secret", re.IGNORECASE)
+# the word token, password or secret in a name (hub_token, HF_TOKEN, --api-token), not tokens or tokenizer
+_SECRET = re.compile(r"(?<![a-z0-9])(?:token|password|passwd|secret)(?![a-z0-9])", re.IGNORECASE)
+_FLAG_VALUE = re.compile(r"(?<![\w-])(--?[\w-]+)(=|\s+)(?!-)(\S+)")
+MASK = "***"
+
+
+def is_secret(name: str) -> bool:
+    """True for a setting, flag or environment variable named like a secret (``hub_token``, ``HF_TOKEN``, ...).
+
+    >>> is_secret("hub_token"), is_secret("--api-token"), is_secret("include_num_input_tokens_seen")
+    (True, True, False)
+    """
+    return _SECRET.search(str(name)) is not None
+
+
+def _environment_secrets() -> list[str]:
+    """The values of environment variables named like a secret (``HF_TOKEN``); short ones (flags, ``1``) are not."""
+    return [v for k, v in os.environ.items() if is_secret(k) and len(v) >= 8]
+
+
+def mask_secrets(value: Any) -> Any:
+    """``value`` with every secret replaced by ``***``, so that no file or log east_hf writes holds one.
+
+    Masked: the string value of a mapping key named like a secret (token, password, secret), the argument after
+    such a flag in a list of arguments (``["--hub_token", "hf_x"]``) or after ``=`` (``--hub_token=hf_x``), the same
+    inside a command-line string, and the value of an environment secret (``HF_TOKEN``) wherever it appears.
+    Lists, tuples and mappings are masked throughout; other values are returned as they are.
+
+    >>> mask_secrets(["--hub_token", "hf_x", "--seed", "1", "--api-token=abc"])
+    ['--hub_token', '***', '--seed', '1', '--api-token=***']
+    >>> mask_secrets({"hub_token": "hf_x", "average_tokens_across_devices": True, "cmd": "east-train r.yaml --hub_token hf_x"})
+    {'hub_token': '***', 'average_tokens_across_devices': True, 'cmd': 'east-train r.yaml --hub_token ***'}
+    """
+    if isinstance(value, str):
+        value = _FLAG_VALUE.sub(lambda m: m[1] + m[2] + MASK if is_secret(m[1]) else m[0], value)
+        for secret in _environment_secrets():
+            value = value.replace(secret, MASK)
+        return value
+    if isinstance(value, dict):
+        return {k: MASK if is_secret(k) and isinstance(v, str) and v else mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        out = [mask_secrets(v) for v in value]
+        for i, arg in enumerate(value[:-1]):
+            if isinstance(arg, str) and arg.startswith("-") and "=" not in arg and is_secret(arg):
+                out[i + 1] = MASK
+        return type(value)(out)
+    return value
 
 
 def hub_preflight(args) -> None:
@@ -170,9 +221,24 @@ def plot_annealing(rows: list[dict[str, Any]], path: str | Path, target_key: str
     ax_t.set_xlabel("step (vertical lines: a new stage)")
     ax_m.legend(loc="lower left", bbox_to_anchor=(0, 1.02), ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, format="png")
-    plt.close(fig)
+    try:
+        return _write_atomically(Path(path), lambda tmp: fig.savefig(tmp, format="png"))
+    finally:
+        plt.close(fig)
+
+
+def _write_atomically(path: Path, write: Callable[[Path], Any]) -> Path:
+    """``write(temporary)`` into a temporary file beside ``path``, then ``os.replace`` it onto ``path``: a failure
+    (a full disk) leaves the earlier file or none, never a 0-byte or partial one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # same folder: replace is atomic
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno:  # name the file the user knows, not the temporary one
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
     return path
 
 
@@ -193,8 +259,7 @@ def _fmt(value: Any) -> Any:
 def _clean_recipe(recipe: dict[str, Any] | None) -> str | None:
     if not recipe:
         return None
-    safe = {k: v for k, v in recipe.items() if not _SECRET.search(str(k))}  # never leak a token into the card
-    return yaml.safe_dump(safe, sort_keys=False).strip()
+    return yaml.safe_dump(mask_secrets(dict(recipe)), sort_keys=False).strip()  # never leak a token into the card
 
 
 def _per_class(metrics: dict[str, float], prefix: str) -> list[dict[str, Any]]:
@@ -365,7 +430,6 @@ def write_model_card(
     metadata = card_metadata(trainer, tags=tags, license=license, language=language, **shared)
     context = card_context(trainer, output_dir, recipe=recipe, decision_rule=decision_rule, **shared)
     card = ModelCard.from_template(metadata, template_path=str(TEMPLATE_PATH), **context)
-    path = output_dir / "README.md"
-    card.save(path)
+    path = _write_atomically(output_dir / "README.md", card.save)
     logger.info("Model card written to %s", path)
     return path

@@ -1,18 +1,34 @@
 """Run folders: which checkpoints are complete, and whether a folder already holds a run.
 
-A checkpoint is complete when it holds both the model weights and ``trainer_state.json``, which the Trainer writes
-last but one (after the weights, the optimizer and the RNG state): a save killed part-way leaves a folder without it.
-Pure ``pathlib``: nothing from transformers.
+A checkpoint is complete when its weights and its ``trainer_state.json`` load: the state parses as JSON (the Trainer
+writes it last but one, after the weights, the optimizer and the RNG state, so a save killed part-way leaves a folder
+without it), every weight file present opens (a safetensors header that lists tensors, a shard index whose shards
+exist and open, a ``torch.save`` zip archive) and the optimizer, scheduler and RNG files present are whole zip
+archives. The checks read headers and zip directories only, never the tensors: a truncated file or a garbled header
+is found, bytes flipped inside a tensor's data are not. Nothing from transformers.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import zipfile
 from pathlib import Path
 
-__all__ = ["RUN_FILES", "complete_checkpoints", "is_complete_checkpoint", "last_complete_checkpoint", "run_files"]
+__all__ = [
+    "COMPARISON_FILES",
+    "LOCK_NAME",
+    "RUN_FILES",
+    "checkpoint_problem",
+    "comparison_files",
+    "complete_checkpoints",
+    "foreign_files",
+    "is_complete_checkpoint",
+    "last_complete_checkpoint",
+    "run_files",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -26,12 +42,107 @@ WEIGHT_FILES = (
 )
 # What a run leaves in its output folder; another run writing there would replace or delete them.
 RUN_FILES = ("model.safetensors", "trainer_state.json", "all_results.json", "train_results.json", "test_results.json")
+# The lock a running east-train holds on its output folder (east_hf.scripts.lock). The Trainer's Hub uploads skip
+# names starting with "_", so the pid and host name it records never reach a pushed repository.
+LOCK_NAME = "_east_hf.lock"
+# What marks a folder as a run of east_hf's: the Trainer's state and arguments, the results, and east-compare's record
+# of a run's settings (written before the run starts). Weights and a config.json alone are a model folder, not a run.
+_RUN_MARKERS = (*RUN_FILES[1:], "eval_results.json", "training_args.bin", "run_settings.json")
+# What a run saves beside its results: the model, its processor or feature extractor and their code (copied for
+# trust_remote_code), the model card and its plot, the tuned decision rule. These are also the names of a user's own
+# files (README.md, config.json), so they count as a run's only in a folder that holds a run.
+_BESIDE_A_RUN = frozenset(
+    {"config.json", "generation_config.json", "preprocessor_config.json", "processor_config.json", "README.md"}
+    | {"annealing.png", "decision_rule.json", *WEIGHT_FILES}
+    | {p.name for p in (Path(__file__).parent / "models").glob("*.py") if p.name != "__init__.py"}
+)
+_SHARD = re.compile(r"^(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)$")
+_SYSTEM_FILES = (".DS_Store", "Thumbs.db", "desktop.ini")  # a file browser's own, in any folder it has shown
+# The table east-compare writes at the top of its output folder, above one folder per variant.
+COMPARISON_FILES = ("results.json", "results.md")
+
+# torch.save archives the Trainer writes beside the weights; resuming loads each one that is there.
+STATE_ARCHIVES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth")
+
+
+def _one_line(error: Exception) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _safetensors_problem(file: Path) -> str | None:
+    """Why ``file`` does not open as safetensors (its header read, no tensor loaded), or None."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            if not list(f.keys()):
+                return f"{file} lists no tensors"
+    except Exception as e:  # SafetensorError (a Rust exception type), OSError
+        return f"{file} does not load ({_one_line(e)}): truncated or corrupt"
+    return None
+
+
+def _archive_problem(file: Path) -> str | None:
+    """Why ``file`` is not a whole ``torch.save`` zip archive (its central directory, at the end, is read), or None."""
+    if file.stat().st_size == 0:
+        return f"{file} is empty"
+    if not zipfile.is_zipfile(file):
+        return f"{file} is not a whole torch.save archive: truncated or corrupt"
+    return None
+
+
+def _index_problem(index: Path) -> str | None:
+    """Why the shard index ``index`` or a shard it names does not load, or None."""
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return f"{index} is not a shard index ({_one_line(e)}): truncated or corrupt"
+    if not shards:
+        return f"{index} names no shards"
+    for shard in shards:
+        file = index.parent / shard
+        if not file.is_file():
+            return f"{index} names the shard {shard}, which is missing"
+        problem = _safetensors_problem(file) if shard.endswith(".safetensors") else _archive_problem(file)
+        if problem:
+            return problem
+    return None
+
+
+def checkpoint_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` is not a complete checkpoint, in a few words naming the file (``.../trainer_state.json is not
+    JSON (...): truncated or corrupt``), or None where it is complete (see the module docstring for the checks)."""
+    path = Path(path)
+    if not path.is_dir():
+        return f"{path} is not a folder"
+    state = path / "trainer_state.json"
+    if not state.is_file():
+        return f"{state} is missing (its save was cut off)"
+    try:
+        parsed = json.loads(state.read_text())
+    except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
+        return f"{state} is not JSON ({_one_line(e)}): truncated or corrupt"
+    if not isinstance(parsed, dict):
+        return f"{state} holds a JSON {type(parsed).__name__}, not the Trainer's state"
+    weights = [path / name for name in WEIGHT_FILES if (path / name).is_file()]
+    if not weights:
+        return f"{path} holds no model weights ({', '.join(WEIGHT_FILES)})"
+    for file in weights + [path / name for name in STATE_ARCHIVES if (path / name).is_file()]:
+        if file.name.endswith(".index.json"):
+            problem = _index_problem(file)
+        elif file.suffix == ".safetensors":
+            problem = _safetensors_problem(file)
+        else:
+            problem = _archive_problem(file)
+        if problem:
+            return problem
+    return None
 
 
 def is_complete_checkpoint(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a checkpoint folder with model weights and ``trainer_state.json``."""
-    path = Path(path)
-    return (path / "trainer_state.json").is_file() and any((path / name).is_file() for name in WEIGHT_FILES)
+    """Whether ``path`` is a checkpoint folder whose weights and ``trainer_state.json`` load (``checkpoint_problem``)."""
+    return checkpoint_problem(path) is None
 
 
 def _checkpoints(output_dir: str | os.PathLike) -> list[Path]:
@@ -49,13 +160,13 @@ def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
 
 def last_complete_checkpoint(output_dir: str | os.PathLike) -> Path | None:
     """The complete checkpoint of the highest step in ``output_dir``, or None; incomplete ones after it (a save that
-    was interrupted) are skipped with a warning naming them."""
+    was interrupted, a file truncated or corrupted since) are skipped with one warning line each, naming the file and
+    what is wrong with it."""
     for path in reversed(_checkpoints(output_dir)):
-        if is_complete_checkpoint(path):
+        problem = checkpoint_problem(path)
+        if problem is None:
             return path
-        logger.warning(
-            f"skipping incomplete checkpoint {path} (no trainer_state.json or weights: its save was cut off)"
-        )
+        logger.warning(f"skipping incomplete checkpoint {path}: {problem}")
     return None
 
 
@@ -64,3 +175,33 @@ def run_files(output_dir: str | os.PathLike) -> list[str]:
     folder = Path(output_dir)
     found = [name for name in RUN_FILES if (folder / name).is_file()]
     return found + [p.name for p in _checkpoints(folder)]
+
+
+def comparison_files(output_dir: str | os.PathLike) -> list[str]:
+    """East-compare's table (``COMPARISON_FILES``) where ``output_dir`` holds all of it, else ``[]``."""
+    folder = Path(output_dir)
+    return list(COMPARISON_FILES) if all((folder / name).is_file() for name in COMPARISON_FILES) else []
+
+
+def foreign_files(output_dir: str | os.PathLike) -> list[str]:
+    """The names in ``output_dir`` that no east_hf run wrote, sorted: what east-train never replaces or deletes.
+
+    A run's markers (``trainer_state.json``, ``training_args.bin``, results, checkpoints), its lock, east-compare's
+    ``run_settings.json`` and TensorBoard's ``runs`` are a run's wherever they are; what a run saves beside its model
+    (``README.md``, ``config.json``, the weights) only beside such markers: alone they are a user's card or model."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return []
+    holds_run = bool(_checkpoints(folder)) or any((folder / name).is_file() for name in _RUN_MARKERS)
+    return sorted(p.name for p in folder.iterdir() if not _written_by_a_run(p, holds_run))
+
+
+def _written_by_a_run(path: Path, beside_a_run: bool) -> bool:
+    name = path.name
+    if name in _RUN_MARKERS or name in _SYSTEM_FILES or name.startswith(LOCK_NAME):  # the lock, or one being replaced
+        return True
+    if path.is_dir():
+        return bool(_CHECKPOINT.match(name)) or (
+            name == "runs" and all(p.is_dir() or p.name.startswith("events.out.tfevents.") for p in path.rglob("*"))
+        )
+    return beside_a_run and (name in _BESIDE_A_RUN or _SHARD.match(name) is not None)

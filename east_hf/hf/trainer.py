@@ -51,7 +51,7 @@ import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the t
 from east_hf.core.loss import EASTLoss, MixedSetLoss, SetLoss
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.cards import hub_preflight, write_model_card
-from east_hf.hf.checkpoints import is_complete_checkpoint, last_complete_checkpoint
+from east_hf.hf.checkpoints import checkpoint_problem, last_complete_checkpoint
 from east_hf.hf.config import EASTConfig
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
@@ -290,10 +290,26 @@ class EASTTrainer(Trainer):
     def evaluation_loop(
         self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
     ):
+        # A model trained on a non-finite loss has non-finite weights: name the training step that caused it before
+        # an evaluation reports the non-finite logits as a fault of the evaluation data.
+        self._raise_if_nonfinite()
         self._eval_stats = None
         output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
         if self._eval_stats is not None:
-            loss = self._current_loss().loss_from_statistics(self._eval_stats).item()
+            loss_fn = self._current_loss()
+            # A training batch without labels contributes nothing, but a whole set without them has no loss and no
+            # metric: its loss of 0 would read as a perfect model. An evaluation (which the annealing and the best
+            # checkpoint read) is refused; predictions on placeholder labels come back without a loss.
+            if bool(loss_fn.is_empty(self._eval_stats)):
+                self._eval_stats = None
+                if metric_key_prefix != "eval":
+                    output.metrics.pop(f"{metric_key_prefix}_loss", None)
+                    return output
+                raise ValueError(
+                    f"Expected labelled rows in the {metric_key_prefix} set, got none: every label is the ignore_index "
+                    f"{loss_fn.ignore_index}, so {metric_key_prefix}_loss and the metrics are undefined"
+                )
+            loss = loss_fn.loss_from_statistics(self._eval_stats).item()
             if not math.isfinite(loss):  # finite logits (checked per batch) but a loss that overflowed
                 raise FloatingPointError(
                     f"Expected a finite {metric_key_prefix}_loss, got {loss} at step {self.state.global_step}"
@@ -345,7 +361,7 @@ class EASTTrainer(Trainer):
             flag = found.min() if len(found) else None
         if flag is not None and (step := int(flag)) >= 0:
             raise FloatingPointError(
-                f"Expected a finite training loss, got NaN or inf at step {step}: check the training inputs for NaN "
+                f"Expected a finite training loss, got NaN or inf at step {step}: check the training data for NaN "
                 "or inf, or lower the learning rate"
             )
 
@@ -378,7 +394,7 @@ class EASTTrainer(Trainer):
             if isinstance(grad_norm, float) and not math.isfinite(grad_norm):
                 raise FloatingPointError(
                     f"Expected a finite gradient norm, got {grad_norm} by step {self.state.global_step}: check the "
-                    "training inputs for NaN or inf, or lower the learning rate"
+                    "training data for NaN or inf, or lower the learning rate"
                 )
         if "loss" in logs and self._soft_metric_count:  # a training log
             logs[self.east_loss.soft_metric_key] = round((self._soft_metric_sum / self._soft_metric_count).item(), 6)
@@ -428,8 +444,10 @@ class EASTTrainer(Trainer):
     # ---- fail early ----
     def train(self, resume_from_checkpoint: str | bool | None = None, *pargs, **kwargs):
         """``Trainer.train``; ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last
-        *complete* checkpoint of ``output_dir``, skipping with a warning any whose save was cut off. Stops with a
-        one-line ``FloatingPointError`` naming the step if a training loss or gradient norm is NaN or inf."""
+        *complete* checkpoint of ``output_dir`` (its weights and state load: ``east_hf.hf.checkpoints``), skipping with
+        a warning line each one whose save was cut off or whose files are truncated or corrupt; a path to such a
+        checkpoint is refused in one line naming the file. Stops with a one-line ``FloatingPointError`` naming the step
+        if a training loss or gradient norm is NaN or inf."""
         resume_from_checkpoint = self._resolve_checkpoint(resume_from_checkpoint)
         if resume_from_checkpoint is not None:
             self._check_saved_schedule(resume_from_checkpoint)
@@ -444,10 +462,17 @@ class EASTTrainer(Trainer):
         annealing = self.annealing
         if annealing is None or annealing.schedule.ce_weight0 == 0 or not self.args.restore_callback_states_from_checkpoint:
             return
-        state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text())
-        saved = state.get("stateful_callbacks", {}).get(type(annealing).__name__)
+        file = Path(checkpoint) / TRAINER_STATE_NAME
+        try:
+            state = json.loads(file.read_text())
+        except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
+            raise ValueError(f"Expected a readable JSON {file}, got {type(e).__name__}: {e}") from None
+        callbacks = state.get("stateful_callbacks") if isinstance(state, dict) else None
+        saved = callbacks.get(type(annealing).__name__) if isinstance(callbacks, dict) else None
         for entry in saved if isinstance(saved, list) else [saved]:
-            if entry and "ce_weight" not in entry.get("args", {}).get("schedule", {}):
+            saved_args = entry.get("args") if isinstance(entry, dict) else None
+            schedule = saved_args.get("schedule") if isinstance(saved_args, dict) else None
+            if entry and not (isinstance(schedule, dict) and "ce_weight" in schedule):
                 raise ValueError(
                     f"Expected a checkpoint whose annealing schedule records the cross-entropy weight, got {checkpoint} "
                     f"without it (an older east_hf): resume it with east_ce_weight 0, or train anew"
@@ -466,10 +491,11 @@ class EASTTrainer(Trainer):
                 )
             logger.warning(f"resuming from {checkpoint}")
             return str(checkpoint)
-        if not is_complete_checkpoint(resume):
+        problem = checkpoint_problem(resume)
+        if problem is not None:
             raise ValueError(
-                f"Expected resume_from_checkpoint to be a complete checkpoint (weights and trainer_state.json), got "
-                f"{resume!r}; pass 'true' to resume from the last complete one"
+                f"Expected resume_from_checkpoint to be a complete checkpoint, got {str(resume)!r}: {problem}; pass "
+                "'true' to resume from the last complete one"
             )
         return str(resume)
 

@@ -135,8 +135,32 @@ def _recipe_list() -> str:
     return "\n".join(lines)
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, lines: tuple[int, int]):
+        super().__init__(f"{key!r} on lines {lines[0]} and {lines[1]}")
+        self.key, self.lines = key, lines
+
+
+class _RecipeLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key written twice in one mapping, where YAML would keep the last silently."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue  # ``<<: *defaults`` merges, and is meant to be overridden
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise _DuplicateKey(key, (seen[key], line))
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_recipe(path: str | Path) -> dict[str, Any]:
-    """Read a YAML recipe: a flat mapping of field names (or ``ALIASES``) to values. Empty file: ``{}``."""
+    """Read a YAML recipe: a flat mapping of field names (or ``ALIASES``) to values. Empty file: ``{}``. A key written
+    twice is an error (YAML would keep the last one silently)."""
     path = Path(path)
     if not path.is_file():
         close = difflib.get_close_matches(path.stem, list(packaged_recipes()), n=1)
@@ -146,7 +170,13 @@ def load_recipe(path: str | Path) -> dict[str, Any]:
             f"--list_recipes){hint}"
         )
     try:
-        recipe = yaml.safe_load(path.read_text())
+        recipe = yaml.load(path.read_text(), Loader=_RecipeLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as e:
+        first, second = e.lines
+        where = f"line {first}" if first == second else f"lines {first} and {second}"
+        raise ValueError(
+            f"Expected each key once in recipe {str(path)!r}, got {e.key!r} twice ({where}): keep the one you mean"
+        ) from None
     except yaml.YAMLError as e:
         raise ValueError(f"recipe {str(path)!r} is not valid YAML: {' '.join(str(e).split())}") from None
     if recipe is None:

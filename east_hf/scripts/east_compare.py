@@ -10,9 +10,11 @@ protocol: repeated trials over random initialisations). ``--vary_split`` also pa
 seed draws its own split (and long-tail subsample): the mean is then over test sets too, which matters when the
 test split is small. A run whose ``test_results.json`` exists is skipped, and
 one that was interrupted resumes from its last complete checkpoint, so the command can be re-run until it completes.
-Each run's resolved settings (recipe and flags, as ``east-train --dry_run`` prints them) are kept in its folder as
-``run_settings.json`` and in ``results.json``; a run whose settings changed since (an edited recipe, other flags)
-is trained again from scratch, with a message naming what changed, never reused.
+Each run's record (``east_hf.scripts.east_train.run_record``: every setting that affects training, defaults included,
+the east_hf version and a fingerprint of the data) is kept in its folder as ``run_settings.json`` and in
+``results.json``; a run whose record changed since (an edited recipe, other flags, a changed default, a data file
+edited in place, another east_hf version) is trained again from scratch, with a message naming what changed, never
+reused. Secrets (``--hub_token``, ``HF_TOKEN``'s value) are masked in every file written here.
 
 Writes ``DIR/results.json`` (every run's test metrics), ``DIR/results.md`` (mean ± sample std over seeds, the layout
 of the paper's Table 1, then each variant's difference from a reference variant, ``ce`` by default, paired by seed:
@@ -45,7 +47,9 @@ __all__ = [
     "paired_differences",
     "parse_variants",
     "recipe_metric",
+    "record_changes",
     "redefining_flags",
+    "settings_changes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -106,7 +110,8 @@ def recipe_metric(recipe: Mapping[str, Any]) -> str:
 
 
 SETTINGS_NAME = "run_settings.json"
-VOLATILE = {"output_dir", "logging_dir", "resume_from_checkpoint", "run_name", "overwrite_output_dir"}
+SETTINGS_GROUPS = ("script", "data", "model", "training")
+"""The groups of settings in a run record; beside them it holds ``east_hf_version`` and ``data_fingerprint``."""
 
 
 def _run_argv(
@@ -117,34 +122,93 @@ def _run_argv(
 
 
 def run_settings(argv: list[str]) -> dict[str, Any]:
-    """The resolved settings of an ``east-train`` command line (what ``--dry_run`` prints), less where it writes."""
+    """The record of an ``east-train`` command line (``east_train.run_record``: every setting that affects training,
+    the east_hf version, the data's fingerprint), in its JSON form."""
     from east_hf.scripts.arguments import EASTArgumentParser
-    from east_hf.scripts.east_train import resolved_settings
+    from east_hf.scripts.east_train import run_record
 
-    settings = resolved_settings(EASTArgumentParser().parse(argv))
-    settings = {group: {k: v for k, v in values.items() if k not in VOLATILE} for group, values in settings.items()}
-    return json.loads(json.dumps(settings, default=str, sort_keys=True))
+    return json.loads(json.dumps(run_record(EASTArgumentParser().parse(argv)), default=str, sort_keys=True))
 
 
-def settings_changes(
-    old: dict[str, Any], new: dict[str, Any], defaults: dict[str, Any] | None = None
-) -> list[str]:
-    """``key: old -> new`` for every setting that differs. A record lists the fields that differ from the defaults,
-    so a field missing from one side has its value in ``defaults`` (today's), where given.
+def settings_changes(old: dict[str, Any], new: dict[str, Any], defaults: dict[str, Any] | None = None) -> list[str]:
+    """``key: old -> new`` for every setting that differs. A record written before records were complete lists only
+    the fields that differed from the defaults of its day, so a field missing from one side has its value in
+    ``defaults`` (today's), where given. Settings that do not affect training (``RECORD_LEAVES_OUT``) are not
+    compared: older records hold some of them.
 
     >>> settings_changes({"training": {"learning_rate": 0.001}}, {"training": {"learning_rate": 0.01}})
     ['learning_rate: 0.001 -> 0.01']
     >>> settings_changes({"training": {"optim": "adamw_torch"}}, {"training": {}}, {"training": {"optim": "adamw_torch"}})
     []
     """
+    from east_hf.scripts.east_train import RECORD_LEAVES_OUT
+
     out = []
-    for group in sorted(set(old) | set(new)):
+    for group in [g for g in SETTINGS_GROUPS if g in old or g in new]:
         a, b, default = old.get(group, {}), new.get(group, {}), (defaults or {}).get(group, {})
-        for k in sorted(set(a) | set(b)):
+        for k in sorted((set(a) | set(b)) - RECORD_LEAVES_OUT):
             before, after = a.get(k, default.get(k, "(default)")), b.get(k, default.get(k, "(default)"))
             if before != after:
                 out.append(f"{k}: {before} -> {after}")
     return out
+
+
+def _describe_data(fingerprint: dict[str, Any], path: bool = True) -> str:
+    """A data fingerprint in words: ``data.csv (1234 bytes, sha256 0123456789ab)``; without ``path`` the part in
+    parentheses only."""
+    kind = fingerprint.get("kind")
+    if kind in ("file", "folder"):
+        files = f"{fingerprint['files']} files, " if kind == "folder" else ""
+        contents = f"{files}{fingerprint['size']} bytes, sha256 {fingerprint['sha256'][:12]}"
+        return f"{fingerprint['path']} ({contents})" if path else contents
+    if kind == "missing":
+        return f"{fingerprint['path']} (missing)"
+    if kind == "sklearn":
+        return fingerprint["name"] + (f" {fingerprint['parameters']}" if fingerprint.get("parameters") else "")
+    if kind == "hub":
+        config = f" ({fingerprint['config']})" if fingerprint.get("config") else ""
+        return fingerprint["id"] + config + (f" at {fingerprint['revision']}" if fingerprint.get("revision") else "")
+    return json.dumps(fingerprint, sort_keys=True)
+
+
+def record_changes(old: dict[str, Any], new: dict[str, Any], defaults: dict[str, Any] | None = None) -> list[str]:
+    """Why a run recorded as ``old`` is not the run ``new`` describes: ``settings changed: ...``, ``data changed:
+    ...`` (the bytes, not the mtime: a file touched but not edited is the same data), ``east_hf 0.2.0 -> 0.3.0``;
+    empty when they agree. A version or a fingerprint that ``old`` does not hold (an older record) is not compared.
+
+    >>> record_changes({"east_hf_version": "0.2.0"}, {"east_hf_version": "0.3.0"})
+    ['east_hf 0.2.0 -> 0.3.0']
+    """
+    out = []
+    changes = settings_changes(old, new, defaults)
+    if changes:
+        out.append("settings changed: " + "; ".join(changes))
+    before, after = old.get("data_fingerprint"), new.get("data_fingerprint")
+    content = [{k: v for k, v in (fp or {}).items() if k != "mtime_ns"} for fp in (before, after)]
+    if before is not None and after is not None and content[0] != content[1]:
+        where = before.get("path")
+        if where is not None and where == after.get("path"):  # the same file, edited
+            out.append(f"data changed: {where}: {_describe_data(before, False)} -> {_describe_data(after, False)}")
+        else:
+            out.append(f"data changed: {_describe_data(before)} -> {_describe_data(after)}")
+    version = old.get("east_hf_version")
+    if version is not None and new.get("east_hf_version") is not None and version != new["east_hf_version"]:
+        out.append(f"east_hf {version} -> {new['east_hf_version']}")
+    return out
+
+
+def unrecorded(old: dict[str, Any]) -> str:
+    """The note for a record that predates data fingerprints or versions: what is therefore not checked ("" if none).
+
+    >>> unrecorded({"training": {}})
+    'its data and east_hf version were not recorded, so they are not checked'
+    """
+    recorded = (("data_fingerprint", "data"), ("east_hf_version", "east_hf version"))
+    missing = [what for key, what in recorded if key not in old]
+    if not missing:
+        return ""
+    verb, pronoun = ("were", "they are") if len(missing) > 1 else ("was", "it is")
+    return f"its {' and '.join(missing)} {verb} not recorded, so {pronoun} not checked"
 
 
 def default_settings() -> dict[str, Any]:
@@ -165,6 +229,7 @@ def _run_one(
 ) -> dict[str, Any]:
     """One ``east-train`` run; ``mode``: ``"fresh"``, ``"resume"`` (from the last complete checkpoint) or
     ``"overwrite"`` (the folder's earlier run is replaced)."""
+    from east_hf.hf.cards import mask_secrets
     from east_hf.scripts.east_train import main as east_train
 
     argv = _run_argv(recipe, run_dir, seed, flags, extra, vary_split)
@@ -175,13 +240,13 @@ def _run_one(
     start = time.time()
     code = east_train(argv)
     if code:
-        raise RuntimeError(f"east-train exited with {code} for {' '.join(argv)}")
+        raise RuntimeError(f"east-train exited with {code} for {' '.join(mask_secrets(argv))}")
     return {"wall_seconds": round(time.time() - start, 1)}
 
 
 def _run_mode(run_dir: Path, settings: dict[str, Any], force: bool) -> tuple[str, str]:
-    """How to treat a run folder: ``"skip"`` (finished with these settings), ``"resume"``, ``"overwrite"`` or
-    ``"fresh"``, and why (empty when nothing needs saying)."""
+    """How to treat a run folder: ``"skip"`` (finished with this record), ``"resume"``, ``"overwrite"`` or
+    ``"fresh"``, and why (empty when nothing needs saying; for an older record, what it leaves unchecked)."""
     from east_hf.hf.checkpoints import last_complete_checkpoint, run_files
 
     if not run_files(run_dir):
@@ -191,13 +256,15 @@ def _run_mode(run_dir: Path, settings: dict[str, Any], force: bool) -> tuple[str
     recorded_file = run_dir / SETTINGS_NAME
     if not recorded_file.is_file():
         return "overwrite", f"no {SETTINGS_NAME} records how the earlier run was trained"
-    changes = settings_changes(json.loads(recorded_file.read_text()), settings, default_settings())
+    recorded = json.loads(recorded_file.read_text())
+    changes = record_changes(recorded, settings, default_settings())
     if changes:
-        return "overwrite", "settings changed: " + "; ".join(changes)
+        return "overwrite", "; ".join(changes)
+    note = unrecorded(recorded)
     if (run_dir / "test_results.json").is_file():
-        return "skip", ""
+        return "skip", note
     if last_complete_checkpoint(run_dir) is not None:
-        return "resume", "resuming from the last complete checkpoint"
+        return "resume", "; ".join(filter(None, ["resuming from the last complete checkpoint", note]))
     return "overwrite", "no complete checkpoint to resume"
 
 
@@ -374,6 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         variants = parse_variants(args.losses if args.losses or args.variants else "east,ce,dice", args.variants)
     except ValueError as e:
         parser.error(str(e))
+    from east_hf.hf.cards import mask_secrets
     from east_hf.scripts.arguments import load_recipe
 
     recipe = load_recipe(args.recipe)
@@ -392,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             done = mode == "skip"
             if done and args.tuned and f"tuned_{metric}" not in _read_run(run_dir):
                 done, mode, why = False, "overwrite", "finished without a tuned rule"
-            state = "done, skipped" if done else f"training ({why})" if why else "training"
+            state = ("done, skipped" if done else "training") + (f" ({why})" if why else "")
             print(f"[{k}/{total}] {name} seed {seed}: {state}", file=sys.stderr, flush=True)
             info = {}
             if not done:
@@ -400,7 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 (run_dir / SETTINGS_NAME).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
                 info = _run_one(args.recipe, run_dir, seed, run_flags, extra, args.vary_split, mode=mode)
             metrics = _read_run(run_dir)
-            record = {"seed": seed, "flags": run_flags, "output_dir": str(run_dir), "settings": settings, **info}
+            record = {"seed": seed, "flags": mask_secrets(run_flags), "output_dir": str(run_dir), "settings": settings}
+            record.update(info)
             runs.append({"variant": name, "metrics": metrics, **record})
             if args.tuned:  # the same model with its decision rule tuned on validation
                 tuned = {k[len("tuned_") :]: v for k, v in metrics.items() if k.startswith("tuned_")}
@@ -419,14 +488,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     paired_runs = [r for r in runs if r["variant"] not in redefines]
     names = {r["variant"] for r in runs}
     pairs = paired_differences(paired_runs, metric, args.reference) if args.reference in names else {}
-    command = "east-compare " + " ".join(
-        shlex.quote(a) for a in [args.recipe, *argv[1:]] + (["--", *extra] if extra else [])
-    )
+    shown = mask_secrets([args.recipe, *argv[1:]] + (["--", *extra] if extra else []))  # less its secrets
+    command = "east-compare " + " ".join(shlex.quote(a) for a in shown)
     (out_dir / "results.json").write_text(
         json.dumps(
             {
                 "command": command,
-                "recipe": recipe,
+                "recipe": mask_secrets(recipe),
                 "metric": metric,
                 "runs": runs,
                 "summary": summary,
@@ -441,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (out_dir / "results.md").write_text(
         f"# {Path(args.recipe).stem}: test metrics, mean ± std over {args.seeds} seeds ({split})\n\n"
         f"Command: `{command}`\n\n{table}{paired}\n\n* the target metric. Variant flags: "
-        + "; ".join(f"{n}: `{' '.join(f) or '(recipe)'}`" for n, f in variants.items())
+        + "; ".join(f"{n}: `{' '.join(mask_secrets(f)) or '(recipe)'}`" for n, f in variants.items())
         + (
             ". `+tuned`: the same models with per-class logit offsets tuned on the validation split for the target "
             "metric (`--tune_decision_rule true`)"

@@ -68,6 +68,13 @@ class DataArguments:
     imbalance_splits: str = field(
         default="all", metadata={"help": "Where imbalance_ratio applies: 'all' splits (before splitting) or 'train'."}
     )
+    unseen_labels: str = field(
+        default="error",
+        metadata={
+            "help": "A validation/test label with no training rows: 'error' (refuse the data set) or 'drop' (leave its "
+            "rows and its class out, with a warning): the model cannot predict a class it never saw."
+        },
+    )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep at most this many training samples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep at most this many validation samples."})
     max_test_samples: int | None = field(default=None, metadata={"help": "Keep at most this many test samples."})
@@ -86,6 +93,7 @@ class DataArguments:
         if self.imbalance_ratio is not None:
             check_range("imbalance_ratio", self.imbalance_ratio, 0, 1, "(]")
         check_choice("imbalance_splits", self.imbalance_splits, ("all", "train"))
+        check_choice("unseen_labels", self.unseen_labels, ("error", "drop"))
         for name in ("max_train_samples", "max_eval_samples", "max_test_samples", "image_size"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -4,10 +4,13 @@
 ``positive_classes`` relabels to binary (those classes 1, the rest 0); ``imbalance_ratio`` keeps a fraction
 ratio**(k/(C-1)) of class k; missing splits are carved from the training split by the paper's protocol (stratified,
 64 % train / 16 % validation / 20 % test of the whole, fixed seed), and ``resplit`` pools every split first.
+A validation/test label with no training rows is refused (``unseen_labels="error"``) or left out with its rows
+(``"drop"``); any other class left without training rows gets a warning before training.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +22,8 @@ from east_hf.hf.data.sources import DataError, load_raw, quiet_datasets
 from east_hf.hf.data.tabular import columns_message, tabular_splits
 
 __all__ = ["VALIDATION_NAMES", "EASTData", "load_data"]
+
+logger = logging.getLogger(__name__)
 
 VALIDATION_NAMES = ("validation", "valid", "val", "dev")
 
@@ -134,6 +139,84 @@ def _binarize(dsd, positive_classes: Sequence[Any], names: list[str]):
     return dsd.cast_column("label", datasets.ClassLabel(names=new_names)), new_names
 
 
+def _label_counts(ds, num_classes: int) -> np.ndarray:
+    """Rows per class of a split, read from its label column alone: (C,) int64."""
+    labels = ds.with_format("numpy", columns=["label"])["label"]
+    return np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_classes)
+
+
+def _rows(n: int) -> str:
+    return f"{n} row{'s' if n != 1 else ''}"
+
+
+def _unseen_labels(splits: dict[str, Any], names: list[str], policy: str):
+    """(splits, names) without the classes that have validation/test rows and no training rows.
+
+    A model cannot predict a class it never saw, and a macro average over it counts a 0: ``policy`` "error" refuses
+    such labels in one line naming each label and its splits, "drop" leaves their rows and their classes out (the
+    remaining classes renumbered in order) with a warning counting the rows.
+    """
+    import datasets
+
+    counts = {k: _label_counts(ds, len(names)) for k, ds in splits.items() if ds is not None}
+    held_out = [k for k in counts if k != "train"]
+    unseen = np.flatnonzero((counts["train"] == 0) & (sum((counts[k] for k in held_out), np.zeros(len(names))) > 0))
+    if not len(unseen):
+        return splits, names
+    found = [
+        f"{names[c]!r} only in " + " and ".join(f"{k} ({_rows(int(counts[k][c]))})" for k in held_out if counts[k][c])
+        for c in unseen
+    ]
+    listed = ", ".join(found[:5]) + (f" and {len(found) - 5} more labels" if len(found) > 5 else "")
+    if policy == "error":
+        raise DataError(
+            f"Expected every validation/test label to appear in training, got {listed}: a model cannot predict a "
+            "class it never saw; add training rows, or set unseen_labels: drop to leave those rows out"
+        )
+    keep = np.ones(len(names), dtype=bool)
+    keep[unseen] = False
+    lookup = np.cumsum(keep) - 1  # old class index -> new index, for the kept classes
+    new_names = [n for n, k in zip(names, keep) if k]
+    if len(new_names) < 2:
+        raise DataError(f"Expected at least 2 classes with training rows, got {new_names} of {names}")
+    label = datasets.ClassLabel(names=new_names)
+    out = {}
+    for k, ds in splits.items():
+        if ds is not None and k != "train" and counts[k][unseen].any():
+            ds = ds.filter(lambda y: keep[np.asarray(y, dtype=np.int64)].tolist(), input_columns="label", batched=True)
+        if ds is not None:  # only the label column is read: images stay undecoded
+            ds = ds.map(
+                lambda y: {"label": lookup[np.asarray(y, dtype=np.int64)].tolist()},
+                input_columns="label",
+                batched=True,
+            )
+            ds = ds.cast_column("label", label)
+        out[k] = ds
+    left_out = sum(int(counts[k][unseen].sum()) for k in held_out)
+    logger.warning(f"unseen_labels=drop: left out {_rows(left_out)} of labels with no training rows: {listed}")
+    return out, new_names
+
+
+def _warn_untrained_classes(train, names: list[str], others: dict[str, Any]) -> None:
+    """One warning line for the classes with no training rows (a class name without rows, a relabelling or a
+    ``max_train_samples`` cap that empties a class): the model cannot learn them and macro averages count them as 0."""
+    empty = np.flatnonzero(_label_counts(train, len(names)) == 0)
+    if not len(empty):
+        return
+    counts = {k: _label_counts(ds, len(names)) for k, ds in others.items() if ds is not None}
+    found = [
+        f"{names[c]!r} ("
+        + (", ".join(f"{_rows(int(n[c]))} in {k}" for k, n in counts.items() if n[c]) or "no rows anywhere")
+        + ")"
+        for c in empty
+    ]
+    listed = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    logger.warning(
+        f"no training rows in {'class' if len(found) == 1 else 'classes'} {listed}: the model cannot learn "
+        f"{'it' if len(found) == 1 else 'them'} and macro averages count {'it' if len(found) == 1 else 'them'} as 0"
+    )
+
+
 def _imbalance(ds, ratio: float, num_classes: int, seed: int):
     """Keep a fraction ratio**(k/(C-1)) of class k (at least one sample): a long-tailed subsample."""
     labels = np.asarray(ds["label"])
@@ -211,6 +294,7 @@ def _prepare(dsd, args) -> EASTData:
         "validation": dsd[val_name] if val_name else None,
         "test": dsd[test_name] if test_name else None,
     }
+    splits, names = _unseen_labels(splits, names, args.unseen_labels)
     long_tail = args.imbalance_ratio is not None and args.imbalance_ratio < 1
     if long_tail and args.imbalance_splits != "train":  # "all": before carving, so every split has the long tail
         for key in ("train", "validation", "test"):
@@ -233,6 +317,7 @@ def _prepare(dsd, args) -> EASTData:
         ("test", args.max_test_samples),
     ):
         splits[key] = _cap(splits[key], cap, seed)
+    _warn_untrained_classes(splits["train"], names, {k: splits[k] for k in ("validation", "test")})
     image_column = _image_column(splits["train"], args.image_column, args.dataset_name)
     if image_column is not None:
         keep = [image_column, "label"]

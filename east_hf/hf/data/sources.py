@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -101,16 +102,107 @@ def _looks_like_path(name: str) -> bool:
     )
 
 
+def _data_files(path: Path) -> list[Path]:
+    """The CSV / Parquet / JSON files ``datasets`` reads from a local file or folder (hidden ones skipped)."""
+    if path.is_file():
+        return [path] if path.suffix.lower() in FILE_BUILDERS else []
+    return sorted(
+        f
+        for f in path.rglob("*")
+        if f.suffix.lower() in FILE_BUILDERS
+        and not any(part.startswith((".", "__")) for part in f.relative_to(path).parts)
+        and f.is_file()
+    )
+
+
+def _first_lines(path: Path, n: int) -> int:
+    """How many of the first ``n`` lines of a text file hold more than whitespace (reads no further)."""
+    found = 0
+    with path.open("rb") as f:
+        for line in f:
+            found += bool(line.strip())
+            if found >= n:
+                break
+    return found
+
+
+def _check_not_empty(files: list[Path]) -> None:
+    """``DataError`` naming the first file without data rows: 0 bytes, blank lines only, a CSV header and no rows, or a
+    Parquet file of 0 rows; checked before ``datasets``, whose own error names no file."""
+    for f in files:
+        builder = FILE_BUILDERS[f.suffix.lower()]
+        if f.stat().st_size == 0:
+            got = "an empty file (0 bytes)"
+        elif builder == "parquet":
+            import pyarrow.parquet as pq
+
+            try:
+                rows = pq.read_metadata(f).num_rows
+            except Exception:  # noqa: BLE001 - not Parquet at all: datasets reports it with the file
+                continue
+            got = "a Parquet file of 0 rows" if rows == 0 else None
+        else:
+            lines = _first_lines(f, 2)  # a CSV's first line is its header
+            got = {0: "blank lines only", 1: "a header and no rows" if builder == "csv" else None}.get(lines)
+        if got:
+            raise DataError(f"Expected data rows in dataset file {str(f)!r}, got {got}")
+
+
+_PARSE_ERROR = re.compile(r"Failed to parse string: '(.*)' as a scalar of type (\w+)")
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it was raised from, outermost first."""
+    chain = [error]
+    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
+        chain.append(nxt)
+    return chain
+
+
+def _text_in_numeric_column(error: BaseException, files: list[Path]) -> str | None:
+    """The one-line message for Arrow's failure to read a text cell in a column typed as numbers from another file (or
+    the first rows of the same one): the file, the column, the value and its row count; ``None`` for other errors."""
+    match = next((m for c in _causes(error) if (m := _PARSE_ERROR.search(str(c)))), None)
+    if match is None:
+        return None
+    import pandas as pd
+
+    value, kind = match.groups()
+    best = None  # (fraction of numbers, file, column, rows holding the value)
+    for f in files:
+        if FILE_BUILDERS[f.suffix.lower()] != "csv":
+            continue
+        frame = pd.read_csv(f, dtype=str, keep_default_na=False, sep="\t" if f.suffix.lower() == ".tsv" else ",")
+        for column in frame.columns:
+            cells = frame[column].to_numpy()
+            rows = np.flatnonzero(cells == value)
+            if len(rows):
+                numbers = float(pd.to_numeric(frame[column], errors="coerce").notna().mean())
+                if best is None or numbers > best[0]:
+                    best = (numbers, f, column, rows)
+    expected = "numbers" if kind.startswith(("double", "float", "int", "uint", "decimal")) else f"{kind} values"
+    if best is None:
+        return f"Expected {expected} in every cell of a numeric column, got text {value!r}"
+    _, f, column, rows = best
+    return (
+        f"Expected {expected} in column {column!r} of {str(f)!r}, got text {value!r} in {len(rows)} "
+        f"row{'s' if len(rows) != 1 else ''} (first: data row {rows[0] + 1}): fix or empty those cells (an empty "
+        "cell is imputed)"
+    )
+
+
 def load_raw(dataset_name: str, dataset_config: str | None = None, revision: str | None = None):
     """A ``datasets.DatasetDict`` from a Hub id, a local folder or file, or ``sklearn:<name>``; ``DataError`` if not."""
     import datasets
 
     if dataset_name.startswith("sklearn:"):
         return _sklearn(dataset_name.split(":", 1)[1])
+    path = None
     if _looks_like_path(dataset_name):
         path = Path(dataset_name).expanduser()
         if not path.exists():
             raise DataError(f"dataset path {dataset_name!r} does not exist")
+        _check_not_empty(_data_files(path))
         if path.is_file():
             builder = FILE_BUILDERS.get(path.suffix.lower())
             if builder is None:
@@ -135,9 +227,12 @@ def load_raw(dataset_name: str, dataset_config: str | None = None, revision: str
                 f"dataset {dataset_name!r} is not a local path and could not be reached on the Hub"
                 + (" (HF_HUB_OFFLINE is set: only data sets already in the cache load)" if offline else f": {e}")
             ) from None
-        raise DataError(
-            f"could not load dataset {dataset_name!r}: {type(e).__name__}: {' '.join(str(e).split())}"
-        ) from None
+        text_cell = _text_in_numeric_column(e, _data_files(path)) if path is not None else None
+        if text_cell:
+            raise DataError(text_cell) from None
+        root = _causes(e)[-1]  # datasets wraps the reason ("An error occurred while generating the dataset")
+        reason = f"{type(e).__name__}: {e}" + (f" ({type(root).__name__}: {root})" if root is not e else "")
+        raise DataError(f"could not load dataset {dataset_name!r}: {' '.join(reason.split())}") from None
     if not isinstance(dsd, datasets.DatasetDict):
         dsd = datasets.DatasetDict({"train": dsd})
     return dsd

@@ -4,7 +4,9 @@ standardisation with training-set statistics) on the training split and turn eve
 Bounded memory and finite inputs: a text column with more than ``MAX_CATEGORIES`` distinct training values, or one
 that is mostly unique (an id, a free-text field), is refused with a message naming ``feature_columns``, since its
 one-hot encoding would be as wide as the data set is long; features are float32 throughout; an ``inf`` in any split
-is refused with its column and row count (a missing value, NaN, is imputed with the training mean).
+is refused with its column and row count (a missing value, NaN, is imputed with the training mean). A column of
+numbers read as text because of a few text cells (``n/a``, a typo) is named with one of those cells: refused where its
+one-hot encoding would be, a warning where it is not.
 
 The fitted extractor is a transformers ``FeatureExtractionMixin`` (``east_hf.hf.models.tabular_features``): it saves
 as ``preprocessor_config.json`` and reloads with ``AutoFeatureExtractor.from_pretrained``. Runs written before it
@@ -14,6 +16,7 @@ kept the same statistics in ``tabular_preprocessor.json``; ``load_tabular_featur
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +40,9 @@ __all__ = [
 LEGACY_PREPROCESSOR_NAME = "tabular_preprocessor.json"  # east_hf's own format before the feature extractor
 MAX_CATEGORIES = 256  # distinct values of a one-hot text column; above it the column is refused
 UNIQUE_FRACTION = 0.5  # a text column with more distinct values than this fraction of rows (and > 32) looks like an id
+NUMBER_FRACTION = 0.9  # a text column with at least this fraction of number cells is a numeric column with stray text
+
+logger = logging.getLogger(__name__)
 
 
 def columns_message(ds) -> str:
@@ -53,7 +59,7 @@ def fit_tabular_features(frame, columns: Sequence[str], standardize: bool = True
     categories = {}
     for c in (c for c in columns if c not in numeric):
         values = frame[c].dropna().map(lambda v: str(v).strip()).unique()
-        if len(values) > MAX_CATEGORIES or (len(values) > 32 and len(values) > UNIQUE_FRACTION * len(frame)):
+        if _too_many_categories(len(values), len(frame)):
             raise DataError(
                 f"text column {c!r} has {len(values)} distinct values in {len(frame)} training rows (an id or "
                 f"free text?), too many to one-hot encode (at most {MAX_CATEGORIES}): set feature_columns to the "
@@ -73,6 +79,39 @@ def fit_tabular_features(frame, columns: Sequence[str], standardize: bool = True
     std = np.where(std > 0, std, 1.0)  # a constant column stays constant (0) instead of dividing by zero
     extractor.fill, extractor.mean, extractor.std = fill.tolist(), mean.tolist(), std.tolist()
     return extractor
+
+
+def _too_many_categories(distinct: int, rows: int) -> bool:
+    """Whether a text column's one-hot encoding would be too wide: more than ``MAX_CATEGORIES`` values, or mostly
+    unique ones (an id, free text)."""
+    return distinct > MAX_CATEGORIES or (distinct > 32 and distinct > UNIQUE_FRACTION * rows)
+
+
+def _check_stray_text(frames: dict[str, Any], columns: Sequence[str]) -> None:
+    """Name the column and a text cell of a numeric column read as text because of a few text cells (``n/a``, ``?``,
+    a typo) in any split: refused where its one-hot encoding would be refused anyway, a warning where it is not."""
+    import pandas as pd
+
+    train = frames["train"]
+    for c in columns:
+        if pd.api.types.is_numeric_dtype(train[c]) or pd.api.types.is_bool_dtype(train[c]):
+            continue
+        cells = pd.concat([frame[c] for frame in frames.values()], ignore_index=True).dropna().astype(str).str.strip()
+        cells = cells[cells != ""]
+        text = pd.to_numeric(cells, errors="coerce").isna().to_numpy()
+        if not 0 < text.sum() <= (1 - NUMBER_FRACTION) * len(cells):
+            continue
+        got = f"text {cells[text].iloc[0]!r} in {int(text.sum())} of {len(cells)} rows"
+        fix = "fix or empty those cells (an empty cell is imputed)"
+        distinct = train[c].dropna().astype(str).str.strip().nunique()
+        if _too_many_categories(distinct, len(train)):
+            raise DataError(
+                f"Expected numbers in column {c!r}, got {got}: {fix}, or leave the column out with feature_columns"
+            )
+        logger.warning(
+            f"column {c!r} holds numbers and {got}, so it is one-hot encoded as text ({distinct} categories): {fix} "
+            "to use it as numbers"
+        )
 
 
 def _as_data_error(step, *args):
@@ -109,6 +148,7 @@ def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None
     if not columns:
         raise DataError("no feature columns: the data set has only a label column")
     frames = {k: ds.select_columns([*columns, "label"]).to_pandas() for k, ds in splits.items() if ds is not None}
+    _check_stray_text(frames, columns)
     extractor = fit_tabular_features(frames["train"], columns, standardize)
     width = len(extractor.feature_names)
     features = datasets.Features(
