@@ -7,7 +7,8 @@ Three layers, each importing only from the ones before it:
 - ``east_hf.hf``: the Hugging Face layer. ``EASTConfig`` / ``EASTTrainer``, the annealing callback, model cards, the
   evaluate modules and ``compute_metrics`` (``east_hf.hf.metrics``), timm / transformers models
   (``east_hf.hf.models``) and data loading (``east_hf.hf.data``).
-- ``east_hf.scripts``: the command-line scripts ``east-train`` and ``east-compare`` and their argument parsing.
+- ``east_hf.scripts``: the command-line scripts ``east-train``, ``east-compare`` and ``east-predict`` and their
+  argument parsing.
 
 The names below are loaded on first access, so ``import east_hf`` stays a pure-torch import. The short paths
 ``east_hf.models``, ``east_hf.loss``, ``east_hf.trainer``, ... name the same modules as their layer paths.
@@ -47,6 +48,8 @@ _LAZY = {
     "TemperatureAnnealingCallback": "east_hf.hf.callbacks",
     "build_compute_metrics": "east_hf.hf.metrics",
     "load_metric": "east_hf.hf.metrics",
+    "Predictor": "east_hf.hf.predict",
+    "predict": "east_hf.hf.predict",
 }
 _moved.install()
 

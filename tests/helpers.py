@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -185,3 +188,46 @@ def write_text(path: Path, text: str) -> Path:
 def write_csv(path: Path, header: str, rows) -> Path:
     path.write_text(header + "\n" + "".join(r + "\n" for r in rows))
     return path
+
+
+# ---- command lines ----
+def cli_args(**flags) -> list[str]:
+    """``--name value`` for each flag whose value is not None, as strings: a command's argv."""
+    return [str(x) for name, value in flags.items() if value is not None for x in (f"--{name}", value)]
+
+
+def one_line_error(capsys, main, argv) -> str:
+    """Run a command's ``main(argv)``; expect exit status 2 and a last stderr line ``<prog>: error: ...``; return it."""
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert ": error: " in err, err
+    return err
+
+
+_BLOCK_EAST_HF = """
+import sys
+class _BlockEastHf:
+    def find_spec(self, name, path=None, target=None):
+        if name == "east_hf" or name.startswith("east_hf."):
+            raise ImportError("east_hf is blocked")
+sys.meta_path.insert(0, _BlockEastHf())
+"""
+
+
+def run_without_east_hf(script: str, tmp_path: Path, *args: str, timeout: int = 180) -> subprocess.CompletedProcess:
+    """Run ``script`` (``sys`` imported, ``args`` in ``sys.argv[1:]``) in a fresh Python where importing east_hf raises
+    ImportError (a ``sys.meta_path`` finder in place before the script's first line): what a user without east_hf
+    installed gets. transformers' and evaluate's caches of module code go under ``tmp_path``."""
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", _BLOCK_EAST_HF + script, *map(str, args)],
+        stdin=subprocess.DEVNULL,  # transformers asks on stdin before running a folder's code: no one answers
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )

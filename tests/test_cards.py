@@ -248,3 +248,73 @@ def test_a_full_disk_leaves_no_partial_plot_or_card(tmp_path, monkeypatch):
     assert (tmp_path / "annealing.png").read_bytes()[:8] == PNG_MAGIC  # written whole before the card failed
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     assert write_model_card(trainer, tmp_path).read_text().startswith("---\n")  # space again: the card is written
+
+
+# ---- the license, and the annealing plot's axes ----
+def test_east_train_license_is_in_the_card_and_in_the_card_push_to_hub_writes(tmp_path):
+    """east-train's --license reaches the card's metadata, and trainer.east_card_info carries it to the card that
+    push_to_hub writes again (Trainer.push_to_hub calls create_model_card with only model_name)."""
+    from types import SimpleNamespace
+
+    from helpers import write_text
+
+    from east_hf.scripts.arguments import EASTArgumentParser
+    from east_hf.scripts.east_train import _write_model_card
+
+    trainer = _run(tmp_path)
+    metrics = trainer.evaluate(TinyImages(30, seed=2), metric_key_prefix="test")
+    recipe = write_text(tmp_path / "r.yaml", "dataset_name: sklearn:iris\n")
+    parsed = EASTArgumentParser().parse([str(recipe), "--license", "mit", "--output_dir", str(tmp_path)])
+    path = _write_model_card(trainer, parsed, SimpleNamespace(modality="image"), metrics, None)
+    assert path is not None and ModelCard.load(path).data.license == "mit"
+    path.unlink()
+    pushed = trainer.create_model_card(model_name="east-tiny")  # what push_to_hub calls
+    assert ModelCard.load(pushed).data.license == "mit" and "\nlicense: mit\n" in pushed.read_text().split("---")[1]
+
+
+def test_a_license_the_hub_would_refuse_is_one_line_before_training(tmp_path):
+    from east_hf.hf.cards import check_license
+
+    assert check_license("apache-2.0") == "apache-2.0" and check_license(None) is None
+    with pytest.raises(
+        ValueError, match=r"^Expected a Hub license id .*got 'Apache 2\.0'; did you mean 'apache-2\.0'\?$"
+    ):
+        check_license("Apache 2.0")
+    trainer = _run(tmp_path)
+    with pytest.raises(ValueError, match="Expected a Hub license id"):
+        trainer.create_model_card(license="MIT License")
+    assert not (tmp_path / "README.md").exists()
+
+
+def test_annealing_plot_draws_the_loss_and_the_metric_on_separate_axes(tmp_path, monkeypatch):
+    """A 10-class cross-entropy (~3.2) beside an F-beta in [0, 1]: on one axis the metric would be a flat line."""
+    from matplotlib.figure import Figure
+
+    from east_hf.hf.cards import plot_annealing
+
+    figures = []
+    savefig = Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        figures.append(self)
+        return savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    rows = [
+        {
+            "step": 10 * i,
+            "stage": "CE warm start" if i < 2 else 0,
+            "temperature": None if i < 2 else 0.2,
+            "loss": 3.2 - 0.1 * i,
+            "metric": 0.1 + 0.1 * i,
+        }
+        for i in range(1, 6)
+    ]
+    path = plot_annealing(rows, tmp_path / "annealing.png", "fbeta")
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    (fig,) = figures
+    where = {line.get_label(): ax for ax in fig.axes for line in ax.get_lines()}
+    metric_ax, loss_ax = where["validation fbeta"], where["validation loss"]
+    assert metric_ax is not loss_ax
+    assert metric_ax.get_ylim()[1] <= 1.05 and loss_ax.get_ylim()[0] > 2.5  # each axis fits its own curve
+    assert metric_ax.get_ylabel() == "validation fbeta" and loss_ax.get_ylabel() == "validation loss"

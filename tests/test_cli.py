@@ -249,7 +249,7 @@ def test_tabular_run_saves_its_input_statistics(capsys, tmp_path):
     assert str(out / "preprocessor_config.json") in capsys.readouterr().out
     preprocessor = load_tabular_features(out)
     assert len(preprocessor.feature_names) == json.loads((out / "config.json").read_text())["num_features"] == 30
-    assert "test_recall_malignant" in json.loads((out / "test_results.json").read_text())  # the positive class
+    assert "test_recall" in json.loads((out / "test_results.json").read_text())  # the positive class's recall
 
 
 TABULAR_ROWS_SCRIPT = """
@@ -545,3 +545,41 @@ def test_a_card_east_train_cannot_write_is_one_warning_line_and_leaves_no_partia
     assert (out / "model.safetensors").is_file() and (out / "test_results.json").is_file()
     assert not (out / "annealing.png").exists() and not (out / "README.md").exists()
     assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []
+
+
+# ---- listing recipes, a run without a recipe, the card's license ----
+def test_listing_recipes_imports_neither_transformers_nor_the_config():
+    """`east-train --list_recipes` answers before the parser over TrainingArguments is built."""
+    code = (
+        "import sys\n"
+        "from east_hf.scripts.east_train import main\n"
+        "code = main(['--list_recipes'])\n"
+        "print('exit', code, sorted(m for m in sys.modules if m.split('.')[0] == 'transformers'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "cifar10_f1" in out.stdout and out.stdout.rstrip().endswith("exit 0 []"), out.stdout[-500:]
+
+
+def test_every_field_as_a_flag_needs_no_recipe(parser, capsys, tmp_path):
+    parsed = parser.parse(["--dataset", "sklearn:breast_cancer", "--loss", "ce", "--dry_run"])
+    assert parsed.recipe == {} and parsed.recipe_path is None and parsed.training.east_loss == "ce"
+    assert parsed.training.output_dir == str(Path("runs") / "sklearn_breast_cancer")
+    local = parser.parse(["--dataset_name", str(ROOT / "recipes" / "demo.yaml"), "--dry_run"])  # any local file
+    assert local.training.output_dir == str(Path("runs") / "demo")
+    assert "expected a recipe" in _error(capsys, ["--loss", "ce"])  # neither a recipe nor a data set
+    out = tmp_path / "run"
+    argv = ["--dataset_name", "sklearn:breast_cancer", "--license", "mit"]
+    assert main([*argv, *_tiny_args(out, hidden_sizes=16, model_card="true")]) == 0
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(out / "README.md")
+    assert card.data.license == "mit" and (out / "model.safetensors").is_file()
+
+
+def test_license_is_a_recipe_key_and_a_flag_checked_before_training(parser, capsys, tmp_path):
+    recipe = write_text(tmp_path / "r.yaml", "dataset_name: sklearn:iris\nlicense: cc-by-4.0  # the data's licence\n")
+    assert parser.parse([str(recipe)]).script.license == "cc-by-4.0"
+    assert parser.parse([str(recipe), "--license", "apache-2.0"]).script.license == "apache-2.0"
+    err = _error(capsys, [recipe, "--license", "Apache-2.0"])
+    assert "Expected a Hub license id" in err and "got 'Apache-2.0'; did you mean 'apache-2.0'?" in err

@@ -44,6 +44,8 @@ def test_compare_tiny_run_table_matches_runs(tmp_path, capsys):
         "warm:--east_warm_start ce",
         "--seeds",
         "2",
+        "--tuned",
+        "false",
         "--output_dir",
         str(out),
     ]
@@ -201,7 +203,7 @@ def test_a_changed_default_or_version_retrains_with_the_difference_printed(tmp_p
     recipe.write_text("dataset_name: sklearn:iris\nmodel_name_or_path: tabular_mlp\n")
     calls: list = []
     monkeypatch.setattr(compare, "_run_one", _fake_run(calls))
-    argv = [str(recipe), "--losses", "ce", "--seeds", "1", "--output_dir", str(tmp_path / "cmp")]
+    argv = [str(recipe), "--losses", "ce", "--seeds", "1", "--tuned", "false", "--output_dir", str(tmp_path / "cmp")]
     assert main(argv) == 0 and calls == ["fresh"]
     capsys.readouterr()
     assert main(argv) == 0 and calls == ["fresh"]
@@ -240,7 +242,7 @@ def test_an_old_record_of_changed_fields_only_still_counts_as_unchanged(tmp_path
     assert "east_temperature" not in old["training"] and old["training"]["disable_tqdm"] is True  # left out now
     (run / "run_settings.json").write_text(json.dumps(old, default=str))
     (run / "test_results.json").write_text(json.dumps({"test_fbeta": 0.5}))
-    argv = [RECIPE, "--losses", "ce", "--seeds", "1", "--output_dir", str(out), "--", *tiny]
+    argv = [RECIPE, "--losses", "ce", "--seeds", "1", "--no_tuned", "--output_dir", str(out), "--", *tiny]
     assert main(argv) == 0 and calls == []
     err = capsys.readouterr().err
     assert "done, skipped (its data and east_hf version were not recorded, so they are not checked)" in err
@@ -288,7 +290,7 @@ def test_a_hub_token_never_reaches_a_file(tmp_path, monkeypatch, capsys, caplog)
     tiny += ["--save_strategy", "steps", "--disable_tqdm", "True", "--hidden_sizes", "8", "--use_cpu", "True"]
     recipe = str(Path(__file__).parents[1] / "recipes" / "breast_cancer_imbalanced_f1.yaml")
     variants = ["tok:--east_loss ce --hub_token=hf_SECRET123"]
-    argv = [recipe, "--variants", *variants, "--seeds", "1", "--output_dir", str(out)]
+    argv = [recipe, "--variants", *variants, "--seeds", "1", "--tuned", "false", "--output_dir", str(out)]
     assert main([*argv, "--", *tiny, "--hub_token", "hf_SECRET123", "--push_to_hub", "false"]) == 0
     assert (out / "tok" / "seed-0" / "README.md").is_file()  # the card, with its recipe, is among the files
     written = [p for p in out.rglob("*") if p.is_file()]
@@ -299,3 +301,123 @@ def test_a_hub_token_never_reaches_a_file(tmp_path, monkeypatch, capsys, caplog)
     assert "hf_SECRET123" not in logs.out + logs.err + caplog.text
     result = json.loads((out / "results.json").read_text())
     assert "--hub_token '***'" in result["command"] and result["runs"][0]["flags"][-1] == "--hub_token=***"
+
+
+# ---- the honest comparison by default: the strongest baselines, each tuned and not, against tuned cross-entropy ----
+def _fake_tuned_run(calls: list):
+    """An ``_run_one`` that records its recipe and flags and writes test results with a tuned rule's scores."""
+
+    def run(recipe, run_dir, seed, flags, extra, vary_split=False, mode="fresh"):
+        calls.append((recipe, list(flags)))
+        score = {"east": 0.7, "ce": 0.5, "la": 0.6}[flags[flags.index("--east_loss") + 1]]
+        metrics = {"test_fbeta": score, "test_accuracy": 0.9, "test_tuned_fbeta": score + 0.05}
+        (run_dir / "test_results.json").write_text(json.dumps(metrics))
+        return {"wall_seconds": 0.0}
+
+    return run
+
+
+def test_the_defaults_compare_east_with_ce_and_la_each_tuned_and_not_against_tuned_ce(tmp_path, monkeypatch, capsys):
+    import re
+
+    import east_hf.scripts.east_compare as compare
+
+    args = compare.build_parser().parse_args(["demo"])
+    assert (args.losses, args.variants, args.tuned, args.reference) == (None, None, True, None)
+    assert parse_variants(compare.DEFAULT_LOSSES, None) == {n: ["--east_loss", n] for n in ("east", "ce", "la")}
+    assert compare.reference_variant(args) == "ce+tuned"
+    for off in (["--tuned", "false"], ["--no_tuned"]):
+        args = compare.build_parser().parse_args(["demo", *off])
+        assert args.tuned is False and compare.reference_variant(args) == "ce"
+    assert compare.build_parser().parse_args(["demo", "--tuned"]).tuned is True
+
+    calls: list = []
+    monkeypatch.setattr(compare, "_run_one", _fake_tuned_run(calls))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("dataset_name: sklearn:iris\nmodel_name_or_path: tabular_mlp\n")
+    out = tmp_path / "cmp"
+    assert main([str(recipe), "--seeds", "2", "--output_dir", str(out)]) == 0
+    result = json.loads((out / "results.json").read_text())
+    names = ["east", "east+tuned", "ce", "ce+tuned", "la", "la+tuned"]
+    assert [r["variant"] for r in result["runs"]] == names * 2
+    assert all(flags[-2:] == ["--tune_decision_rule", "true"] for _, flags in calls) and len(calls) == 6
+    assert result["paired"]["reference"] == "ce+tuned"
+    differences = result["paired"]["differences"]
+    assert sorted(differences) == sorted(n for n in names if n != "ce+tuned")
+    assert differences["east"][0] == pytest.approx(0.7 - 0.55) and differences["la+tuned"][0] == pytest.approx(0.1)
+    err = capsys.readouterr().err
+    assert re.search(r"\[1/6\] east seed 0: training \(elapsed 0:\d\d\)\n", err)
+    assert re.search(r"\[6/6\] la seed 1: training \(elapsed 0:\d\d, ETA ~0:\d\d\)\n", err)
+    # turned off: the untuned models against argmax cross-entropy
+    off = tmp_path / "off"
+    assert main([str(recipe), "--seeds", "1", "--tuned", "false", "--output_dir", str(off)]) == 0
+    result = json.loads((off / "results.json").read_text())
+    assert [r["variant"] for r in result["runs"]] == ["east", "ce", "la"] and result["paired"]["reference"] == "ce"
+    assert "--tune_decision_rule" not in calls[-1][1]
+
+
+def test_a_reference_that_is_not_compared_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([RECIPE, "--losses", "east,ce", "--reference", "dice", "--output_dir", str(tmp_path / "cmp")])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("east-compare: error: ")
+    assert "Expected --reference among ['east', 'east+tuned', 'ce', 'ce+tuned'], got 'dice'" in err
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_a_packaged_recipe_is_compared_by_name_into_its_own_folder(tmp_path, monkeypatch, capsys):
+    import east_hf.scripts.east_compare as compare
+    from east_hf.scripts.arguments import packaged_recipes
+
+    calls: list = []
+    monkeypatch.setattr(compare, "_run_one", _fake_tuned_run(calls))
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--losses", "ce", "--seeds", "1"]) == 0
+    assert calls[0][0] == str(packaged_recipes()["demo"])
+    table = (tmp_path / "runs" / "compare-demo" / "results.md").read_text()
+    assert table.startswith("# demo: test metrics") and "Command: `east-compare demo --losses ce --seeds 1`" in table
+    with pytest.raises(SystemExit) as exit:
+        main(["demoo", "--seeds", "1"])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("east-compare: error: recipe 'demoo' does not exist") and "did you mean" in err
+    assert "'demo'?" in err
+
+
+def test_make_demo_and_east_train_demo_never_share_a_folder(tmp_path, monkeypatch, capsys):
+    """``make demo``'s east-compare table and ``east-train demo``'s run go to different folders; east-train refuses
+    the table's folder even when pointed at it."""
+    import east_hf.scripts.east_compare as compare
+    from east_hf.scripts.arguments import EASTArgumentParser
+    from east_hf.scripts.east_train import main as east_train
+
+    makefile = (Path(__file__).parents[1] / "Makefile").read_text()
+    command = next(line.split() for line in makefile.splitlines() if "/east-compare " in line)
+    assert command[1:] == ["demo", "--seeds", "1"]  # the defaults: the honest comparison
+    calls: list = []
+    monkeypatch.setattr(compare, "_run_one", _fake_tuned_run(calls))
+    monkeypatch.chdir(tmp_path)
+    assert main(command[1:]) == 0
+    table = tmp_path / "runs" / "compare-demo"
+    assert (table / "results.md").is_file() and (table / "results.json").is_file()
+    train_dir = EASTArgumentParser().parse(["demo"]).training.output_dir
+    assert Path(train_dir).resolve() != table.resolve() and not (tmp_path / train_dir).exists()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit:
+        east_train(["demo", "--output_dir", str(table), "--max_steps", "1"])
+    assert exit.value.code == 2
+    assert "which holds an east-compare comparison" in capsys.readouterr().err
+
+
+# ---- the plot does not exaggerate gaps ----
+def test_the_comparison_plot_starts_its_y_axis_at_zero():
+    from east_hf.scripts.east_compare import comparison_figure
+
+    close = {"east": {"fbeta": (0.86, 0.01, 3)}, "ce": {"fbeta": (0.84, 0.01, 3)}}
+    fig = comparison_figure(close, "fbeta")
+    low, high = fig.axes[0].get_ylim()
+    assert low == 0.0 and 0.87 <= high <= 1.0
+    negative = {"east": {"mcc": (0.2, 0.05, 3)}, "ce": {"mcc": (-0.1, 0.05, 3)}}
+    low, high = comparison_figure(negative, "mcc").axes[0].get_ylim()
+    assert low <= -0.15 and high >= 0.25  # a metric below zero: the axis reaches it, and still shows zero

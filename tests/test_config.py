@@ -3,8 +3,15 @@ and defaults, and the loss and callback they build."""
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
-from helpers import TinyImages, east_args, tiny_vit
+import torch
+from helpers import PlainClassifier, TinyImages, TinyTabular, east_args, tiny_vit
 
 from east_hf import EASTConfig, EASTTrainer
 from east_hf.scripts.arguments import EASTArgumentParser, load_recipe
@@ -160,4 +167,147 @@ def test_an_explicit_training_argument_wins_over_east_defaults(tmp_path):
     assert (args.optim, args.save_total_limit) == ("sgd", None)
     assert EASTConfig(output_dir=str(tmp_path), metric_for_best_model="eval_accuracy").metric_for_best_model == (
         "eval_accuracy"
+    )
+
+
+# ---- east_class_priors: counts or priors given instead of counted ----
+def test_class_priors_from_a_list_a_mapping_by_class_name_or_a_file(tmp_path):
+    names = {0: "cat", 1: "dog", 2: "frog"}  # a model's id2label
+    json_file = tmp_path / "priors.json"
+    json_file.write_text('{"frog": 10, "cat": 60, "dog": 30}')
+    csv_file = tmp_path / "priors.csv"
+    csv_file.write_text("class,count\ncat,60\ndog,30\nfrog,10\n")  # a header row is skipped
+    for given in ([60, 30, 10], "[60, 30, 10]", {"dog": 30, "cat": 60, "2": 10}, str(json_file), str(csv_file)):
+        args = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_class_priors=given)
+        assert args.class_priors(3, names) == [60.0, 30.0, 10.0], given
+    # a file is read when the config is made: the arguments saved with a run hold its values, not its path
+    args = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_class_priors=str(csv_file))
+    assert args.east_class_priors == {"cat": 60.0, "dog": 30.0, "frog": 10.0}
+    fractions = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="wce", east_class_priors=[0.75, 0.25])
+    assert fractions.class_priors() == [0.75, 0.25]  # a list sets the number of classes of a model without config
+    assert EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la").class_priors(3, names) is None
+    # east-train reads the flag as YAML, as the Python field takes it
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("dataset_name: sklearn:iris\neast_loss: la\n")
+    for flag in ("{cat: 60, dog: 30, 2: 10}", "[60, 30, 10]", str(json_file)):
+        cli = EASTArgumentParser().parse([str(recipe), "--output_dir", str(tmp_path), "--east_class_priors", flag])
+        assert cli.training.class_priors(3, names) == [60.0, 30.0, 10.0], flag
+    recipe.write_text(f"dataset_name: sklearn:iris\neast_loss: la\neast_class_priors: {csv_file}\n")
+    cli = EASTArgumentParser().parse([str(recipe), "--output_dir", str(tmp_path)])
+    assert cli.training.class_priors(3, names) == [60.0, 30.0, 10.0]
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ([60, -1, 10], r"Expected east_class_priors as finite numbers >= 0, got \[60, -1, 10\]"),
+        ([0.5, float("nan")], r"Expected east_class_priors as finite numbers >= 0, got \[0.5, nan\]"),
+        ([0, 0, 0], r"Expected east_class_priors for >= 2 classes, not all 0, got \[0, 0, 0\]"),
+        ("[1, 2", r"Expected east_class_priors as JSON, got '\[1, 2'"),
+        ("priors.txt", r"Expected east_class_priors as a list, a mapping or a .json / .csv file, got 'priors.txt'"),
+        ("missing.csv", r"Expected east_class_priors as an existing file, got 'missing.csv' \(no such file\)"),
+        (0.5, r"Expected east_class_priors as a list, a \{class: value\} mapping or a .json / .csv file, got float"),
+    ],
+)
+def test_bad_class_priors_are_refused_when_the_config_is_made(tmp_path, given, message):
+    with pytest.raises((ValueError, TypeError), match=f"^{message}$"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_class_priors=given)
+
+
+def test_class_priors_that_do_not_fit_the_models_classes_are_refused(tmp_path):
+    names = {0: "cat", 1: "dog", 2: "frog"}
+
+    def priors(given):
+        return EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_class_priors=given)
+
+    with pytest.raises(ValueError, match=r"^Expected east_class_priors for 3 classes, got 2 values$"):
+        priors([60, 40]).class_priors(3, names)
+    with pytest.raises(ValueError, match=r"^Expected east_class_priors for every class, got none for \['frog'\]$"):
+        priors({"cat": 60, "dog": 40}).class_priors(3, names)
+    with pytest.raises(ValueError, match=r"Expected east_class_priors keys among the class names .* got 'fox'"):
+        priors({"cat": 60, "dog": 30, "fox": 10}).class_priors(3, names)
+    with pytest.raises(ValueError, match=r"^Expected each class once in east_class_priors, got class 0 twice"):
+        priors({"cat": 60, "0": 30, "frog": 10}).class_priors(3, names)
+    bad_row = tmp_path / "bad.csv"
+    bad_row.write_text("cat,60\ndog,thirty\n")
+    with pytest.raises(ValueError, match=r"^Expected a number in .*bad.csv' row 2, got 'thirty'$"):
+        priors(str(bad_row))
+    # the trainer resolves them against the model's classes before training
+    with pytest.raises(ValueError, match=r"^Expected east_class_priors for 3 classes, got 2 values$"):
+        EASTTrainer(model=tiny_vit(3), args=east_args(tmp_path, east_loss="la", east_class_priors=[60, 40]))
+
+
+# ---- launchers and devices ----
+_LAUNCH_WARNING = (
+    "accelerate launch asked for several processes and started this one alone (without --multi_gpu it runs one "
+    "process): training runs in 1 process; launch with torchrun --nproc_per_node N, or add --multi_gpu (on a CPU "
+    "machine too)"
+)
+
+
+def test_accelerate_launch_of_two_processes_that_runs_one_is_warned_about_in_one_line(tmp_path):
+    """`accelerate launch --num_processes 2` without --multi_gpu starts one process (accelerate's plain launcher):
+    the config it builds says so in one line."""
+    accelerate = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or shutil.which("accelerate")
+    if accelerate is None:
+        pytest.skip("accelerate's launcher is not installed")
+    script = tmp_path / "config.py"
+    script.write_text(
+        "import os, sys\n"
+        "from east_hf import EASTConfig\n"
+        f"EASTConfig(output_dir={str(tmp_path / 'out')!r}, report_to=[])\n"
+        "print('processes', os.environ.get('WORLD_SIZE', '1'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "MASTER_", "WORLD_SIZE"))}
+    env["HF_HOME"] = str(tmp_path / "hf")  # no accelerate config file of this machine's user
+    result = subprocess.run(
+        [accelerate, "launch", "--num_processes", "2", str(script)],
+        capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("processes 1") == 1  # one process ran: accelerate's behaviour, not ours
+    assert [line for line in result.stderr.splitlines() if "accelerate launch asked" in line] == [_LAUNCH_WARNING]
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [{}, {"ACCELERATE_USE_CPU": "False"}],
+    ids=["plain", "accelerate-one-process"],
+)
+def test_launches_that_run_what_they_asked_for_are_not_warned_about(tmp_path, monkeypatch, caplog, environment):
+    for name in ("ACCELERATE_USE_CPU", "MASTER_ADDR", "WORLD_SIZE", "PMI_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with caplog.at_level(logging.WARNING, logger="east_hf"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    assert "accelerate launch asked" not in caplog.text
+
+
+@pytest.mark.skipif(torch.accelerator.is_available(), reason="a machine without an accelerator")
+def test_bf16_without_an_accelerator_trains_with_bf16_autocast_on_the_cpu(tmp_path, caplog):
+    """transformers stops `bf16=True` without use_cpu on a CPU-only machine ("Your setup doesn't support bf16/gpu"):
+    EASTConfig resolves it to use_cpu=True (CPU bf16 autocast) and says so in one line."""
+    with caplog.at_level(logging.WARNING, logger="east_hf"):
+        args = east_args(tmp_path, use_cpu=False, bf16=True, max_steps=2)
+    assert args.use_cpu and args.bf16
+    assert [r.getMessage() for r in caplog.records if "bf16" in r.getMessage()] == [
+        "bf16=True without an accelerator: bf16 autocast on the CPU (use_cpu=True)"
+    ]
+    trainer = EASTTrainer(model=PlainClassifier(), args=args, train_dataset=TinyTabular(32))
+    trainer.train()
+    assert all(torch.isfinite(torch.tensor(e["loss"])) for e in trainer.state.log_history if "loss" in e)
+
+
+def test_bf16_on_an_accelerator_without_bf16_is_explained_in_one_line(tmp_path, monkeypatch):
+    import east_hf.hf.config as config
+
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: torch.device("cuda"))
+    monkeypatch.setattr(config, "is_torch_bf16_gpu_available", lambda: False)
+    with pytest.raises(ValueError) as error:
+        EASTConfig(output_dir=str(tmp_path), report_to=[], bf16=True)
+    assert str(error.value) == (
+        "Expected an accelerator with bf16 support for bf16=True, got cuda without it; use fp16=True, or "
+        "use_cpu=True for bf16 autocast on the CPU"
     )

@@ -65,6 +65,27 @@ def test_a_logit_adjusted_cross_entropy_warm_starts_and_mixes_into_east(tmp_path
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_ce_loss="wce")
 
 
+def test_wce_and_la_from_priors_equal_those_from_counts():
+    """Given class priors (fractions, ``east_class_priors``) build the same ``wce`` and ``la`` as the counts they
+    come from: only the ratios matter. A class without samples stays finite: half a sample for counts, half the
+    smallest positive prior for fractions."""
+    logits = torch.randn(20, 3, dtype=torch.float64)
+    labels = torch.randint(0, 3, (20,))
+    for counts, priors in (([60, 30, 10], [0.6, 0.3, 0.1]), ([3, 1, 1], [3.0, 1.0, 1.0])):
+        for name in ("wce", "la"):
+            from_counts = build_loss(name, class_counts=counts)(logits, labels)
+            from_priors = build_loss(name, class_counts=priors)(logits, labels)
+            assert from_priors.item() == pytest.approx(from_counts.item(), rel=1e-6), (name, priors)
+    reference = torch.nn.functional.cross_entropy(logits.float() + torch.tensor([0.6, 0.3, 0.1]).log(), labels)
+    assert build_loss("la", class_counts=[0.6, 0.3, 0.1])(logits, labels).item() == pytest.approx(reference.item())
+    assert build_loss("wce", class_counts=[0.75, 0.25]).class_weight.tolist() == pytest.approx([2 / 3, 2.0])
+    counted = build_loss("la", class_counts=[6, 0, 4]).logit_adjustment
+    torch.testing.assert_close(counted, torch.tensor([0.6, 0.05, 0.4]).log())  # half a sample of 10
+    given = build_loss("la", class_counts=[0.6, 0.0, 0.4]).logit_adjustment
+    torch.testing.assert_close(given, torch.tensor([0.6, 0.2, 0.4]).log())  # half the smallest positive prior
+    assert build_loss("wce", class_counts=[0.6, 0.0, 0.4]).class_weight[1].item() == 0.0
+
+
 # ---- the confusion memory ----
 @pytest.mark.parametrize("ce_weight", [0.0, 1.0])
 def test_confusion_memory_adds_the_stages_earlier_matrices_decayed_and_detached(tmp_path, ce_weight):

@@ -1,12 +1,16 @@
 """The packaged evaluate metrics and the Trainer compute_metrics against scikit-learn, offline."""
 
+import ast
 import doctest
+import functools
 import importlib.util
 import re
+import shutil
 
 import numpy as np
 import pytest
 import torch
+from helpers import run_without_east_hf
 from sklearn.metrics import accuracy_score, fbeta_score, matthews_corrcoef, precision_recall_fscore_support
 
 from east_hf.hf.metrics import METRIC_DIR, METRIC_NAMES, ComputeMetrics, build_compute_metrics, load_metric, safe_name
@@ -56,8 +60,27 @@ def sk_prf(y, p, beta, average, labels=None, pos_label=1, zero_division=0.0, sam
     return tuple(np.average(v, weights=w) for v in (prec, rec, f))
 
 
+@functools.cache
+def packaged(name: str):
+    """The packaged evaluate module ``name``, loaded once and kept in memory."""
+    return load_metric(name, keep_in_memory=True)
+
+
+def assert_same_report(module: dict, core: dict):
+    """The evaluate module's numpy result equals the core's (float64 summation order aside: a few ulp)."""
+    assert module.keys() == core.keys() and module["labels"] == core["labels"]
+    for key in module.keys() - {"labels"}:
+        assert module[key] == pytest.approx(core[key], rel=0, abs=1e-15), key
+
+
 def assert_report_matches_sklearn(y, p, beta, average, labels=None, pos_label=1, zero_division=0.0, w=None):
+    """fbeta_report (the core) and the macro_fbeta module against scikit-learn and against each other."""
     ours = fbeta_report(y, p, beta, average, labels, pos_label, zero_division, sample_weight=w)
+    module = packaged("macro_fbeta").compute(
+        predictions=p, references=y, beta=beta, average=average, labels=labels, pos_label=pos_label,
+        zero_division=zero_division, sample_weight=w,
+    )  # fmt: skip
+    assert_same_report(module, ours)
     ref = sk_prf(y, p, beta, average, labels, pos_label, zero_division, w)
     np.testing.assert_allclose([ours["precision"], ours["recall"], ours["fbeta"]], ref, rtol=0, atol=1e-12)
     scored = labels if labels is not None else ours["labels"]
@@ -72,7 +95,7 @@ def assert_report_matches_sklearn(y, p, beta, average, labels=None, pos_label=1,
     return ours
 
 
-# ---- fbeta_report and mcc_report (what the evaluate modules call) against scikit-learn ----
+# ---- fbeta_report and mcc_report (the core) and the evaluate modules (numpy) against scikit-learn ----
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("average", AVERAGES)
 @pytest.mark.parametrize("beta", [1.0, 0.5, 2.0])
@@ -135,6 +158,7 @@ def test_single_class_inputs(average, zero_division):
         ours = assert_report_matches_sklearn(y, p, 1.0, average, zero_division=zero_division)
         assert ours["labels"] == ([0, 1] if average == "binary" and y[0] == 0 else [y[0]])
         assert mcc_report(y, p)["mcc"] == matthews_corrcoef(y, p) == 0.0
+        assert packaged("mcc").compute(predictions=p, references=y) == {"mcc": 0.0}
 
 
 def test_binary_checks_pos_label_as_sklearn():
@@ -182,6 +206,9 @@ def test_mcc_matches_sklearn(seed):
     w = rng.random(len(y))
     assert mcc_report(y, p, w)["mcc"] == pytest.approx(matthews_corrcoef(y, p, sample_weight=w), abs=1e-12)
     assert mcc_report(y, y)["mcc"] == pytest.approx(1.0)
+    for weight in (None, w.tolist()):  # the numpy module equals the core
+        module = packaged("mcc").compute(predictions=p, references=y, sample_weight=weight)["mcc"]
+        assert module == pytest.approx(mcc_report(y, p, weight)["mcc"], rel=0, abs=1e-15)
 
 
 def test_label_confusion_matrix_pools_unscored_labels_and_pads_a_single_class():
@@ -201,7 +228,7 @@ def test_modules_load_offline_and_match_sklearn(loaded):
     rng = np.random.default_rng(40)
     y, p = random_labels(rng, 50, [0, 1, 2, 3])
     out = loaded["macro_fbeta"].compute(predictions=p, references=y, beta=0.5, average="weighted")
-    assert out == fbeta_report(y, p, beta=0.5, average="weighted")
+    assert_same_report(out, fbeta_report(y, p, beta=0.5, average="weighted"))
     assert out["fbeta"] == pytest.approx(fbeta_score(y, p, beta=0.5, average="weighted"), abs=1e-12)
     assert set(out) == {"fbeta", "precision", "recall", "fbeta_per_class", "precision_per_class",
                         "recall_per_class", "labels"}  # fmt: skip
@@ -241,8 +268,74 @@ def run_examples(text, name):
     return runner.summarize(verbose=False)
 
 
+def test_modules_refuse_invalid_inputs_in_one_line():
+    metric = packaged("macro_fbeta")
+    kwargs = {"predictions": [0, 1, 1], "references": [0, 1, 2]}
+    for settings, error, message in [
+        ({"beta": [1.0, 2.0, 1.0], "average": "micro"}, ValueError, "Expected one beta for average='micro'"),
+        ({"beta": [1.0, 2.0]}, ValueError, r"Expected beta as a float or one value per scored label \[0, 1, 2\]"),
+        ({"beta": 0.0}, ValueError, r"Expected every beta > 0 and finite, got \[0.0, 0.0, 0.0\]"),
+        ({"beta": True}, TypeError, "Expected beta as a positive float"),
+        ({"labels": [0, 0]}, ValueError, "Expected labels as a non-empty list of distinct labels"),
+        ({"average": "samples"}, ValueError, "Expected average in"),
+        ({"zero_division": "warn"}, ValueError, "Expected zero_division as a float in"),
+        ({"average": "binary", "labels": [0, 2]}, ValueError, "Expected pos_label among labels"),
+        ({"average": "binary", "pos_label": 7}, ValueError, "pos_label=7 is not a valid label"),
+        ({"sample_weight": [1.0]}, ValueError, r"Expected sample_weight of shape \(3,\), got shape \(1,\)"),
+    ]:
+        with pytest.raises(error, match=message) as raised:
+            metric.compute(**kwargs, **settings)
+        assert "\n" not in str(raised.value)
+    with pytest.raises(ValueError, match=r"Expected sample_weight of shape \(3,\)"):
+        packaged("mcc").compute(**kwargs, sample_weight=[1.0, 2.0])
+
+
+def test_modules_import_only_their_listed_requirements():
+    """What evaluate checks before running a module pushed to the Hub: every library it imports is installed. Each
+    folder's requirements.txt and README.md list what its script imports, and east_hf is none of them."""
+    for name in METRIC_NAMES:
+        folder = METRIC_DIR / name
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+        assert imported == {"datasets", "evaluate", "numpy"}, name
+        requirements = {re.split(r"[<>=~ ]", line)[0] for line in (folder / "requirements.txt").read_text().split()}
+        assert requirements == imported, name
+        card = (folder / "README.md").read_text()
+        assert all(f"`{library}`" in card.split("## Requirements")[1].split("##")[0] for library in imported), name
+
+
+BLOCKED_METRICS = """
+import evaluate
+from sklearn.metrics import fbeta_score, matthews_corrcoef
+folder = sys.argv[1]
+y, p = [0, 1, 2, 0, 1, 2, 2, 1], [0, 2, 1, 0, 1, 2, 2, 2]
+fbeta = evaluate.load(folder + "/macro_fbeta").compute(predictions=p, references=y, beta=[0.5, 1.0, 2.0])
+expected = sum(fbeta_score(y, p, beta=b, labels=[k], average="macro") for k, b in enumerate([0.5, 1.0, 2.0])) / 3
+assert abs(fbeta["fbeta"] - expected) < 1e-12, (fbeta, expected)
+mcc = evaluate.load(folder + "/mcc").compute(predictions=p, references=y, sample_weight=[1, 2, 1, 1, 3, 1, 1, 1])
+expected = matthews_corrcoef(y, p, sample_weight=[1, 2, 1, 1, 3, 1, 1, 1])
+assert abs(mcc["mcc"] - expected) < 1e-12, (mcc, expected)
+assert not [name for name in sys.modules if name.split(".")[0] == "east_hf"], "east_hf was imported"
+print("COMPUTED", round(fbeta["fbeta"], 6), round(mcc["mcc"], 6))
+"""
+
+
+def test_modules_compute_without_east_hf(tmp_path):
+    """Each module folder, copied as it would be pushed to the Hub, loads by path and computes where east_hf cannot
+    be imported, equal to scikit-learn."""
+    pushed = tmp_path / "hub"
+    for name in METRIC_NAMES:
+        shutil.copytree(METRIC_DIR / name, pushed / name, ignore=shutil.ignore_patterns("__pycache__"))
+        assert {p.name for p in (pushed / name).iterdir()} == {f"{name}.py", "README.md", "requirements.txt", "app.py"}
+    result = run_without_east_hf(BLOCKED_METRICS, tmp_path, pushed)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "COMPUTED" in result.stdout
+
+
 @pytest.mark.parametrize("name", METRIC_NAMES)
-def test_kwargs_description_examples_run(name, loaded):
+def test_kwargs_description_examples_run(name, loaded, monkeypatch):
+    monkeypatch.chdir(METRIC_DIR)  # the examples' evaluate.load("<name>") finds ./<name>/<name>.py, as on the Hub
     text = loaded[name].inputs_description  # evaluate's copy of _KWARGS_DESCRIPTION
     spec = importlib.util.spec_from_file_location(f"east_metric_{name}", METRIC_DIR / name / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -253,7 +346,8 @@ def test_kwargs_description_examples_run(name, loaded):
 
 
 @pytest.mark.parametrize("name", METRIC_NAMES)
-def test_readme_examples_run(name, loaded):
+def test_readme_examples_run(name, loaded, monkeypatch):
+    monkeypatch.chdir(METRIC_DIR)
     card = (METRIC_DIR / name / "README.md").read_text()
     assert card.startswith("---\n") and "# Metric Card for" in card
     blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
@@ -290,7 +384,7 @@ def test_compute_metrics_matches_sklearn(average):
     out = compute_metrics((logits, labels))
     betas = [0.5, 1.0, 1.0, 2.0] if average != "micro" else 0.5
     ref, y, p = sk_metrics(logits, labels, betas, average, pos_label=3)
-    reported = {"micro": [], "binary": [0, 3]}.get(average, [0, 3])
+    reported = {"micro": [], "binary": [0]}.get(average, [0, 3])  # binary: class 3's scores are the averaged keys
     names = {0: "traffic_light", 3: "dog"}
     per_class = [f"{m}_{names[k]}" for k in reported for m in ("precision", "recall", "fbeta")]
     assert list(out) == ["accuracy", "fbeta", "mcc", "precision", "recall", *per_class]
@@ -314,7 +408,8 @@ def test_compute_metrics_report_classes_and_safe_names():
     assert build_compute_metrics(3, report_classes="all").report == {0: "0", 1: "1", 2: "2"}
     assert build_compute_metrics(3, beta=[1.0, 1.0, 0.25]).report == {2: "2"}
     assert build_compute_metrics(3, beta=2.0).report == {}  # one beta for all classes: nothing special per class
-    assert build_compute_metrics(2, average="binary", pos_label=0).report == {0: "0"}
+    assert build_compute_metrics(2, average="binary", pos_label=0).report == {}  # fbeta, precision, recall are its
+    assert build_compute_metrics(2, average="binary", report_classes=[1]).report == {1: "1"}  # asked for: reported
     clash = build_compute_metrics(3, id2label={0: "a b", 1: "A-B", 2: "!!"}, report_classes="all")
     assert clash.report == {0: "a_b_0", 1: "a_b_1", 2: "_2"}
     assert safe_name("Über Cat") == "ber_cat"

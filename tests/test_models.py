@@ -1,7 +1,6 @@
 """east_hf.hf.models: the timm Darknet-19, its TimmWrapper round trip, the tabular MLP and the fine-tuning helpers."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -10,8 +9,10 @@ from pathlib import Path
 import pytest
 import timm
 import torch
+from helpers import run_without_east_hf
 from transformers import (
     AutoConfig,
+    AutoImageProcessor,
     AutoModelForImageClassification,
     AutoModelForSequenceClassification,
     TimmWrapperConfig,
@@ -23,6 +24,8 @@ from transformers import (
 
 from east_hf.hf.models import (
     Darknet19,
+    DarknetConfig,
+    DarknetForImageClassification,
     TabularMLPConfig,
     TabularMLPForClassification,
     create_image_model,
@@ -30,6 +33,7 @@ from east_hf.hf.models import (
     label_maps,
     load_pretrained,
 )
+from east_hf.hf.models.build import attach_data_config
 
 PUBLISHED_DARKNET19_PARAMS = 20.8e6  # YOLO9000 / darknet's reference Darknet-19 classifier, 1000 classes
 
@@ -120,13 +124,9 @@ def test_darknet19_rejects_bad_inputs():
 # --- through transformers ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def saved_darknet19(tmp_path_factory):
-    """darknet19 in a TimmWrapper, saved with save_pretrained, with a batch and its logits."""
-    torch.manual_seed(0)
-    model = TimmWrapperForImageClassification(TimmWrapperConfig(architecture="darknet19", num_labels=10)).eval()
-    path = tmp_path_factory.mktemp("darknet19")
-    model.save_pretrained(path)
+def save_with_batch(model, path):
+    """``model.save_pretrained(path)`` and ``path / "batch.pt"``: a batch ``x``, its logits and the state dict."""
+    model.eval().save_pretrained(path)
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         logits = model(pixel_values=x).logits
@@ -134,15 +134,27 @@ def saved_darknet19(tmp_path_factory):
     return path, x, logits
 
 
+@pytest.fixture(scope="module")
+def saved_darknet19(tmp_path_factory):
+    """darknet19 in a stock TimmWrapper, saved with save_pretrained, with a batch and its logits."""
+    torch.manual_seed(0)
+    model = TimmWrapperForImageClassification(TimmWrapperConfig(architecture="darknet19", num_labels=10))
+    return save_with_batch(model, tmp_path_factory.mktemp("darknet19"))
+
+
 def assert_same_model(reloaded, path):
     """Reloaded weights equal the saved ones bit for bit; logits agree up to kernel choice (the randomly initialised
     darknet19's logits are ~1e-8, and oneDNN may pick another algorithm for the same weights, e.g. with 1 thread)."""
+    with torch.no_grad():
+        logits = reloaded(pixel_values=torch.load(path / "batch.pt")["x"]).logits
+    assert_same_outputs(reloaded.state_dict(), logits, path)
+
+
+def assert_same_outputs(state, logits, path):
+    """``state`` and ``logits`` (of ``batch.pt``'s ``x``) equal those saved in ``path / "batch.pt"``."""
     saved = torch.load(path / "batch.pt")
-    state = reloaded.state_dict()
     assert state.keys() == saved["state"].keys()
     assert all(torch.equal(state[k], v) for k, v in saved["state"].items())
-    with torch.no_grad():
-        logits = reloaded(pixel_values=saved["x"]).logits
     scale = saved["logits"].abs().max().item()
     torch.testing.assert_close(logits, saved["logits"], rtol=1e-4, atol=1e-4 * scale)
 
@@ -160,9 +172,13 @@ def test_timm_wrapper_save_and_reload(saved_darknet19):
 def test_image_classifier_from_pretrained_timm_checkpoint_keeps_new_labels(saved_darknet19, tmp_path):
     model = image_classifier_from_pretrained(str(saved_darknet19[0]), num_labels=3, id2label=["a", "b", "c"])
     assert model.timm_model.get_classifier().out_channels == 3
+    # a stock TimmWrapper's darknet19 folder: the fine-tune is a DarknetForImageClassification, saved with its code
+    assert isinstance(model, DarknetForImageClassification) and model.config.model_type == "east_darknet"
     model.save_pretrained(tmp_path)
+    assert (tmp_path / "darknet_hf.py").is_file()
     reloaded = load_pretrained(tmp_path)
     assert reloaded.config.id2label == {0: "a", 1: "b", 2: "c"}
+    assert json.loads((tmp_path / "config.json").read_text())["label_names"] == ["a", "b", "c"]
     torch.testing.assert_close(reloaded.timm_model.head.weight, model.timm_model.head.weight, rtol=0, atol=0)
 
 
@@ -190,6 +206,86 @@ def test_timm_wrapper_reload_in_fresh_process(saved_darknet19):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "RELOADED" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def saved_darknet19_run(tmp_path_factory):
+    """darknet19 as east-train builds and saves it (create_image_model, the training data config attached), with a
+    batch and its logits in this process."""
+    torch.manual_seed(0)
+    model = create_image_model("darknet19", num_labels=3, id2label=["cat", "dog", "frog"])
+    attach_data_config(model, timm.data.resolve_data_config(model=timm.create_model("darknet19.cifar")))
+    return save_with_batch(model, tmp_path_factory.mktemp("darknet19_run"))[0]
+
+
+def test_saved_darknet19_run_carries_its_code(saved_darknet19_run):
+    path = saved_darknet19_run
+    config = json.loads((path / "config.json").read_text())
+    assert config["model_type"] == "east_darknet" and config["architecture"] == "darknet19"
+    assert config["auto_map"] == {
+        "AutoConfig": "darknet_hf.DarknetConfig",
+        "AutoModelForImageClassification": "darknet_hf.DarknetForImageClassification",
+    }
+    assert (path / "darknet_hf.py").is_file() and (path / "darknet.py").is_file()  # darknet.py: its relative import
+    reloaded = AutoModelForImageClassification.from_pretrained(path).eval()  # east_hf imported: its own classes
+    assert isinstance(reloaded, DarknetForImageClassification)  # a TimmWrapperForImageClassification subclass
+    assert reloaded.config.id2label == {0: "cat", 1: "dog", 2: "frog"}
+    assert_same_model(reloaded, path)
+    assert isinstance(load_pretrained(path), DarknetForImageClassification)
+    processor = AutoImageProcessor.from_pretrained(path)
+    assert processor.data_config["input_size"] == (3, 32, 32) and processor.data_config["mean"] == pytest.approx(
+        (0.4914, 0.4822, 0.4465)
+    )
+    local = timm.create_model(f"local-dir:{path}", pretrained=True)  # timm's own loader reads the same folder
+    assert isinstance(local, Darknet19) and local.num_classes == 3
+
+
+DARKNET_WITHOUT_EAST_HF = """
+import torch
+from transformers import AutoImageProcessor, AutoModelForImageClassification
+run, out = sys.argv[1], sys.argv[2]
+try:  # no trust_remote_code: transformers refuses to run the folder's code, and says how to allow it
+    AutoModelForImageClassification.from_pretrained(run)
+except Exception as error:
+    refusal = f"{type(error).__name__}: {error}"
+else:
+    raise AssertionError("darknet19 loaded without its code")
+model = AutoModelForImageClassification.from_pretrained(run, trust_remote_code=True).eval()
+processor = AutoImageProcessor.from_pretrained(run)
+with torch.no_grad():
+    logits = model(pixel_values=torch.load(run + "/batch.pt")["x"]).logits
+assert not [name for name in sys.modules if name.split(".")[0] == "east_hf"], "east_hf was imported"
+torch.save(
+    {"refusal": refusal, "model": type(model).__name__, "timm_model": type(model.timm_model).__name__,
+     "id2label": model.config.id2label, "state": model.state_dict(), "logits": logits,
+     "data_config": processor.data_config},
+    out,
+)
+"""
+
+
+def test_saved_darknet19_run_loads_without_east_hf(saved_darknet19_run, tmp_path):
+    """Where east_hf is not installed, the run's own code loads it with trust_remote_code=True (the same weights,
+    the same logits, the same preprocessing), and without it transformers asks for trust_remote_code, never for a
+    newer timm."""
+    path, out = saved_darknet19_run, tmp_path / "reloaded.pt"
+    result = run_without_east_hf(DARKNET_WITHOUT_EAST_HF, tmp_path, path, out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reloaded = torch.load(out)
+    assert reloaded["model"] == "DarknetForImageClassification" and reloaded["timm_model"] == "Darknet19"
+    assert reloaded["id2label"] == {0: "cat", 1: "dog", 2: "frog"}
+    assert_same_outputs(reloaded["state"], reloaded["logits"], path)
+    assert reloaded["data_config"] == AutoImageProcessor.from_pretrained(path).data_config
+    assert "trust_remote_code=True" in reloaded["refusal"]
+    assert "timm" not in reloaded["refusal"], reloaded["refusal"]
+
+
+def test_darknet_config_takes_only_darknet_architectures():
+    assert isinstance(create_image_model("resnet18", num_labels=2).config, TimmWrapperConfig)  # a stock timm name
+    assert not isinstance(create_image_model("resnet18", num_labels=2).config, DarknetConfig)
+    assert DarknetConfig(architecture="darknet19_tiny.cifar").architecture == "darknet19_tiny.cifar"
+    with pytest.raises(ValueError, match=r"Expected a Darknet-19 architecture .*, got 'resnet18'"):
+        DarknetConfig(architecture="resnet18")
 
 
 def test_timm_wrapper_headless_model_and_hidden_states():
@@ -304,12 +400,7 @@ def test_saved_tabular_model_loads_without_east_hf(tmp_path):
         expected = model(input_features=x).logits
     torch.save(x, tmp_path / "x.pt")
     script = f"""
-import sys, torch
-class Blocker:
-    def find_spec(self, name, path=None, target=None):
-        if name == "east_hf" or name.startswith("east_hf."):
-            raise ImportError("east_hf is blocked")
-sys.meta_path.insert(0, Blocker())
+import torch
 from transformers import AutoModelForSequenceClassification
 model = AutoModelForSequenceClassification.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()
 assert "east_hf" not in sys.modules
@@ -317,7 +408,6 @@ with torch.no_grad():
     logits = model(input_features=torch.load({str(tmp_path / "x.pt")!r})).logits
 torch.save(logits, {str(tmp_path / "out.pt")!r})
 """
-    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    result = run_without_east_hf(script, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert torch.equal(torch.load(tmp_path / "out.pt"), expected)

@@ -19,7 +19,7 @@ from helpers import (
     tiny_timm,
     tiny_vit,
 )
-from transformers import TrainerCallback
+from transformers import EarlyStoppingCallback, TrainerCallback
 
 import east_hf
 from east_hf import EASTLoss, EASTTrainer
@@ -543,3 +543,165 @@ def test_an_evaluation_set_whose_rows_are_all_ignored_is_refused(tmp_path, loss)
     with torch.no_grad():
         labelled = trainer.east_loss(model(partly.x[16:]), partly.y[16:]).item()
     assert trainer.evaluate(partly)["eval_loss"] == pytest.approx(labelled, rel=1e-5)
+
+
+# ---- class priors: streams, and counting without transforms ----
+class _Stream(torch.utils.data.IterableDataset):
+    """The rows of a map-style data set, in order, as a stream without a length (as ``streaming=True`` gives)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __iter__(self):
+        return (self.data[i] for i in range(len(self.data)))
+
+
+def test_la_on_an_iterable_dataset_with_given_priors_equals_the_map_style_run(tmp_path):
+    """``east_class_priors`` makes a stream trainable with ``la``: the same rows in the same order give the same losses
+    and the same final weights as the map-style run, which counts its own priors."""
+    data = TinyTabular(32)
+    counts = torch.bincount(data.y, minlength=3)
+    priors = (counts / counts.sum()).tolist()  # probabilities, where the map-style run counts
+    runs = {}
+    for name, train, given in (("map", data, None), ("stream", _Stream(data), priors)):
+        torch.manual_seed(0)
+        model = PlainClassifier()
+        before = copy.deepcopy(model.state_dict())
+        args = east_args(
+            tmp_path / name, east_loss="la", east_class_priors=given, max_steps=8, logging_steps=1,
+            per_device_train_batch_size=8, train_sampling_strategy="sequential",  # the stream's order
+        )  # fmt: skip
+        trainer = EASTTrainer(model=model, args=args, train_dataset=train)
+        trainer.train()
+        assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())  # it trained
+        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+        runs[name] = (trainer.east_loss.logit_adjustment, losses, model.state_dict())
+    (map_adjustment, map_losses, map_weights), (adjustment, losses, weights) = runs["map"], runs["stream"]
+    torch.testing.assert_close(adjustment, map_adjustment)
+    assert len(losses) == 8 and losses == pytest.approx(map_losses, rel=1e-6)
+    for key, value in weights.items():
+        torch.testing.assert_close(value, map_weights[key])
+
+
+@pytest.mark.parametrize("overrides", [{"east_loss": "la"}, {"east_loss": "wce"}, {"east_ce_loss": "la"}])
+def test_a_prior_loss_on_an_iterable_dataset_without_priors_names_east_class_priors(tmp_path, overrides):
+    args = east_args(tmp_path, **overrides)
+    expected = (
+        r"^Expected east_class_priors \(class counts or priors: a list, a \{class: count\} mapping or a \.json / "
+        r"\.csv file\) for 'wce' / 'la' with a training set that cannot be counted, got a _Stream without a length$"
+    )
+    with pytest.raises(ValueError, match=expected):
+        EASTTrainer(model=PlainClassifier(), args=args, train_dataset=_Stream(TinyTabular(16)))
+
+
+def test_a_warm_start_in_epochs_on_an_iterable_dataset_names_east_warm_start_steps(tmp_path):
+    """An epoch of a stream has no known length: the default warm start (2 epochs) is refused when the trainer is
+    made, naming the settings that work; with ``east_warm_start_steps`` the warm start runs and EAST follows."""
+    settings = dict(
+        east_ce_loss="la", east_class_priors={"0": 1, "1": 1, "2": 1}, east_warm_start="ce", east_annealing=True,
+        eval_strategy="steps", eval_steps=2, logging_steps=2, learning_rate=0.05, east_decay=0.5, east_patience=2,
+    )  # fmt: skip
+
+    def stream_trainer(**overrides):
+        torch.manual_seed(0)
+        args = east_args(tmp_path, **settings, **overrides)
+        stream = _Stream(blobs(64, 0))
+        return EASTTrainer(
+            PlainClassifier(), args, train_dataset=stream, eval_dataset=blobs(48, 1), compute_metrics=hard_metrics
+        )
+
+    expected = (
+        r"^Expected east_warm_start_steps for a training set without a length \(_Stream: east_warm_start_epochs=2 "
+        r"cannot be turned into steps\), got None; or east_warm_start_epochs=-1 \(until its own early stopping\) or "
+        r"east_warm_start='none'$"
+    )
+    with pytest.raises(ValueError, match=expected):
+        stream_trainer()  # the default length, 2 epochs
+    trainer = stream_trainer(east_warm_start_steps=4, max_steps=12)
+    torch.testing.assert_close(trainer.warm_start_loss.logit_adjustment, torch.full((3,), 1 / 3).log())
+    trainer.train()
+    assert [h["east_stage"] for h in evaluations(trainer)][:3] == [-1, -1, 0]  # the warm start's 4 steps, then EAST
+
+
+def test_counts_of_an_image_dataset_with_a_transform_read_the_label_column_only(tmp_path):
+    """A ``datasets.Dataset`` with ``set_transform`` is counted from its label column: the transform (which would
+    decode and augment every image) never runs, and a selection (an indices mapping) counts its own rows."""
+    import datasets
+    import numpy as np
+    from PIL import Image
+
+    from east_hf.hf.trainer import training_class_counts
+
+    labels = [0, 1, 1, 2, 0, 1, 1, 1]
+    images = [Image.fromarray(np.full((16, 16, 3), 30 * k, dtype=np.uint8)) for k in range(len(labels))]
+    features = datasets.Features(
+        {"image": datasets.Image(), "label": datasets.ClassLabel(names=["cat", "dog", "frog"])}
+    )
+    dataset = datasets.Dataset.from_dict({"image": images, "label": labels}, features=features)
+
+    def transform(batch):
+        raise AssertionError("the transform ran while counting classes")
+
+    dataset.set_transform(transform)
+    assert training_class_counts(dataset, 3) == [2, 5, 1]
+    assert training_class_counts(dataset.select([0, 3, 4]), 3) == [2, 0, 1]  # a selection's own rows
+    trainer = EASTTrainer(model=tiny_vit(3), args=east_args(tmp_path, east_loss="wce"), train_dataset=dataset)
+    torch.testing.assert_close(trainer.east_loss.class_weight, torch.tensor([8 / 6, 8 / 15, 8 / 3]))
+
+
+# ---- callbacks users add by habit, and what a baseline's logs carry ----
+def test_an_early_stopping_callback_beside_the_annealing_is_refused_in_one_line(tmp_path):
+    """transformers' EarlyStoppingCallback would end training inside stage 0 (its patience on metric_for_best_model),
+    before the annealing's own stopping criterion: refused in __init__ (an instance or the class) and in add_callback,
+    naming EAST's early stopping."""
+    message = (
+        r"^Expected no EarlyStoppingCallback with temperature annealing \(EAST's early stopping is east_patience within "
+        r"a stage and east_stage_patience across stages\), got EarlyStoppingCallback; remove it, or set "
+        r"east_annealing=False to make it the only early stopping$"
+    )
+    for callback in (EarlyStoppingCallback(2), EarlyStoppingCallback):
+        with pytest.raises(ValueError, match=message):
+            annealing_trainer(tmp_path, callbacks=[callback])
+    trainer = annealing_trainer(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        trainer.add_callback(EarlyStoppingCallback(2))
+    assert not any(isinstance(c, EarlyStoppingCallback) for c in trainer.callback_handler.callbacks)
+    trainer.train()  # the annealing alone runs through its stages to its own stop
+    schedule = annealer(trainer).schedule
+    assert schedule.finished and schedule.stage >= 2 and trainer.state.global_step < trainer.args.max_steps
+
+
+def test_an_early_stopping_callback_without_annealing_is_the_runs_early_stopping(tmp_path):
+    trainer = annealing_trainer(tmp_path, callbacks=[EarlyStoppingCallback(2)], east_annealing=False)
+    assert trainer.annealing is None
+    trainer.train()
+    assert trainer.state.global_step < trainer.args.max_steps  # EarlyStoppingCallback ended it
+
+
+@pytest.mark.parametrize("loss", ["ce", "la", "dice"])
+def test_baseline_logs_carry_no_temperature_and_binary_runs_report_precision_once(tmp_path, loss):
+    """A baseline has no temperature: no east_temperature in its logs, and east_stage only where a warm start makes
+    stages (Dice's is stage -1). A binary run reports precision, recall and F-beta once, under the averaged keys the
+    model card reads (not again under the positive class's name)."""
+    from east_hf.hf.metrics import build_compute_metrics
+
+    torch.manual_seed(0)
+    args = east_args(
+        tmp_path, east_loss=loss, east_average="binary", east_annealing=True, eval_strategy="steps", eval_steps=2,
+        logging_steps=2, max_steps=8, east_warm_start_steps=2,
+    )  # fmt: skip
+    trainer = EASTTrainer(
+        model=PlainClassifier(num_classes=2),
+        args=args,
+        train_dataset=TinyTabular(64, num_classes=2),
+        eval_dataset=TinyTabular(32, num_classes=2, seed=1),
+        compute_metrics=build_compute_metrics(2, average="binary", id2label={0: "negative", 1: "positive"}),
+    )
+    trainer.train()
+    logs = trainer.state.log_history
+    assert logs and not any("east_temperature" in h for h in logs)
+    stages = [h.get("east_stage") for h in evaluations(trainer)]
+    assert stages == ([-1, 0, 0, 0] if loss == "dice" else [None] * 4)
+    keys = set(evaluations(trainer)[0])
+    assert {"eval_fbeta", "eval_precision", "eval_recall"} <= keys
+    assert not [k for k in keys if k.startswith(("eval_precision_", "eval_recall_", "eval_fbeta_"))]

@@ -10,9 +10,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from east_hf.core.validation import parse_beta
+from east_hf.core.validation import check_class_priors, parse_beta, parse_class_priors
 
-__all__ = ["class_index", "class_names", "resolve_beta", "safe_name"]
+__all__ = ["class_index", "class_names", "resolve_beta", "resolve_class_priors", "safe_name"]
 
 
 def safe_name(name: Any) -> str:
@@ -75,3 +75,30 @@ def resolve_beta(beta: Any, names: Sequence[str] | Mapping[Any, str] | None, num
             raise ValueError(f"Expected beta as a float or {num_classes} per-class values, got {len(beta)} values")
         return [float(b) for b in beta]
     return float(beta)
+
+
+def resolve_class_priors(
+    priors: Any, names: Sequence[str] | Mapping[Any, str] | None, num_classes: int | None, name: str = "class_priors"
+) -> list[float]:
+    """Per-class counts or priors (a list by index, a ``{class: value}`` mapping, JSON text or a ``.json`` / ``.csv``
+    file, see ``validation.parse_class_priors``) as one value per class, in class order. A mapping names every class
+    (see ``class_index``); a list without known ``num_classes`` sets it. ``name`` names the setting in the errors.
+
+    >>> resolve_class_priors({"dog": 10, "cat": 90}, ["cat", "dog"], 2)
+    [90.0, 10.0]
+    """
+    priors = parse_class_priors(priors, name)
+    if not isinstance(priors, Mapping):
+        return check_class_priors(priors, num_classes, name)
+    if num_classes is None:
+        num_classes = len(priors)
+    values: list[Any] = [None] * num_classes
+    for key, value in priors.items():
+        k = class_index(key, names, num_classes, what=f"{name} keys")
+        if values[k] is not None:
+            raise ValueError(f"Expected each class once in {name}, got class {k} twice (key {key!r})")
+        values[k] = value
+    missing = [label for label, value in zip(class_names(names, num_classes), values) if value is None]
+    if missing:
+        raise ValueError(f"Expected {name} for every class, got none for {missing}")
+    return check_class_priors(values, num_classes, name)

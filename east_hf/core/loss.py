@@ -181,7 +181,7 @@ def class_weights_from_counts(counts: Sequence[int] | torch.Tensor) -> torch.Ten
     """Inverse-frequency class weights, normalised so the mean weight of a training sample is 1.
 
     w_k = N / (C n_k) for the n_k training samples of class k out of N (scikit-learn's ``"balanced"``); a class
-    without training samples gets 0.
+    without training samples gets 0. Counts of any scale give the same weights, so priors (fractions) do too.
 
     >>> [round(w, 4) for w in class_weights_from_counts([90, 10]).tolist()]
     [0.5556, 5.0]
@@ -189,13 +189,15 @@ def class_weights_from_counts(counts: Sequence[int] | torch.Tensor) -> torch.Ten
     counts = torch.as_tensor(counts, dtype=torch.float32)
     if counts.ndim != 1 or counts.numel() < 2 or bool((counts < 0).any()) or not counts.sum() > 0:
         raise ValueError(f"Expected class counts as >= 2 non-negative numbers, not all 0, got {counts.tolist()}")
-    return torch.where(counts > 0, counts.sum() / (len(counts) * counts.clamp(min=1)), 0.0)
+    return torch.where(counts > 0, counts.sum() / (len(counts) * counts.where(counts > 0, 1.0)), 0.0)
 
 
 def logit_adjustment_from_counts(counts: Sequence[int] | torch.Tensor, tau: float = 1.0) -> torch.Tensor:
     """tau * log(pi_k), the logit adjustment of Menon et al. (ICLR 2021) from the training split's class priors.
 
-    A class without training samples gets the log of half a sample's prior, so the offset stays finite.
+    ``counts`` may be priors of any scale (pi_k = n_k / N), so priors given as fractions give the same offsets. A
+    class with a zero count is floored at half a sample (0.5), or at half the smallest positive value where that is
+    below 1 (fractions), so the offset stays finite.
 
     >>> [round(v, 4) for v in logit_adjustment_from_counts([75, 25]).tolist()]
     [-0.2877, -1.3863]
@@ -203,7 +205,8 @@ def logit_adjustment_from_counts(counts: Sequence[int] | torch.Tensor, tau: floa
     counts = torch.as_tensor(counts, dtype=torch.float32)
     if counts.ndim != 1 or counts.numel() < 2 or bool((counts < 0).any()) or not counts.sum() > 0:
         raise ValueError(f"Expected class counts as >= 2 non-negative numbers, not all 0, got {counts.tolist()}")
-    return tau * (counts.clamp(min=0.5) / counts.sum()).log()
+    floor = 0.5 * min(1.0, counts[counts > 0].min().item())  # half a sample; half the smallest prior below 1
+    return tau * (counts.clamp(min=floor) / counts.sum()).log()
 
 
 class SoftDiceLoss(SetLoss):
@@ -524,7 +527,7 @@ def build_loss(
     **east_settings: Any,
 ) -> SetLoss:
     """The loss named ``name`` (``LOSSES``). ``east_settings`` (``metric``, ``beta``, ...) go to ``EASTLoss``;
-    ``wce`` and ``la`` need the training split's ``class_counts``.
+    ``wce`` and ``la`` need the training split's ``class_counts`` (or class priors: any scale gives the same loss).
 
     - ``wce``: cross-entropy weighted by ``class_weights_from_counts(class_counts)``.
     - ``la``: cross-entropy of ``logits + log(prior)`` (``logit_adjustment_from_counts``, tau = 1); predictions

@@ -8,9 +8,12 @@ Pure Python: no tensors here (``surrogate.valid_rows`` formats the tensor inputs
 
 from __future__ import annotations
 
+import csv
 import json
-from collections.abc import Callable, Collection, Sequence
-from numbers import Integral
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from numbers import Integral, Real
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -18,6 +21,7 @@ __all__ = [
     "MAX_TEMPERATURE",
     "check_average",
     "check_choice",
+    "check_class_priors",
     "check_int",
     "check_metric",
     "check_num_classes",
@@ -26,6 +30,7 @@ __all__ = [
     "check_temperature",
     "check_zero_division",
     "parse_beta",
+    "parse_class_priors",
 ]
 
 AVERAGES = ("macro", "weighted", "micro", "binary")
@@ -148,3 +153,80 @@ def parse_beta(beta: Any, name: str = "beta") -> Any:
         return json.loads(beta)
     except json.JSONDecodeError:
         raise ValueError(f"Expected {name} as a number, a list or a JSON mapping, got {beta!r}") from None
+
+
+def check_class_priors(values: Any, num_classes: int | None = None, name: str = "class_priors") -> list[float]:
+    """Class counts or priors, one per class, as floats: finite, >= 0, not all 0 (any scale: the losses use
+    value / sum, so counts and probabilities give the same priors); with ``num_classes``, exactly that many.
+
+    >>> check_class_priors([90, 10], 2), check_class_priors([0.75, 0.25])
+    ([90.0, 10.0], [0.75, 0.25])
+    """
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+        raise TypeError(f"Expected {name} as a list of per-class counts or priors, got {type(values).__name__}")
+    if not all(isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in values):
+        raise ValueError(f"Expected {name} as finite numbers >= 0, got {list(values)}")
+    if len(values) < 2 or not sum(values) > 0:
+        raise ValueError(f"Expected {name} for >= 2 classes, not all 0, got {list(values)}")
+    if num_classes is not None and len(values) != num_classes:
+        raise ValueError(f"Expected {name} for {num_classes} classes, got {len(values)} values")
+    return [float(v) for v in values]
+
+
+def parse_class_priors(priors: Any, name: str = "class_priors") -> list[Any] | dict[str, Any]:
+    """Class counts or priors as given (a per-class list or a ``{class: value}`` mapping), or read from JSON text
+    (``"[90, 10]"``), a ``.json`` file (a list or a mapping) or a ``.csv`` file of ``class,value`` rows (a header row
+    is skipped). The values are checked (``check_class_priors``); the classes are resolved by
+    ``east_hf.core.classes.resolve_class_priors``, where the class names are known.
+
+    >>> parse_class_priors('{"cat": 90, "dog": 10}'), parse_class_priors([0.9, 0.1])
+    ({'cat': 90, 'dog': 10}, [0.9, 0.1])
+    """
+    if isinstance(priors, (str, Path)):
+        text = str(priors).strip()
+        if text[:1] in ("[", "{"):
+            try:
+                priors = json.loads(text)
+            except json.JSONDecodeError:
+                raise ValueError(f"Expected {name} as JSON, got {text!r}") from None
+        else:
+            priors = _read_class_priors(Path(text), name)
+    if isinstance(priors, Mapping):
+        check_class_priors(list(priors.values()), name=name)
+        return {str(k): v for k, v in priors.items()}
+    if isinstance(priors, Sequence) and not isinstance(priors, (str, bytes)):
+        check_class_priors(list(priors), name=name)
+        return list(priors)
+    raise TypeError(
+        f"Expected {name} as a list, a {{class: value}} mapping or a .json / .csv file, got {type(priors).__name__}"
+    )
+
+
+def _read_class_priors(path: Path, name: str) -> Any:
+    """The list or mapping of a ``.json`` file, or the ``{class: value}`` mapping of a ``class,value`` ``.csv``."""
+    if path.suffix.lower() not in (".json", ".csv"):
+        raise ValueError(f"Expected {name} as a list, a mapping or a .json / .csv file, got {str(path)!r}")
+    if not path.is_file():
+        raise ValueError(f"Expected {name} as an existing file, got {str(path)!r} (no such file)")
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"Expected {name} as a JSON list or mapping in {str(path)!r}, got: {e}") from None
+    rows = [row for row in csv.reader(text.splitlines()) if any(cell.strip() for cell in row)]
+    values: dict[str, float] = {}
+    for line, row in enumerate(rows, 1):
+        if len(row) != 2:
+            raise ValueError(f"Expected {name} rows as class,value in {str(path)!r}, got {row} on row {line}")
+        key, value = row[0].strip(), row[1].strip()
+        try:
+            number = float(value)
+        except ValueError:
+            if line == 1:
+                continue  # a header such as "class,count"
+            raise ValueError(f"Expected a number in {str(path)!r} row {line}, got {value!r}") from None
+        if key in values:
+            raise ValueError(f"Expected each class once in {str(path)!r}, got {key!r} twice")
+        values[key] = number
+    return values

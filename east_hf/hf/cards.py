@@ -28,6 +28,7 @@ __all__ = [
     "annealing_trajectory",
     "card_context",
     "card_metadata",
+    "check_license",
     "hub_preflight",
     "is_secret",
     "mask_secrets",
@@ -56,6 +57,25 @@ _HUB_METRICS = {
     "recall": ("recall", "Recall"),
 }
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+# the Hub's license ids are lowercase SPDX-like names: apache-2.0, mit, cc-by-4.0, openrail++, llama3.1, other
+_LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")
+
+
+def check_license(license: str | None) -> str | None:
+    """``license`` when it has the form of a Hub license id (``apache-2.0``, ``mit``, ``cc-by-4.0``, ``other``), else
+    a ``ValueError``: the Hub refuses a card whose ``license`` is not one of its ids, which would fail the push after
+    training. Which ids the Hub lists is checked by the Hub itself.
+
+    >>> check_license("apache-2.0"), check_license(None)
+    ('apache-2.0', None)
+    """
+    if license is None or (isinstance(license, str) and _LICENSE_ID.fullmatch(license)):
+        return license
+    suggestion = re.sub(r"[^a-z0-9.+]+", "-", str(license).lower()).strip("-")
+    hint = f"; did you mean {suggestion!r}?" if _LICENSE_ID.fullmatch(suggestion) else ""
+    raise ValueError(
+        f"Expected a Hub license id (lowercase, e.g. apache-2.0, mit, cc-by-4.0 or other), got {license!r}{hint}"
+    )
 
 
 def is_hub_id(name: str | None) -> bool:
@@ -187,8 +207,10 @@ def annealing_trajectory(log_history: list[dict[str, Any]], target_key: str) -> 
 
 
 def plot_annealing(rows: list[dict[str, Any]], path: str | Path, target_key: str) -> Path | None:
-    """Validation metric and surrogate loss against step (top) and the temperature (bottom), stage boundaries marked
-    and a cross-entropy warm start shaded, saved as PNG; the legends sit outside the curves."""
+    """Validation metric (top), validation loss (middle) and temperature (bottom) against step, stage boundaries
+    marked and a cross-entropy warm start shaded, saved as PNG; the legend sits above the curves. The loss and the
+    metric have panels of their own: a 10-class cross-entropy (~2.3 to 3.2) beside a metric in [0, 1] on one axis
+    would flatten the metric."""
     rows = [r for r in rows if r["step"] is not None]
     if not rows:
         return None
@@ -198,15 +220,17 @@ def plot_annealing(rows: list[dict[str, Any]], path: str | Path, target_key: str
     import matplotlib.pyplot as plt
 
     steps = [r["step"] for r in rows]
-    fig, (ax_m, ax_t) = plt.subplots(
-        2, 1, figsize=(7, 4.5), dpi=100, sharex=True, gridspec_kw={"height_ratios": [2, 1]}
+    fig, (ax_m, ax_l, ax_t) = plt.subplots(
+        3, 1, figsize=(7, 5.5), dpi=100, sharex=True, gridspec_kw={"height_ratios": [2, 1, 1]}
     )
+    panels = (ax_m, ax_l, ax_t)
     metric = [r["metric"] if r["metric"] is not None else float("nan") for r in rows]
+    loss = [r["loss"] if r["loss"] is not None else float("nan") for r in rows]
     ax_m.plot(steps, metric, marker="o", ms=3, color="tab:blue", label=f"validation {target_key}")
-    ax_m.plot(steps, [r["loss"] for r in rows], ls="--", color="tab:gray", label="validation loss")
+    ax_l.plot(steps, loss, marker="o", ms=3, ls="--", color="tab:gray", label="validation loss")
     warm = [r["step"] for r in rows if r["stage"] == "CE warm start"]
     if warm:
-        for ax in (ax_m, ax_t):
+        for ax in panels:
             ax.axvspan(0, max(warm), color="tab:orange", alpha=0.12, lw=0)
         ax_m.plot([], [], color="tab:orange", alpha=0.3, lw=6, label="cross-entropy warm start")
     annealed = [r for r in rows if r["temperature"] is not None]
@@ -214,12 +238,13 @@ def plot_annealing(rows: list[dict[str, Any]], path: str | Path, target_key: str
         ax_t.step([r["step"] for r in annealed], [r["temperature"] for r in annealed], where="post", color="tab:red")
     for prev, row in zip(rows, rows[1:]):
         if row["stage"] != prev["stage"]:
-            for ax in (ax_m, ax_t):
+            for ax in panels:
                 ax.axvline(row["step"], color="k", alpha=0.25, lw=1)
-    ax_m.set_ylabel(f"{target_key} / loss")
+    ax_m.set_ylabel(f"validation {target_key}")
+    ax_l.set_ylabel("validation loss")
     ax_t.set_ylabel("temperature T")
     ax_t.set_xlabel("step (vertical lines: a new stage)")
-    ax_m.legend(loc="lower left", bbox_to_anchor=(0, 1.02), ncol=3, fontsize=8, frameon=False)
+    ax_m.legend(loc="lower left", bbox_to_anchor=(0, 1.02), ncol=2, fontsize=8, frameon=False)
     fig.tight_layout()
     try:
         return _write_atomically(Path(path), lambda tmp: fig.savefig(tmp, format="png"))
@@ -318,11 +343,11 @@ def card_metadata(
             )
         )
     metric_tag = _metric_identity(target_key, args, id2label)[0]
-    is_timm = getattr(config, "model_type", None) == "timm_wrapper"
+    is_timm = getattr(config, "model_type", None) in ("timm_wrapper", "east_darknet")  # east_darknet: a TimmWrapper
     all_tags = ["east", "east_hf", metric_tag, "generated_from_trainer"] + (["timm"] if is_timm else [])
     return ModelCardData(
         model_name=model_name,
-        license=license,
+        license=check_license(license),
         language=language,
         library_name="transformers",
         tags=list(dict.fromkeys(all_tags + list(tags or []))),
@@ -354,7 +379,6 @@ def card_context(
     target_key = args.east_target_key
     image_model = getattr(model, "main_input_name", None) == "pixel_values"
     architecture = getattr(config, "architecture", None) or type(model).__name__
-    is_timm = getattr(config, "model_type", None) == "timm_wrapper"
     test_metrics = test_metrics or {}
     rows = annealing_trajectory(trainer.state.log_history, target_key)
     plot = plot_annealing(rows, output_dir / PLOT_FILE, target_key)
@@ -399,7 +423,7 @@ def card_context(
         dataset_split=dataset_split,
         auto_class="AutoModelForImageClassification" if image_model else "AutoModelForSequenceClassification",
         repo_id=args.hub_model_id or str(output_dir),
-        needs_east_import=is_timm and str(architecture).startswith("darknet"),
+        remote_code=getattr(model, "_auto_class", None) is not None,  # save_pretrained copied the model's code
         architecture=architecture,
         recipe=_clean_recipe(recipe),
         decision_rule=decision_rule,

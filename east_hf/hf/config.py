@@ -17,11 +17,13 @@ from typing import Any
 
 import torch
 from transformers import TrainingArguments
+from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 
 from east_hf.core import AVERAGES, METRICS, target_metric_key
 from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, monitor_mode
+from east_hf.core.classes import resolve_class_priors
 from east_hf.core.loss import LOSSES, PRIOR_LOSSES, SetLoss, build_loss, describe_losses
-from east_hf.core.validation import check_choice, parse_beta
+from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
 from east_hf.hf.callbacks import TemperatureAnnealingCallback, check_evaluates
 
 __all__ = ["EASTConfig"]
@@ -38,6 +40,17 @@ def _field_error(error: Exception, fields: set[str]) -> ValueError:
         count=1,
     )
     return ValueError(message)
+
+
+def _one_process_of_several() -> bool:
+    """True in the lone process ``accelerate launch --num_processes N`` (N > 1) starts without ``--multi_gpu``: its
+    plain launcher runs one process on this machine and sets ``MASTER_ADDR`` for the others, which never start. A
+    distributed launcher (``--multi_gpu``, torchrun, mpirun) gives the process a world size instead."""
+    env = os.environ
+    if "ACCELERATE_USE_CPU" not in env or "MASTER_ADDR" not in env:  # not accelerate's plain launcher asked for > 1
+        return False
+    sizes = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+    return all(int(env.get(name) or 1) <= 1 for name in sizes)
 
 
 @dataclass
@@ -57,6 +70,10 @@ class EASTConfig(TrainingArguments):
     - ``optim="adamw_torch"``: AdamW, as the paper.
     - ``label_names=["labels"]``: plain ``nn.Module`` models have no ``labels`` argument for the Trainer to find.
     - ``dataloader_pin_memory=False`` without an accelerator: nothing to pin for.
+    - ``use_cpu=True`` without an accelerator when ``bf16=True`` (bf16 autocast on the CPU, with a warning line) or
+      under a multi-process launcher (``WORLD_SIZE`` > 1: one distributed run over gloo). A launch that asked for
+      several processes and started one (``accelerate launch --num_processes 2`` without ``--multi_gpu``) is warned
+      about in one line.
 
     Parameters that control the surrogate:
         east_loss (`str`, defaults to `"east"`): ``"east"``, or a baseline with otherwise identical settings (the
@@ -118,6 +135,13 @@ class EASTConfig(TrainingArguments):
             weight's term: ``"ce"``, ``"wce"`` (class-weighted) or ``"la"`` (logit-adjusted), with the training
             split's class priors as the baselines of those names. ``east_ce_weight=1`` with ``east_ce_loss="la"`` is
             the logit-adjusted annealed mix (``la_mix`` in the evidence).
+        east_class_priors (`list[float]`, `dict[str, float]` or `str`, defaults to `None`): the class counts or
+            priors of ``wce``, ``la`` and ``east_ce_loss`` ``wce`` / ``la``, instead of counting the training split:
+            a list by class index, a mapping from class name (``id2label``) to value naming every class, or a
+            ``.json`` (list or mapping) or ``.csv`` (``class,count`` rows) file. Counts or probabilities: only the
+            ratios matter. Why: an ``IterableDataset`` (a stream) cannot be counted, and counting a data set without
+            a label column runs every sample through its transforms. None: count the training split's ``labels`` /
+            ``label`` column (``training_class_counts``).
         east_confusion_memory (`float`, defaults to `0.0`): d in [0, 1): train on the batch's soft confusion matrix
             plus a detached memory of the stage's earlier batches, m <- d * (m + C_batch), so rare-class rates are
             not estimated from one batch's few positives. The memory holds about 1 / (1 - d) batches, is emptied
@@ -234,6 +258,13 @@ class EASTConfig(TrainingArguments):
             "help": "Cross-entropy of the warm start and the annealed weight: 'ce', 'wce' or 'la' (logit-adjusted)."
         },
     )
+    east_class_priors: Any = field(
+        default=None,
+        metadata={
+            "help": "Class counts or priors of wce / la: a list, a JSON mapping {class name: value}, or a .json / "
+            ".csv (class,count) file; default: count the training split's labels (needed for an IterableDataset)."
+        },
+    )
     east_confusion_memory: float = field(
         default=0.0,
         metadata={"help": "Decay in [0, 1) of a memory of earlier batches' soft confusion matrices (0: none)."},
@@ -262,11 +293,30 @@ class EASTConfig(TrainingArguments):
             # as its own single-process run (no DDP, unsynchronised copies writing into one folder): use gloo on CPU.
             logger.info(f"WORLD_SIZE={os.environ['WORLD_SIZE']} without an accelerator: use_cpu=True (gloo backend)")
             self.use_cpu = True
+        if _one_process_of_several():
+            logger.warning(
+                "accelerate launch asked for several processes and started this one alone (without --multi_gpu it "
+                "runs one process): training runs in 1 process; launch with torchrun --nproc_per_node N, or add "
+                "--multi_gpu (on a CPU machine too)"
+            )
+        bf16 = self.bf16 or self.bf16_full_eval
+        if bf16 and not self.use_cpu and not (is_torch_bf16_gpu_available() or is_torch_xla_available()):
+            # transformers' own test fails: it would stop with a message about GPUs; resolve or explain it in one line
+            if torch.accelerator.is_available():
+                device = torch.accelerator.current_accelerator()
+                raise ValueError(
+                    f"Expected an accelerator with bf16 support for bf16=True, got {device} without it; use fp16=True, "
+                    "or use_cpu=True for bf16 autocast on the CPU"
+                )
+            logger.warning("bf16=True without an accelerator: bf16 autocast on the CPU (use_cpu=True)")
+            self.use_cpu = True
         super().__post_init__()
 
     def _validate_east(self) -> None:
         check_choice("east_loss", self.east_loss, tuple(LOSSES))
         self.east_beta = parse_beta(self.east_beta, "east_beta")
+        if self.east_class_priors is not None:  # a file is read now: the arguments saved with a run hold its values
+            self.east_class_priors = parse_class_priors(self.east_class_priors, "east_class_priors")
         if self.east_ce_weight is not None and self.east_ce_weight > 0 and self.east_loss != "east":
             raise ValueError(f"Expected east_ce_weight 0 for east_loss={self.east_loss!r} (it mixes into EAST only)")
         check_choice("east_ce_loss", self.east_ce_loss, ("ce", *PRIOR_LOSSES))
@@ -341,9 +391,16 @@ class EASTConfig(TrainingArguments):
 
     @property
     def needs_class_counts(self) -> bool:
-        """Whether building the losses needs the training split's class counts (``wce`` or ``la``, as the loss or as
-        EAST's cross-entropy)."""
+        """Whether building the losses needs class counts or priors (``wce`` or ``la``, as the loss or as EAST's
+        cross-entropy): ``class_priors``, else the training split's counts."""
         return self.east_loss in PRIOR_LOSSES or self.east_ce_loss in PRIOR_LOSSES
+
+    def class_priors(self, num_classes: int | None = None, class_names: Any = None) -> list[float] | None:
+        """``east_class_priors`` as one value per class (``class_names``, a list or an ``id2label`` mapping, resolves
+        a mapping by class name), or None when they are to be counted from the training split."""
+        if self.east_class_priors is None:
+            return None
+        return resolve_class_priors(self.east_class_priors, class_names, num_classes, "east_class_priors")
 
     def build_ce_loss(self, class_counts: Any = None) -> SetLoss:
         """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``)."""

@@ -28,8 +28,8 @@ Evaluation
 
 One loss, chosen at ``__init__`` from ``east_loss`` (``EASTConfig.build_loss``), and one direction of control: the
 annealing callback holds the schedule; the trainer finds the callback in its own callback list and pulls the stage,
-the temperature and whether the warm start's cross-entropy is on. Temperature and stage are added to every log, in
-``log`` alone.
+the temperature and whether the warm start's cross-entropy is on. Temperature and stage are added to every log of an
+EAST run, in ``log`` alone (a baseline has no temperature: its logs carry the stage only with a warm start).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from transformers import Trainer, TrainingArguments
+from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.utils import logging as hf_logging
 
@@ -72,17 +72,39 @@ def logits_of(outputs: Any) -> torch.Tensor:
     raise TypeError(f"Expected model outputs with .logits or a logits tensor, got {type(outputs).__name__}")
 
 
+def _length(dataset: Any) -> int | None:
+    """The number of samples of a data set, or None without a length (an ``IterableDataset``)."""
+    try:
+        return len(dataset)
+    except TypeError:
+        return None
+
+
 def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
-    """Training samples per class: from a ``datasets.Dataset``'s ``labels`` / ``label`` column (no transform runs),
-    else by reading ``dataset[i]["labels"]`` for every row. The priors of the ``wce`` and ``la`` baselines."""
-    if dataset is None or not hasattr(dataset, "__len__") or len(dataset) == 0:
-        raise ValueError("Expected a training data set with a length to count the classes of 'wce' / 'la', got none")
+    """Training samples per class, the priors of ``wce`` and ``la`` when ``east_class_priors`` is not given.
+
+    A ``datasets.Dataset``'s ``labels`` / ``label`` column is read as one Arrow column: no image is decoded and no
+    ``set_transform`` runs. Any other data set is read row by row, ``dataset[i]["labels"]`` (its transforms run). A
+    data set without a length (an ``IterableDataset``, a stream) cannot be counted: the error names
+    ``east_class_priors``.
+    """
+    size = None if dataset is None else _length(dataset)
+    if not size:
+        got = (
+            "no training set"
+            if dataset is None
+            else f"a {type(dataset).__name__} " + ("without a length" if size is None else "without samples")
+        )
+        raise ValueError(
+            "Expected east_class_priors (class counts or priors: a list, a {class: count} mapping or a .json / .csv "
+            f"file) for 'wce' / 'la' with a training set that cannot be counted, got {got}"
+        )
     column_names = getattr(dataset, "column_names", None)
     column = next((c for c in ("labels", "label") if column_names and c in column_names), None)
     if column is not None and hasattr(dataset, "with_format"):
-        labels = torch.as_tensor(dataset.with_format(None)[column])
+        labels = torch.tensor(dataset.with_format("arrow")[column].to_numpy())  # no Python object per row
     else:
-        labels = torch.as_tensor([int(dataset[i]["labels"]) for i in range(len(dataset))])
+        labels = torch.as_tensor([int(dataset[i]["labels"]) for i in range(size)])
     labels = labels[labels != -100]
     width = max(num_classes or 0, int(labels.max()) + 1 if len(labels) else 0)
     return torch.bincount(labels, minlength=width).tolist()
@@ -99,6 +121,38 @@ def validation_size(eval_dataset: Any, anneal_key: str) -> int | None:
         return len(eval_dataset)
     except TypeError:  # None, or an IterableDataset
         return None
+
+
+def _check_warm_start_length(callbacks: list, train_dataset: Any) -> None:
+    """A warm start measured in epochs needs the length of an epoch: refuse one on a training set without a length
+    (an ``IterableDataset``) now, with the settings that work, rather than when training begins."""
+    annealing = next((c for c in callbacks if isinstance(c, TemperatureAnnealingCallback)), None)
+    epochs = None if annealing is None else annealing.schedule.warm_start_epochs
+    if epochs is not None and train_dataset is not None and _length(train_dataset) is None:
+        raise ValueError(
+            f"Expected east_warm_start_steps for a training set without a length ({type(train_dataset).__name__}: "
+            f"east_warm_start_epochs={epochs:g} cannot be turned into steps), got None; or east_warm_start_epochs=-1 "
+            "(until its own early stopping) or east_warm_start='none'"
+        )
+
+
+def _check_early_stopping(callbacks: list) -> None:
+    """Refuse transformers' ``EarlyStoppingCallback`` beside the annealing callback: it watches
+    ``metric_for_best_model`` with its own patience and ends training inside a stage, before the annealing's stopping
+    criterion, so the later (colder) stages never run. Without annealing it is allowed: the run's only early stopping.
+    ``callbacks`` holds instances or classes, as ``Trainer(callbacks=...)`` takes them."""
+
+    def of(cls: type) -> list:
+        return [c for c in callbacks if isinstance(c, cls) or (isinstance(c, type) and issubclass(c, cls))]
+
+    stopping = of(EarlyStoppingCallback)
+    if stopping and of(TemperatureAnnealingCallback):
+        name = getattr(stopping[0], "__name__", type(stopping[0]).__name__)
+        raise ValueError(
+            "Expected no EarlyStoppingCallback with temperature annealing (EAST's early stopping is east_patience "
+            f"within a stage and east_stage_patience across stages), got {name}; remove it, or set "
+            "east_annealing=False to make it the only early stopping"
+        )
 
 
 class _SumAcrossProcesses(torch.autograd.Function):
@@ -129,7 +183,10 @@ class EASTTrainer(Trainer):
     Takes an ``EASTConfig`` as ``args``. Works with any model whose output has ``.logits`` (transformers image
     classifiers, ``TimmWrapperForImageClassification``) or that returns a logits tensor; the model's own
     cross-entropy is not computed (``labels`` are not passed to it). Installs the config's
-    ``TemperatureAnnealingCallback`` unless one is passed in ``callbacks``.
+    ``TemperatureAnnealingCallback`` unless one is passed in ``callbacks``. transformers' ``EarlyStoppingCallback`` is
+    refused beside it (in ``callbacks`` or through ``add_callback``): it would end training inside a stage, before the
+    annealing's own early stopping (``east_patience``, ``east_stage_patience``); with ``east_annealing=False`` it is
+    allowed.
 
     Attributes:
         east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
@@ -172,8 +229,10 @@ class EASTTrainer(Trainer):
                 "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
             )
         counts = None
-        if args.needs_class_counts:
-            counts = training_class_counts(given.get("train_dataset"), num_classes)
+        if args.needs_class_counts:  # given priors, else the training split's counts
+            counts = args.class_priors(num_classes, getattr(config, "id2label", None))
+            if counts is None:
+                counts = training_class_counts(given.get("train_dataset"), num_classes)
         self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None), counts)
         self.warm_start_loss = args.build_ce_loss(counts)
         self.east_ce_weight = args.resolved_ce_weight(num_classes)  # w0 of the annealed cross-entropy weight
@@ -197,8 +256,17 @@ class EASTTrainer(Trainer):
             # The default minimum across-stage gain is two validation samples' worth (EASTConfig.resolved_anneal_threshold)
             eval_size = validation_size(given.get("eval_dataset"), args.east_anneal_key)
             callbacks.append(args.annealing_callback(eval_size, num_classes))
+        _check_warm_start_length(callbacks, given.get("train_dataset"))
+        _check_early_stopping(callbacks)
         super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
+
+    def add_callback(self, callback) -> None:
+        """``Trainer.add_callback``; an ``EarlyStoppingCallback`` beside the annealing callback is refused in one line,
+        as in ``__init__``."""
+        handler = getattr(self, "callback_handler", None)
+        _check_early_stopping([*(handler.callbacks if handler is not None else []), callback])
+        super().add_callback(callback)
 
     # ---- the annealing state, pulled from the callback ----
     @property
@@ -400,8 +468,12 @@ class EASTTrainer(Trainer):
             logs[self.east_loss.soft_metric_key] = round((self._soft_metric_sum / self._soft_metric_count).item(), 6)
         if "loss" in logs:
             self._soft_metric_sum, self._soft_metric_count = None, 0
-        logs.setdefault("east_temperature", self.east_temperature)
-        logs.setdefault("east_stage", self.east_stage)
+        # A baseline has no temperature, and without a warm start one stage: those keys would be constants.
+        annealing, east = self.annealing, isinstance(self.east_loss, EASTLoss)
+        if east:
+            logs.setdefault("east_temperature", self.east_temperature)
+        if east or (annealing is not None and annealing.schedule.has_warm_start):  # Dice's warm start is stage -1
+            logs.setdefault("east_stage", self.east_stage)
         super().log(logs, start_time)
 
     # ---- decision rule ----

@@ -8,6 +8,11 @@ surrogate and the annealing). A recipe is a flat YAML mapping of the same field 
 
     east-train recipes/cifar10_f1.yaml --learning_rate 1e-4 --loss ce
 
+Without a recipe, the flags give every field, ``--dataset_name`` at least, and the run writes into ``runs/<data set>``
+unless ``--output_dir`` says otherwise::
+
+    east-train --dataset_name sklearn:breast_cancer --east_average binary --positive_classes malignant
+
 Every mistake in the input is one line on stderr, ``east-train: error: ...``, and exit status 2 (argparse's
 convention), never a traceback. Aliases (``ALIASES``) give the most used fields short names: ``--loss`` is
 ``--east_loss``, ``--metric`` is ``--east_metric``, ``--beta`` is ``--east_beta``, ``--dataset`` is
@@ -18,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib.resources
 import re
 import sys
 import types
@@ -32,12 +36,15 @@ from typing import Any, NoReturn
 import yaml
 from transformers import HfArgumentParser
 
+from east_hf.scripts.recipes import demo_recipe_path, packaged_recipes, recipe_list, resolve_recipe
+
 __all__ = [
     "SCRIPT_DEFAULTS",
     "ScriptArguments",
     "ALIASES",
     "EASTArgumentParser",
     "ParsedArguments",
+    "default_output_dir",
     "demo_recipe_path",
     "load_recipe",
     "packaged_recipes",
@@ -61,13 +68,13 @@ ALIASES = {
 
 # What east-train sets unless the recipe or the command line says otherwise, beyond EASTConfig's own defaults
 # (which are what EAST needs, in Python as here): its image transforms run on the fly (set_transform) and need the
-# raw columns. The output folder defaults to runs/<recipe name>.
+# raw columns. The output folder defaults to runs/<recipe name> (runs/<data set name> without a recipe).
 SCRIPT_DEFAULTS = {"remove_unused_columns": False}
 
 
 @dataclass
 class ScriptArguments:
-    """What ``east-train`` does around training: the test evaluation, the model card, a dry run."""
+    """What ``east-train`` does around training: the test evaluation, the model card and its license, a dry run."""
 
     _argument_group_name = "east-train"
 
@@ -92,6 +99,18 @@ class ScriptArguments:
         default=False,
         metadata={"help": "Replace the run already in output_dir (its checkpoints and results are deleted first)."},
     )
+    license: str | None = field(
+        default=None,
+        metadata={
+            "help": "The model card's license, a Hub license id (apache-2.0, mit, cc-by-4.0, other, ...): written "
+            "into the card's metadata, and into the card push_to_hub uploads."
+        },
+    )
+
+    def __post_init__(self):
+        from east_hf.hf.cards import check_license
+
+        check_license(self.license)  # the Hub refuses a card with another license: say so before training
 
 
 @dataclass
@@ -107,32 +126,17 @@ class ParsedArguments:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
-def packaged_recipes() -> dict[str, Path]:
-    """The recipes installed with the package (``east_hf.recipes``, the repository's ``recipes/``), by name."""
-    folder = importlib.resources.files("east_hf.recipes")
-    return {Path(p.name).stem: Path(str(p)) for p in sorted(folder.iterdir(), key=str) if p.name.endswith(".yaml")}
+def default_output_dir(dataset_name: str) -> str:
+    """Where a run without a recipe writes: ``runs/<name>``, the name being the file or folder name of a local data
+    set (``data/train.csv`` -> ``train``), else the data set's name with every character other than a letter, a
+    digit, ``.``, ``-`` or ``_`` replaced by ``_`` (``sklearn:iris`` -> ``sklearn_iris``).
 
-
-def demo_recipe_path() -> Path:
-    """The demo recipe shipped inside the package (``east_hf.recipes``: ``demo.yaml``)."""
-    return packaged_recipes()["demo"]
-
-
-def resolve_recipe(name: str) -> str:
-    """A recipe path as given, or the packaged recipe of that name (``cifar10_f1`` or ``cifar10_f1.yaml``)."""
-    if Path(name).is_file():
-        return name
-    recipes = packaged_recipes()
-    stem = name.removesuffix(".yaml")
-    return str(recipes[stem]) if "/" not in name and stem in recipes else name
-
-
-def _recipe_list() -> str:
-    lines = ["Recipes shipped with east_hf (east-train NAME):"]
-    for name, path in packaged_recipes().items():
-        first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines() if line.startswith("#")), "")
-        lines.append(f"  {name:<34} {first}")
-    return "\n".join(lines)
+    >>> default_output_dir("sklearn:breast_cancer"), default_output_dir("uoft-cs/cifar10")
+    ('runs/sklearn_breast_cancer', 'runs/uoft-cs_cifar10')
+    """
+    path = Path(str(dataset_name)).expanduser()
+    name = (path.stem if path.is_file() else path.name) if path.exists() else str(dataset_name)
+    return str(Path("runs") / (re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "run"))
 
 
 class _DuplicateKey(yaml.YAMLError):
@@ -230,7 +234,8 @@ class EASTArgumentParser(HfArgumentParser):
         kwargs.setdefault("allow_abbrev", False)  # `--lr 1` must not silently mean some `--lr_scheduler_...`
         kwargs.setdefault(
             "usage",
-            f"{prog} RECIPE.yaml|NAME [--field value ...]  |  {prog} --demo  |  {prog} --list_recipes  |  {prog} --help",
+            f"{prog} RECIPE.yaml|NAME [--field value ...]  |  {prog} --dataset_name DATA [--field value ...]  |  "
+            f"{prog} --demo  |  {prog} --list_recipes  |  {prog} --help",
         )
         kwargs.setdefault(
             "description",
@@ -243,6 +248,10 @@ class EASTArgumentParser(HfArgumentParser):
         self._kwargs = dict(kwargs, prog=prog)
         self._fields = {f.name: f for dtype in dataclass_types for f in dataclasses.fields(dtype) if f.init}
         self._hints = {k: v for dtype in dataclass_types for k, v in typing.get_type_hints(dtype).items()}
+        # Any fields are read as YAML (_normalise_flags): argparse must keep a text value (a path) as text
+        for action in self._actions:
+            if self._hints.get(action.dest) is Any:
+                action.type = None
 
     # ---- errors: one line, exit 2 ----
     def error(self, message: str) -> NoReturn:
@@ -278,7 +287,7 @@ class EASTArgumentParser(HfArgumentParser):
             if arg == "--demo":
                 recipe = str(demo_recipe_path())
             elif arg == "--list_recipes":
-                print(_recipe_list())
+                print(recipe_list())
                 self.exit(0)
             elif arg == "--recipe" or arg.startswith("--recipe="):
                 if "=" in arg:
@@ -362,7 +371,8 @@ class EASTArgumentParser(HfArgumentParser):
         return parser
 
     def parse(self, argv: Sequence[str] | None = None) -> ParsedArguments:
-        """Parse ``[RECIPE.yaml] [--field value ...]`` into a ``ParsedArguments``; exit 2 on any input error."""
+        """Parse ``[RECIPE.yaml] [--field value ...]`` into a ``ParsedArguments``; exit 2 on any input error. Without a
+        recipe the flags give every field, ``--dataset_name`` at least, and the run writes into ``runs/<data set>``."""
         argv = list(sys.argv[1:] if argv is None else argv)
         wants_help = any(a in ("-h", "--help") for a in argv)
         recipe_path, rest = self._split_argv([a for a in argv if a not in ("-h", "--help")])
@@ -372,19 +382,25 @@ class EASTArgumentParser(HfArgumentParser):
                 defaults.update(self._recipe_defaults(load_recipe(recipe_path)))
             self._with_defaults(defaults).print_help()
             self.exit(0)
-        if recipe_path is None:
-            self.error("expected a recipe, e.g. `east-train recipes/demo.yaml` (or `east-train --demo`; see --help)")
+        flags, any_values, given = self._normalise_flags(rest)
+        if recipe_path is None and "dataset_name" not in given:  # every field as a flag needs at least the data
+            self.error(
+                "expected a recipe, e.g. `east-train recipes/demo.yaml` (or `east-train --demo`, or the fields as "
+                "flags starting with --dataset_name; see --help)"
+            )
         try:
-            recipe = load_recipe(recipe_path)
+            recipe = {} if recipe_path is None else load_recipe(recipe_path)
         except ValueError as e:
             self.error(str(e))
-        run_defaults = dict(SCRIPT_DEFAULTS, output_dir=str(Path("runs") / Path(recipe_path).stem))
+        output_dir = None if recipe_path is None else str(Path("runs") / Path(recipe_path).stem)
+        run_defaults = dict(SCRIPT_DEFAULTS, output_dir=output_dir)
         recipe_values = self._recipe_defaults(recipe)
-        flags, any_values, given = self._normalise_flags(rest)
         parser = self._with_defaults({**run_defaults, **recipe_values, **any_values})
         namespace, remaining = parser.parse_known_args(flags)
         if remaining:
             self.error(f"unexpected argument {remaining[0]!r} (expected --field value pairs after the recipe)")
+        if namespace.output_dir is None and namespace.dataset_name is not None:
+            namespace.output_dir = default_output_dir(namespace.dataset_name)
         overrides = {dest: getattr(namespace, dest) for dest in sorted(given)}
         outputs = self._to_dataclasses(namespace)
         self._validate(*outputs)

@@ -1,7 +1,13 @@
 """east-compare: train EAST and its baselines with identical settings and seeds, and tabulate the test metrics.
 
-    east-compare recipes/digits_longtail_f1.yaml --losses east,ce,dice --seeds 3
+    east-compare demo --seeds 1                        # a packaged recipe by name, as east-train takes it
+    east-compare recipes/digits_longtail_f1.yaml --losses east,ce,dice --tuned false --reference ce
     east-compare RECIPE.yaml --variants "cold:--east_loss east" "warm:--east_loss east --east_warm_start ce" --seeds 3
+
+By default it is the comparison a sceptical reader asks for: EAST against the strongest baselines, cross-entropy
+(``ce``) and logit-adjusted cross-entropy (``la``), each model scored both as trained and with its decision rule
+tuned on validation (``+tuned``), every variant paired against ``ce+tuned``. ``--tuned false`` (``--no_tuned``)
+scores the models as trained only, against ``ce``.
 
 Every (variant, seed) is one ``east-train RECIPE.yaml --seed s --output_dir DIR/variant/seed-s [variant flags]``
 run, in this process, so everything ``east-train`` accepts works here too. Seeds vary the weight initialisation
@@ -14,13 +20,17 @@ Each run's record (``east_hf.scripts.east_train.run_record``: every setting that
 the east_hf version and a fingerprint of the data) is kept in its folder as ``run_settings.json`` and in
 ``results.json``; a run whose record changed since (an edited recipe, other flags, a changed default, a data file
 edited in place, another east_hf version) is trained again from scratch, with a message naming what changed, never
-reused. Secrets (``--hub_token``, ``HF_TOKEN``'s value) are masked in every file written here.
+reused. Each run starts with a line on stderr, ``[k/n] VARIANT seed S: training (elapsed m:ss, ETA ~m:ss)``, the
+ETA from the mean time of the runs trained so far. Secrets (``--hub_token``, ``HF_TOKEN``'s value) are masked in
+every file written here.
 
 Writes ``DIR/results.json`` (every run's test metrics), ``DIR/results.md`` (mean ± sample std over seeds, the layout
-of the paper's Table 1, then each variant's difference from a reference variant, ``ce`` by default, paired by seed:
-mean ± standard error and wins / ties / losses; variants that change the target's beta, metric or average are left
-out of it, their F-beta being another metric; with a per-class ``--metric`` such as ``fbeta_positive`` only a change
-of beta or metric is) and ``DIR/results.png`` (the target metric per variant).
+of the paper's Table 1, then each variant's difference from a reference variant, ``ce+tuned`` by default (``ce``
+with ``--tuned false``), paired by seed: mean ± standard error and wins / ties / losses; variants that change the
+target's beta, metric or average are left out of it, their F-beta being another metric; with a per-class
+``--metric`` such as ``fbeta_positive`` only a change of beta or metric is) and ``DIR/results.png`` (the target
+metric per variant, on an axis from 0). ``DIR`` is ``runs/compare-<recipe name>`` unless ``--output_dir`` says
+otherwise: never ``runs/<recipe name>``, east-train's folder for the same recipe.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ from east_hf.core.loss import LOSSES
 
 __all__ = [
     "main",
+    "comparison_figure",
     "summarize",
     "markdown_table",
     "paired_differences",
@@ -49,6 +60,7 @@ __all__ = [
     "recipe_metric",
     "record_changes",
     "redefining_flags",
+    "reference_variant",
     "settings_changes",
 ]
 
@@ -56,6 +68,8 @@ logger = logging.getLogger(__name__)
 
 LABELS = {"fbeta": "F-beta", "accuracy": "Accuracy", "mcc": "MCC"}
 """The table's columns after the target metric, in order (the paper's Table 1), and their names."""
+DEFAULT_LOSSES = "east,ce,la"
+"""EAST and the strongest baselines: cross-entropy and logit-adjusted cross-entropy (with ``--tuned``, each tuned)."""
 TARGET_FLAGS = {"--east_beta", "--beta", "--east_metric", "--metric", "--east_average", "--east_pos_label"}
 AVERAGE_FLAGS = {"--east_average", "--east_pos_label"}
 
@@ -371,7 +385,10 @@ def markdown_table(summary: dict[str, dict[str, tuple]], metric: str = "fbeta") 
     return "\n".join(lines)
 
 
-def _plot(summary: dict[str, dict[str, tuple]], metric: str, path: Path) -> None:
+def comparison_figure(summary: dict[str, dict[str, tuple]], metric: str):
+    """The bar chart of ``metric`` per variant (mean ± std over seeds), a matplotlib ``Figure``, or ``None`` when no
+    variant has it. The y-axis starts at 0 (below it only for a metric that goes negative, such as MCC), so bar
+    heights compare as the scores do; each bar carries its mean, which shows the gaps a full axis makes small."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -379,35 +396,83 @@ def _plot(summary: dict[str, dict[str, tuple]], metric: str, path: Path) -> None
 
     names = [v for v in summary if metric in summary[v]]
     if not names:
-        return
+        return None
     fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(names)), 3.2), dpi=100)
     means = [summary[v][metric][0] for v in names]
     stds = [summary[v][metric][1] for v in names]
-    ax.bar(names, means, yerr=stds, capsize=4, color="tab:blue", alpha=0.8)
-    low = min(m - s for m, s in zip(means, stds))
-    ax.set_ylim(max(0.0, low - 0.05), min(1.0, max(m + s for m, s in zip(means, stds)) + 0.03))
+    bars = ax.bar(names, means, yerr=stds, capsize=4, color="tab:blue", alpha=0.8)
+    ax.bar_label(bars, fmt="%.3f", fontsize=8, label_type="center", color="white")
+    low, high = min(m - s for m, s in zip(means, stds)), max(m + s for m, s in zip(means, stds))
+    ax.set_ylim(min(0.0, low - 0.05), max(min(1.0, high + 0.03), 0.05))
+    ax.axhline(0.0, color="black", linewidth=0.8)
     ax.set_ylabel(f"test {metric} (mean ± std)")
     ax.tick_params(axis="x", rotation=20)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    return fig
+
+
+def _plot(summary: dict[str, dict[str, tuple]], metric: str, path: Path) -> None:
+    fig = comparison_figure(summary, metric)
+    if fig is not None:
+        import matplotlib.pyplot as plt
+
+        fig.savefig(path)
+        plt.close(fig)
+
+
+def _bool(text: str) -> bool:
+    """A flag's boolean value, spelt as east-train takes it (``true``/``false``, ``yes``/``no``, ``1``/``0``)."""
+    value = text.strip().lower()
+    if value in ("true", "yes", "t", "y", "1"):
+        return True
+    if value in ("false", "no", "f", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def reference_variant(args: argparse.Namespace) -> str:
+    """The variant the others are paired against: ``--reference``, else cross-entropy with its decision rule tuned
+    (``ce+tuned``), the strongest simple baseline, or plain ``ce`` when the rules are not tuned."""
+    return args.reference or ("ce+tuned" if args.tuned else "ce")
+
+
+def _clock(seconds: float) -> str:
+    """``m:ss`` (``h:mm:ss`` from an hour).
+
+    >>> _clock(75), _clock(3725)
+    ('1:15', '1:02:05')
+    """
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="east-compare",
-        description="Train EAST and baselines with identical settings and seeds; tabulate mean ± std test metrics.",
+        description="Train EAST and baselines with identical settings and seeds; tabulate mean ± std test metrics. "
+        "By default: EAST, cross-entropy and logit-adjusted cross-entropy, each also with its decision rule tuned on "
+        "validation, paired against tuned cross-entropy (ce+tuned).",
         epilog="Arguments after '--' are passed to every east-train run (e.g. -- --max_steps 50).",
     )
-    parser.add_argument("recipe", help="an east-train recipe (YAML)")
+    parser.add_argument("recipe", help="an east-train recipe: a YAML path or a packaged recipe's name (e.g. demo)")
     parser.add_argument(
-        "--losses", default=None, help=f"comma-separated losses among {', '.join(LOSSES)} (default: east,ce,dice)"
+        "--losses",
+        default=None,
+        help=f"comma-separated losses among {', '.join(LOSSES)} (default: {DEFAULT_LOSSES} unless --variants is given)",
     )
     parser.add_argument(
         "--tuned",
-        action="store_true",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="BOOL",
         help="also tune each run's decision rule on validation (east-train --tune_decision_rule) and add the tuned "
-        "scores as variants '<name>+tuned' (e.g. --reference ce+tuned)",
+        "scores as variants '<name>+tuned'; a baseline is only as strong as its decision rule (default: true)",
+    )
+    parser.add_argument(
+        "--no_tuned", dest="tuned", action="store_false", help="score the models as trained only (--tuned false)"
     )
     parser.add_argument("--variants", nargs="*", default=None, help="extra variants as NAME:FLAGS")
     parser.add_argument("--seeds", type=int, default=3, help="number of seeds, 0..N-1 (default 3)")
@@ -420,7 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--vary_split", action="store_true", help="seed s also draws the data split: --split_seed s for each run"
     )
     parser.add_argument(
-        "--reference", default="ce", help="variant the others are compared with, paired by seed (default: ce)"
+        "--reference",
+        default=None,
+        help="variant the others are compared with, paired by seed (default: ce+tuned, or ce with --tuned false)",
     )
     return parser
 
@@ -433,40 +500,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1 :]
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not Path(args.recipe).is_file():
-        parser.error(f"expected a recipe file, got {args.recipe!r} (not found)")
     if args.seeds < 1:
         parser.error(f"expected --seeds >= 1, got {args.seeds}")
+    from east_hf.hf.cards import mask_secrets
+    from east_hf.scripts.arguments import load_recipe, resolve_recipe
+
+    recipe_path = resolve_recipe(args.recipe)  # a YAML path, or a packaged recipe by name as east-train takes it
     try:
-        variants = parse_variants(args.losses if args.losses or args.variants else "east,ce,dice", args.variants)
+        recipe = load_recipe(recipe_path)
+        variants = parse_variants(args.losses if args.losses or args.variants else DEFAULT_LOSSES, args.variants)
     except ValueError as e:
         parser.error(str(e))
-    from east_hf.hf.cards import mask_secrets
-    from east_hf.scripts.arguments import load_recipe
-
-    recipe = load_recipe(args.recipe)
+    rows = [row for n in variants for row in ([n, f"{n}+tuned"] if args.tuned else [n])]
+    reference = reference_variant(args)
+    if args.reference is not None and reference not in rows:
+        parser.error(f"Expected --reference among {rows}, got {reference!r}")
     metric = args.metric or recipe_metric(recipe)
     out_dir = Path(args.output_dir or f"runs/compare-{Path(args.recipe).stem}")
     out_dir.mkdir(parents=True, exist_ok=True)
 
     runs, total, k = [], len(variants) * args.seeds, 0
+    started, trained, trained_seconds = time.monotonic(), 0, 0.0  # the ETA: mean time of a run trained here so far
     for seed in range(args.seeds):  # seed-major: an interrupted comparison leaves every variant with the same seeds
         for name, flags in variants.items():
             k += 1
             run_dir = out_dir / name / f"seed-{seed}"
             run_flags = [*flags, "--tune_decision_rule", "true"] if args.tuned else flags
-            settings = run_settings(_run_argv(args.recipe, run_dir, seed, run_flags, extra, args.vary_split))
+            settings = run_settings(_run_argv(recipe_path, run_dir, seed, run_flags, extra, args.vary_split))
             mode, why = _run_mode(run_dir, settings, args.force)
             done = mode == "skip"
             if done and args.tuned and f"tuned_{metric}" not in _read_run(run_dir):
                 done, mode, why = False, "overwrite", "finished without a tuned rule"
             state = ("done, skipped" if done else "training") + (f" ({why})" if why else "")
+            if not done:  # left: this run and the ones after it, each as long as the mean so far
+                eta = f", ETA ~{_clock(trained_seconds / trained * (total - k + 1))}" if trained else ""
+                state += f" (elapsed {_clock(time.monotonic() - started)}{eta})"
             print(f"[{k}/{total}] {name} seed {seed}: {state}", file=sys.stderr, flush=True)
             info = {}
             if not done:
                 run_dir.mkdir(parents=True, exist_ok=True)
                 (run_dir / SETTINGS_NAME).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
-                info = _run_one(args.recipe, run_dir, seed, run_flags, extra, args.vary_split, mode=mode)
+                start = time.monotonic()
+                info = _run_one(recipe_path, run_dir, seed, run_flags, extra, args.vary_split, mode=mode)
+                trained, trained_seconds = trained + 1, trained_seconds + time.monotonic() - start
             metrics = _read_run(run_dir)
             record = {"seed": seed, "flags": mask_secrets(run_flags), "output_dir": str(run_dir), "settings": settings}
             record.update(info)
@@ -487,7 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     redefines |= {f"{n}+tuned" for n in redefines}
     paired_runs = [r for r in runs if r["variant"] not in redefines]
     names = {r["variant"] for r in runs}
-    pairs = paired_differences(paired_runs, metric, args.reference) if args.reference in names else {}
+    pairs = paired_differences(paired_runs, metric, reference) if reference in names else {}
     shown = mask_secrets([args.recipe, *argv[1:]] + (["--", *extra] if extra else []))  # less its secrets
     command = "east-compare " + " ".join(shlex.quote(a) for a in shown)
     (out_dir / "results.json").write_text(
@@ -498,14 +574,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "metric": metric,
                 "runs": runs,
                 "summary": summary,
-                "paired": {"reference": args.reference, "differences": pairs},
+                "paired": {"reference": reference, "differences": pairs},
             },
             indent=2,
         )
     )
     table = markdown_table(summary, metric)
     split = "each seed with its own data split" if args.vary_split else "one data split"
-    paired = f"\n\n{paired_table(pairs, metric, args.reference)}" if pairs else ""
+    paired = f"\n\n{paired_table(pairs, metric, reference)}" if pairs else ""
     (out_dir / "results.md").write_text(
         f"# {Path(args.recipe).stem}: test metrics, mean ± std over {args.seeds} seeds ({split})\n\n"
         f"Command: `{command}`\n\n{table}{paired}\n\n* the target metric. Variant flags: "

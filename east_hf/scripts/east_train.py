@@ -33,23 +33,43 @@ import sys
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from east_hf.hf.data.arguments import DataArguments
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
-from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments, ScriptArguments
 
-__all__ = ["ScriptArguments", "data_fingerprint", "default_settings", "main", "resolved_settings", "run_record"]
+if TYPE_CHECKING:
+    from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments
+
+__all__ = [  # noqa: F822 - ScriptArguments comes from the module __getattr__ below
+    "ScriptArguments",
+    "data_fingerprint",
+    "default_settings",
+    "main",
+    "resolved_settings",
+    "run_record",
+]
 
 logger = logging.getLogger(__name__)
 
 DECISION_RULE_NAME = "decision_rule.json"
 
 
+def __getattr__(name: str) -> Any:
+    """``ScriptArguments`` from ``east_hf.scripts.arguments``, imported on first use: that module imports
+    transformers, which ``east-train --list_recipes`` never needs."""
+    if name == "ScriptArguments":
+        from east_hf.scripts.arguments import ScriptArguments
+
+        return ScriptArguments
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def default_settings() -> dict[str, dict[str, Any]]:
     """The default value of every field of each dataclass, by group (what ``resolved_settings`` leaves out)."""
     from east_hf.hf.config import EASTConfig
     from east_hf.hf.models.build import ModelArguments
+    from east_hf.scripts.arguments import ScriptArguments
 
     out = {
         title: {f.name: getattr(cls(), f.name) for f in fields(cls)}
@@ -250,6 +270,7 @@ def _write_model_card(
         "recipe": {**parsed.recipe, **parsed.overrides},  # what reproduces this run
         "base_model": base_model,
         "tags": ["east", data.modality],
+        "license": parsed.script.license,
     }
     if isinstance(getattr(trainer, "east_card_info", None), dict):
         trainer.east_card_info.update(offered)
@@ -291,9 +312,16 @@ def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extr
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``east-train``; returns 0, exits 2 (one line on stderr) on bad input and 130 on Ctrl-C (one
     line saying how to resume). The main process holds the lock on ``output_dir`` (``east_hf.scripts.lock``) from
-    before it looks at the folder until it exits, however it exits."""
+    before it looks at the folder until it exits, however it exits. ``--list_recipes`` is answered first, before
+    transformers is imported."""
+    if "--list_recipes" in (sys.argv[1:] if argv is None else argv):
+        from east_hf.scripts.recipes import recipe_list
+
+        print(recipe_list())
+        return 0
     from east_hf.hf.config import EASTConfig
     from east_hf.hf.models.build import ModelArguments
+    from east_hf.scripts.arguments import EASTArgumentParser, ScriptArguments
 
     parser = EASTArgumentParser((ScriptArguments, DataArguments, ModelArguments, EASTConfig))
     parsed = parser.parse(argv)

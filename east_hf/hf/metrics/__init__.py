@@ -1,7 +1,8 @@
 """Hard metrics for evaluation: packaged evaluate modules and a Trainer ``compute_metrics``, both over the core.
 
 - ``load_metric("macro_fbeta")`` / ``load_metric("mcc")`` load the evaluate modules shipped in this package
-  (``east_hf/hf/metrics/<name>/<name>.py``), offline.
+  (``east_hf/hf/metrics/<name>/<name>.py``), offline. Each module folder stands alone: its script needs only
+  numpy (with evaluate and datasets), computes what the core computes, and pushes to the Hub as a Space.
 - ``build_compute_metrics(num_classes, ...)`` returns a Trainer ``compute_metrics`` that calls the functional core
   directly (no evaluate inside the evaluation loop).
 """

@@ -87,10 +87,10 @@ class ComputeMetrics:
         self.zero_division = float(zero_division)
         self.betas: list[float] = betas.tolist()
         names = _class_names(num_classes, id2label)
-        if report_classes is None:  # the classes that are special: their own beta, or the positive class
+        if report_classes is None:  # the classes that are special: their own beta
             indices = {k for k, b in enumerate(self.betas) if b != 1.0} if isinstance(resolved, list) else set()
-            if average == "binary":
-                indices.add(pos_label)
+            if average == "binary":  # the averaged keys are the positive class's scores: not repeated under its name
+                indices.discard(pos_label)
         elif report_classes == "all":
             indices = set(range(num_classes))
         else:
@@ -186,7 +186,8 @@ def build_compute_metrics(num_classes: int, **settings: Any) -> ComputeMetrics:
         average, pos_label, zero_division: as the functional core (``east_hf.core.fbeta``).
         id2label: class names, e.g. ``model.config.id2label``.
         report_classes: class names (as in ``id2label``, or safe) or indices to report per class, or ``"all"``. Default: for a per-class beta the
-            classes whose beta differs from 1, and for ``average="binary"`` the class ``pos_label``.
+            classes whose beta differs from 1, but not ``pos_label`` for ``average="binary"``: ``fbeta``,
+            ``precision`` and ``recall`` are its scores already.
 
     Predictions are logits (N, C) (a tuple of model outputs: the first; ``eval_do_concat_batches=False``: a list of
     batches) or class ids (N,); labels equal to -100 are ignored. Scores are of the whole gathered evaluation set

@@ -1,11 +1,13 @@
 """Models for EAST experiments, and thin helpers to fine-tune image classifiers.
 
-Importing this package registers ``darknet19`` / ``darknet19_tiny`` in timm (usable through transformers'
-``TimmWrapperForImageClassification``) and model type ``"east_tabular_mlp"`` with ``AutoConfig`` and
-``AutoModelForSequenceClassification``, and its input encoding ``TabularFeatureExtractor`` with
+Importing this package registers ``darknet19`` / ``darknet19_tiny`` in timm, model type ``"east_darknet"``
+(``DarknetConfig``, ``DarknetForImageClassification``: transformers' ``TimmWrapper`` of a Darknet-19) with
+``AutoConfig`` and ``AutoModelForImageClassification``, model type ``"east_tabular_mlp"`` with ``AutoConfig`` and
+``AutoModelForSequenceClassification``, and the MLP's input encoding ``TabularFeatureExtractor`` with
 ``AutoFeatureExtractor``. A checkpoint of either reloads with ``load_pretrained(path)``, or with transformers' Auto
-classes after ``import east_hf.hf.models``; without the import, a darknet checkpoint fails with
-transformers' misleading "not supported in your version of timm" (see ``east_hf.hf.models.darknet``).
+classes after ``import east_hf.hf.models``; where east_hf is not installed, with the Auto classes and
+``trust_remote_code=True``, since ``save_pretrained`` copies the model's code beside its weights (see
+``east_hf.hf.models.darknet_hf`` and ``east_hf.hf.models.tabular``).
 """
 
 from collections.abc import Mapping, Sequence
@@ -22,6 +24,7 @@ from transformers import (
 )
 
 from east_hf.hf.models.darknet import Darknet19
+from east_hf.hf.models.darknet_hf import DarknetConfig, DarknetForImageClassification, is_darknet
 from east_hf.hf.models.tabular import TabularMLPConfig, TabularMLPForClassification
 from east_hf.hf.models.tabular_features import TabularFeatureExtractor
 
@@ -33,6 +36,8 @@ TabularFeatureExtractor.register_for_auto_class()
 
 __all__ = [
     "Darknet19",
+    "DarknetConfig",
+    "DarknetForImageClassification",
     "TabularFeatureExtractor",
     "TabularMLPConfig",
     "TabularMLPForClassification",
@@ -85,6 +90,11 @@ def image_classifier_from_pretrained(
         # beside num_labels ("multiple values for keyword argument 'num_classes'"): the new head's size wins. And
         # {} rather than None, which timm's create_model("local-dir:...") cannot read in the saved fine-tune.
         config.model_args = {k: v for k, v in (config.model_args or {}).items() if k != "num_classes"}
+        if is_darknet(config.architecture) and not isinstance(config, DarknetConfig):
+            # A darknet folder written by a stock TimmWrapper: the fine-tune is a DarknetForImageClassification,
+            # which saves its code beside the weights (east_hf.hf.models.darknet_hf).
+            stock = {k: v for k, v in config.to_dict().items() if k != "model_type"}
+            config = DarknetConfig.from_dict(stock, num_labels=num_labels, id2label=id2label, label2id=label2id)
     model = AutoModelForImageClassification.from_pretrained(
         name_or_path, config=config, ignore_mismatched_sizes=True, **kwargs
     )
@@ -104,19 +114,24 @@ def create_image_model(
     """A randomly initialised ``TimmWrapperForImageClassification`` of timm architecture ``name``.
 
     ``name`` is any timm model name (``"darknet19"``, ``"darknet19.cifar"``, ``"resnet18"``); nothing is
-    downloaded. ``model_args`` go to ``timm.create_model`` (e.g. ``{"drop_rate": 0.2}``). The config keeps the
-    architecture's ``pretrained_cfg`` (its input size, mean, std) and ``model_args`` (``{}`` rather than None), which
-    timm's own ``create_model("local-dir:...")`` needs to read a saved folder (see ``east_hf.hf.models.darknet``).
+    downloaded. A Darknet-19 is a ``DarknetForImageClassification``, whose saved folder carries its code and loads
+    with ``trust_remote_code=True`` where east_hf is not installed. ``model_args`` go to ``timm.create_model``
+    (e.g. ``{"drop_rate": 0.2}``). The config keeps the architecture's ``pretrained_cfg`` (its input size, mean,
+    std) and ``model_args`` (``{}`` rather than None), which timm's own ``create_model("local-dir:...")`` needs to
+    read a saved folder (see ``east_hf.hf.models.darknet``).
 
     >>> model = create_image_model("darknet19_tiny", num_labels=3)
-    >>> model.config.architecture, model.config.num_labels
-    ('darknet19_tiny', 3)
+    >>> model.config.architecture, model.config.num_labels, type(model).__name__
+    ('darknet19_tiny', 3, 'DarknetForImageClassification')
     """
     id2label, label2id = label_maps(num_labels, id2label)
-    config = TimmWrapperConfig(
-        architecture=name, id2label=id2label, label2id=label2id, model_args=dict(model_args or {})
+    config_class, model_class = (
+        (DarknetConfig, DarknetForImageClassification)
+        if is_darknet(name)
+        else (TimmWrapperConfig, TimmWrapperForImageClassification)
     )
-    model = TimmWrapperForImageClassification(config)
+    config = config_class(architecture=name, id2label=id2label, label2id=label2id, model_args=dict(model_args or {}))
+    model = model_class(config)
     cfg = {k: v for k, v in model.timm_model.pretrained_cfg.items() if k != "num_classes"}  # the new head's size wins
     model.config.pretrained_cfg = cfg
     return model
@@ -125,8 +140,9 @@ def create_image_model(
 def load_pretrained(path: str, **kwargs) -> PreTrainedModel:
     """Reload a ``save_pretrained`` directory of a model this package defines or registers.
 
-    An ``east_tabular_mlp`` config loads with ``AutoModelForSequenceClassification``, anything else (the
-    ``TimmWrapper`` darknets) with ``AutoModelForImageClassification``; ``kwargs`` go to ``from_pretrained``.
+    An ``east_tabular_mlp`` config loads with ``AutoModelForSequenceClassification``, anything else (an
+    ``east_darknet`` or any ``TimmWrapper`` folder) with ``AutoModelForImageClassification``; ``kwargs`` go to
+    ``from_pretrained``.
     """
     config = AutoConfig.from_pretrained(path)
     auto_cls = (

@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from transformers import TimmWrapperConfig
+
 from east_hf.core.validation import check_range
 from east_hf.hf.models import (
     TabularMLPConfig,
@@ -123,7 +125,7 @@ def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str
             return model, data.preprocessor, name
         model = image_classifier_from_pretrained(name, data.num_labels, id2label, revision=revision)
         processor = None
-        if getattr(model.config, "model_type", None) != "timm_wrapper":  # timm checkpoints keep their data config
+        if not isinstance(model.config, TimmWrapperConfig):  # timm checkpoints keep their data config
             from transformers import AutoImageProcessor
 
             processor = AutoImageProcessor.from_pretrained(name, revision=revision)
@@ -135,7 +137,7 @@ def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str
 def attach_data_config(model, data_config: dict[str, Any] | None) -> None:
     """Store the timm data config used for training in ``config.pretrained_cfg``: ``config.json`` then reloads
     with ``AutoImageProcessor.from_pretrained`` (``TimmWrapperImageProcessor``) into the same transforms."""
-    if data_config is None or getattr(model.config, "model_type", None) != "timm_wrapper":
+    if data_config is None or not isinstance(model.config, TimmWrapperConfig):
         return
     base = dict(getattr(model.timm_model, "pretrained_cfg", None) or {})
     base.pop("num_classes", None)  # the pretrained head's size, stale after a new head

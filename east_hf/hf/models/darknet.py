@@ -18,22 +18,22 @@ last feature map is 1x1.
 >>> model(torch.randn(2, 3, 32, 32)).shape
 torch.Size([2, 10])
 
-Through transformers, as any timm architecture::
+Through transformers: ``DarknetForImageClassification`` (``east_hf.hf.models.darknet_hf``, what ``east-train`` and
+``create_image_model`` build) is transformers' ``TimmWrapperForImageClassification`` with its own model type, and
+``save_pretrained`` copies this file beside the weights, so a saved folder loads where east_hf is not installed::
 
-    from transformers import TimmWrapperConfig, TimmWrapperForImageClassification
-    model = TimmWrapperForImageClassification(TimmWrapperConfig(architecture="darknet19", num_labels=10))
-    model.save_pretrained("out")  # config.json + model.safetensors
+    model = AutoModelForImageClassification.from_pretrained("out", trust_remote_code=True)
 
-Reloading needs the registration: ``import east_hf.hf.models`` before
-``AutoModelForImageClassification.from_pretrained("out")``, or use ``east_hf.hf.models.load_pretrained("out")``.
-Without it, transformers' ``_create_timm_model_with_error_handling``
+A stock ``TimmWrapperForImageClassification(TimmWrapperConfig(architecture="darknet19"))`` saves no code: its folder
+reloads only after ``import east_hf.hf.models``. Without it, transformers' ``_create_timm_model_with_error_handling``
 (``transformers/models/timm_wrapper/modeling_timm_wrapper.py``) turns timm's ``RuntimeError: Unknown model
 (darknet19)`` into ``ImportError: The model architecture 'darknet19' is not supported in your version of timm``:
 upgrading timm does not help, importing ``east_hf.hf.models`` does. Neither timm (no entry-point discovery) nor the
 wrapper (a private module-level function) offers a hook to register the name lazily.
 
-With timm alone, after the same import: a folder saved by ``east-train`` or by ``create_image_model(...)
-.save_pretrained`` is a timm ``local-dir`` checkpoint (its ``config.json`` carries ``architecture``, ``num_classes``,
+With timm alone, once ``darknet19`` is registered (``import east_hf.hf.models``, or a folder's own code loaded as
+above): a folder saved by ``east-train`` or by ``create_image_model(...).save_pretrained`` is a timm ``local-dir``
+checkpoint (its ``config.json`` carries ``architecture``, ``num_classes``,
 ``model_args`` and the ``pretrained_cfg`` it was trained with; ``checkpoint_filter_fn`` drops the wrapper's
 ``timm_model.`` key prefix)::
 

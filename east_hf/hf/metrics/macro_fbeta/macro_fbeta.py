@@ -11,12 +11,11 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Macro F-beta metric with one beta per class, computed by east_hf's functional core."""
+"""Macro F-beta metric with one beta per class; numpy only, the formulas of east_hf's confusion-matrix core."""
 
 import datasets
 import evaluate
-
-from east_hf.hf.metrics.labels import fbeta_report
+import numpy as np
 
 _DESCRIPTION = """
 F-beta weighs recall beta times as much as precision:
@@ -24,8 +23,9 @@ F-beta = (1 + beta^2) * TP / ((1 + beta^2) * TP + beta^2 * FN + FP).
 This metric computes it per class, with one beta for all classes or one beta per class (beta < 1 favours
 precision, beta > 1 recall), and averages it over classes: macro (unweighted mean), weighted (by support),
 micro (pooled counts) or binary (the positive class only). It is the metric that EAST (Evaluation Aligned
-Surrogate Training) trains for, computed by the same confusion-matrix code, and equals scikit-learn's
-`fbeta_score` / `precision_recall_fscore_support` on the same inputs.
+Surrogate Training) trains for, computed from the same confusion counts with the same formulas as east_hf's core
+(`east_hf.core.fbeta`), and equals scikit-learn's `fbeta_score` / `precision_recall_fscore_support` on the same
+inputs. The module needs only numpy (besides evaluate and datasets), not east_hf.
 """
 
 
@@ -61,8 +61,8 @@ Returns:
 Examples:
 
     Example 1-Macro F1 of a three-class problem.
-        >>> from east_hf.hf.metrics import load_metric
-        >>> macro_fbeta = load_metric("macro_fbeta")
+        >>> import evaluate
+        >>> macro_fbeta = evaluate.load("macro_fbeta")
         >>> results = macro_fbeta.compute(predictions=[0, 2, 1, 0, 0, 1], references=[0, 1, 2, 0, 1, 2])
         >>> print(round(results["fbeta"], 4), results["labels"])
         0.2667 [0, 1, 2]
@@ -94,6 +94,79 @@ _CITATION = """
 """
 
 
+AVERAGES = ("macro", "weighted", "micro", "binary")
+
+
+def scored_labels(references, predictions, labels, average, pos_label):
+    """(K,) the labels to score, in order: ``labels`` as given, else the sorted labels present in ``references`` or
+    ``predictions``; scikit-learn's rules for ``pos_label`` with ``average='binary'``."""
+    present = np.union1d(references, predictions)  # sorted
+    if labels is not None:
+        scored = np.asarray(labels, dtype=np.int64).reshape(-1)
+        if scored.size == 0 or np.unique(scored).size != scored.size:
+            raise ValueError(f"Expected labels as a non-empty list of distinct labels, got {scored.tolist()}")
+        if average == "binary" and pos_label not in scored:
+            raise ValueError(
+                f"Expected pos_label among labels {scored.tolist()} for average='binary', got {pos_label}"
+            )
+        return scored
+    if average == "binary" and pos_label not in present:
+        if present.size >= 2:
+            raise ValueError(f"pos_label={pos_label} is not a valid label. It should be one of {present.tolist()}")
+        return np.union1d(present, [pos_label])  # scikit-learn scores pos_label alone: zero_division applies
+    return present
+
+
+def per_label_betas(beta, scored, average):
+    """(K,) one beta per scored label from a float or a list aligned with ``scored``; each > 0 and finite."""
+    if isinstance(beta, bool):
+        raise TypeError("Expected beta as a positive float or one value per scored label, got bool")
+    betas = np.asarray(beta, dtype=np.float64)
+    if betas.ndim == 0:
+        betas = np.full(scored.size, float(betas))
+    elif betas.size != scored.size:
+        raise ValueError(
+            f"Expected beta as a float or one value per scored label {scored.tolist()}, got {betas.size} values"
+        )
+    betas = betas.reshape(-1)
+    if not np.all(np.isfinite(betas) & (betas > 0)):
+        raise ValueError(f"Expected every beta > 0 and finite, got {betas.tolist()}")
+    if average == "micro" and np.unique(betas).size > 1:
+        raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {betas.tolist()}")
+    return betas
+
+
+def label_counts(references, predictions, scored, sample_weight=None):
+    """(K,) weighted true positives, predictions and references of each scored label.
+
+    A label left out of ``scored`` falls into one extra row and column of the confusion matrix ("the rest"): it
+    still counts as a false positive or false negative of the scored labels, as in scikit-learn.
+    """
+    K = scored.size
+    order = np.argsort(scored, kind="stable")
+    ordered = scored[order]
+
+    def index(x):  # position in ``scored``, or K for any other label
+        pos = np.minimum(np.searchsorted(ordered, x), K - 1)
+        return np.where(ordered[pos] == x, order[pos], K)
+
+    cells = index(references) * (K + 1) + index(predictions)
+    confmat = np.bincount(cells, weights=sample_weight, minlength=(K + 1) ** 2).astype(np.float64)
+    confmat = confmat.reshape(K + 1, K + 1)  # (K + 1, K + 1): rows are references, columns predictions
+    return confmat.diagonal()[:K], confmat.sum(axis=0)[:K], confmat.sum(axis=1)[:K]
+
+
+def fbeta_precision_recall(tp, predicted, support, beta, zero_division):
+    """(3, ...) F-beta = (1 + b^2) TP / (b^2 (TP + FN) + TP + FP), precision and recall; ``zero_division`` where a
+    denominator is 0."""
+
+    def divide(num, den):
+        return np.where(den == 0, zero_division, num / np.where(den == 0, 1.0, den))
+
+    b2 = np.asarray(beta, dtype=np.float64) ** 2
+    return np.stack([divide((1 + b2) * tp, b2 * support + predicted), divide(tp, predicted), divide(tp, support)])
+
+
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class MacroFbeta(evaluate.Metric):
     def _info(self):
@@ -121,6 +194,42 @@ class MacroFbeta(evaluate.Metric):
         zero_division=0.0,
         sample_weight=None,
     ):
-        return fbeta_report(
-            references, predictions, beta, average, labels, pos_label, zero_division, sample_weight=sample_weight
-        )
+        if average not in AVERAGES:
+            raise ValueError(f"Expected average in {AVERAGES}, got {average!r}")
+        if (
+            isinstance(zero_division, bool)
+            or not isinstance(zero_division, (int, float))
+            or not 0 <= zero_division <= 1
+        ):
+            raise ValueError(f"Expected zero_division as a float in [0, 1], got {zero_division!r}")
+        references, predictions = np.asarray(references, dtype=np.int64), np.asarray(predictions, dtype=np.int64)
+        if references.size == 0:
+            raise ValueError("Expected at least one prediction, got none")
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.shape != references.shape:
+                raise ValueError(
+                    f"Expected sample_weight of shape {references.shape}, got shape {sample_weight.shape}"
+                )
+        scored = scored_labels(references, predictions, labels, average, pos_label)
+        betas = per_label_betas(beta, scored, average)
+        tp, predicted, support = label_counts(references, predictions, scored, sample_weight)
+        values = fbeta_precision_recall(tp, predicted, support, betas, float(zero_division))  # (3, K)
+        if average == "micro":  # TP, FP and FN pooled over the scored labels
+            averaged = fbeta_precision_recall(tp.sum(), predicted.sum(), support.sum(), betas[0], float(zero_division))
+        elif average == "binary":
+            averaged = values[:, list(scored).index(pos_label)]
+        elif average == "weighted" and support.sum() > 0:
+            averaged = (values * support).sum(axis=1) / support.sum()
+        else:  # macro; weighted without any reference of a scored label falls back to it, as scikit-learn
+            averaged = values.mean(axis=1)
+        f, p, r = (float(v) for v in averaged)
+        return {
+            "fbeta": f,
+            "precision": p,
+            "recall": r,
+            "fbeta_per_class": values[0].tolist(),
+            "precision_per_class": values[1].tolist(),
+            "recall_per_class": values[2].tolist(),
+            "labels": scored.tolist(),
+        }

@@ -11,12 +11,11 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Multiclass Matthews correlation coefficient, computed by east_hf's functional core."""
+"""Multiclass Matthews correlation coefficient; numpy only, the formula of east_hf's confusion-matrix core."""
 
 import datasets
 import evaluate
-
-from east_hf.hf.metrics.labels import mcc_report
+import numpy as np
 
 _DESCRIPTION = """
 The Matthews correlation coefficient (MCC) of a multiclass confusion matrix (Gorodkin's R_K):
@@ -25,8 +24,9 @@ with c the number of correct predictions, s the number of samples, t_k the numbe
 p_k the number of predictions of class k. It ranges from -1 to +1: +1 is a perfect prediction, 0 no better than
 chance (and the value when the denominator is zero, e.g. a single class), below 0 worse than chance. It uses the
 whole confusion matrix and stays informative under class imbalance. It is one of the metrics that EAST (Evaluation
-Aligned Surrogate Training) trains for, computed by the same confusion-matrix code, and equals scikit-learn's
-`matthews_corrcoef` on the same inputs.
+Aligned Surrogate Training) trains for, computed from the same confusion matrix with the same formula as east_hf's
+core (`east_hf.core.mcc`), and equals scikit-learn's `matthews_corrcoef` on the same inputs. The module needs only
+numpy (besides evaluate and datasets), not east_hf.
 """
 
 
@@ -42,8 +42,8 @@ Returns:
 Examples:
 
     Example 1-A multiclass example.
-        >>> from east_hf.hf.metrics import load_metric
-        >>> mcc = load_metric("mcc")
+        >>> import evaluate
+        >>> mcc = evaluate.load("mcc")
         >>> results = mcc.compute(references=[1, 3, 2, 0, 3, 2], predictions=[1, 2, 2, 0, 3, 3])
         >>> print(round(results["mcc"], 4))
         0.5385
@@ -78,6 +78,16 @@ _CITATION = """
 """
 
 
+def matthews_from_confusion(confmat):
+    """Gorodkin's R_K of a (C, C) confusion matrix (rows: references, columns: predictions); 0 when the
+    denominator is 0, as scikit-learn."""
+    t, p = confmat.sum(axis=1), confmat.sum(axis=0)  # references and predictions of each class
+    c, s = confmat.trace(), confmat.sum()  # correct predictions, samples
+    cov_tp = c * s - (t * p).sum()
+    den = (s * s - (p * p).sum()) * (s * s - (t * t).sum())
+    return float(cov_tp / np.sqrt(den)) if den > 0 else 0.0
+
+
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class Mcc(evaluate.Metric):
     def _info(self):
@@ -97,4 +107,17 @@ class Mcc(evaluate.Metric):
         )
 
     def _compute(self, predictions, references, sample_weight=None):
-        return mcc_report(references, predictions, sample_weight=sample_weight)
+        references, predictions = np.asarray(references, dtype=np.int64), np.asarray(predictions, dtype=np.int64)
+        if references.size == 0:
+            raise ValueError("Expected at least one prediction, got none")
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.shape != references.shape:
+                raise ValueError(
+                    f"Expected sample_weight of shape {references.shape}, got shape {sample_weight.shape}"
+                )
+        classes, index = np.unique(np.concatenate([references, predictions]), return_inverse=True)
+        C, n = classes.size, references.size
+        cells = index[:n] * C + index[n:]
+        confmat = np.bincount(cells, weights=sample_weight, minlength=C * C).astype(np.float64).reshape(C, C)
+        return {"mcc": matthews_from_confusion(confmat)}

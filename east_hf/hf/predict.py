@@ -1,0 +1,358 @@
+"""Predictions from a saved run: a run folder plus raw rows or images in, labels by name (and probabilities) out.
+
+``Predictor(run_dir)`` loads what ``east-train`` saved: the model (``east_hf.hf.models.load_pretrained``), its input
+preprocessing (the ``TabularFeatureExtractor`` of ``preprocessor_config.json`` for a tabular run; for an image run
+the transform it evaluated with, built by ``east_hf.hf.data.image_transforms`` from timm's data config in
+``config.json`` or the checkpoint's image processor) and its class names (``config.id2label``).
+``Predictor.predict(data)`` returns a pandas DataFrame with one row per input: ``path`` for images read from files,
+the input's own label column passed through, ``predicted_label`` by name and, on request, ``probability_<name>``
+per class. ``read_inputs`` reads a CSV / Parquet / JSON file, a data folder (an imagefolder) or a datasets id as
+``east-train`` reads its data; ``east-predict`` (``east_hf.scripts.east_predict``) is the command over both.
+
+A decision rule tuned on validation (``decision_rule.json``) is already in the saved model: ``east-train`` folds its
+offsets into the output bias (``east_hf.core.decision.fold_offsets_into_bias``) before it saves, so the argmax of the
+saved model's logits applies the tuned rule and nothing is added again here. The probabilities are the softmax of
+those logits: the scores whose argmax is the predicted label (with a tuned rule, shifted by its offsets).
+
+    import east_hf, pandas as pd
+    frame = east_hf.predict("runs/demo", pd.read_csv("rows.csv"), probabilities=True)
+    # columns: predicted_label, probability_negative, probability_positive
+    east_hf.Predictor("runs/digits").predict(["a.png", "b.png"])   # images: PIL images or file paths
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = [
+    "DECISION_RULE_FILE",
+    "LABEL_COLUMNS",
+    "PREDICTION_COLUMN",
+    "PROBABILITY_PREFIX",
+    "Predictor",
+    "check_run_folder",
+    "predict",
+    "read_inputs",
+]
+
+PREDICTION_COLUMN = "predicted_label"
+PROBABILITY_PREFIX = "probability_"  # + a class name: one column per class with probabilities=True
+LABEL_COLUMNS = ("label", "labels")  # east-train's default label columns, passed through when the input has one
+DECISION_RULE_FILE = "decision_rule.json"  # east-train's record of a tuned rule, whose offsets are in the saved bias
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _names(items: Sequence[Any], at_most: int = 8) -> str:
+    shown = ", ".join(map(str, items[:at_most]))
+    return shown + (f", ... ({len(items)} in all)" if len(items) > at_most else "") if items else "none"
+
+
+def check_run_folder(run_dir: str | os.PathLike) -> Path:
+    """``run_dir`` as a ``Path`` where it holds a saved model (``config.json`` and its weights: a run folder of
+    ``east-train`` or one of its checkpoints), else a one-line ``ValueError`` saying what the folder is instead:
+    missing, a file, an east-compare table (naming one of its runs), a run that never saved its final model (naming
+    its last complete checkpoint) or any other folder (naming what it holds)."""
+    from east_hf.hf.checkpoints import WEIGHT_FILES, comparison_files, last_complete_checkpoint
+
+    folder = Path(run_dir).expanduser()
+    expected = f"Expected a run folder written by east-train (config.json and model.safetensors), got {str(run_dir)!r}"
+    if not folder.exists():
+        raise ValueError(f"{expected}, which does not exist")
+    if not folder.is_dir():
+        raise ValueError(f"{expected}, which is a file")
+    has_config = (folder / "config.json").is_file()
+    has_weights = any((folder / name).is_file() for name in WEIGHT_FILES)
+    if has_config and has_weights:
+        return folder
+    if comparison_files(folder):
+        runs = sorted(p.parent for p in folder.glob("*/*/config.json"))
+        hint = f"; pass one of its runs, such as {runs[0]}" if runs else ""
+        raise ValueError(f"{expected}, which holds an east-compare comparison{hint}")
+    last = last_complete_checkpoint(folder)
+    if last is not None:
+        raise ValueError(
+            f"{expected}, which holds checkpoints but no final model (an interrupted run?); pass its last complete "
+            f"checkpoint {last}, or resume the run with east-train --resume_from_checkpoint true"
+        )
+    missing = [name for name, ok in (("config.json", has_config), ("model.safetensors", has_weights)) if not ok]
+    held = sorted(p.name for p in folder.iterdir())
+    raise ValueError(f"{expected}, which lacks {' and '.join(missing)} (it holds: {_names(held, 5)})")
+
+
+def read_inputs(source: str, split: str | None = None, dataset_config: str | None = None):
+    """The rows of ``source`` as a ``datasets.Dataset``, read as ``east-train`` reads its data
+    (``east_hf.hf.data.load_raw``): a CSV / TSV / Parquet / JSON file, a folder (an imagefolder, with or without one
+    sub-folder per class, or data files split by name), a datasets Hub id (from the cache when offline) or
+    ``sklearn:<name>``. ``split`` picks one of several splits; with one split it may be left out."""
+    from east_hf.hf.data.sources import load_raw
+
+    dsd = load_raw(source, dataset_config)
+    if split is None:
+        if len(dsd) > 1:
+            raise ValueError(f"Expected a split naming one of the splits of {source!r} ({', '.join(dsd)}), got none")
+        split = next(iter(dsd))
+    elif split not in dsd:
+        raise ValueError(f"Expected a split among the splits of {source!r} ({', '.join(dsd)}), got {split!r}")
+    return dsd[split]
+
+
+def _is_dataset(data: Any) -> bool:
+    return type(data).__name__ == "Dataset" and hasattr(data, "features") and hasattr(data, "column_names")
+
+
+def _is_image_item(item: Any) -> bool:
+    from PIL import Image
+
+    return isinstance(item, (Image.Image, str, os.PathLike))
+
+
+def _label_column(columns: Sequence[str], requested: str | None) -> str | None:
+    """The label column to pass through: ``requested`` (which must be there), else the first of ``LABEL_COLUMNS``."""
+    if requested is not None:
+        if requested not in columns:
+            raise ValueError(f"Expected label column {requested!r} in the input, got the columns {_names(columns)}")
+        return requested
+    return next((c for c in LABEL_COLUMNS if c in columns), None)
+
+
+def _label_values(ds, column: str) -> list[Any]:
+    """A data set's label column, class names in place of a ``ClassLabel``'s indices."""
+    import datasets
+
+    values = list(ds.with_format(None)[column])
+    feature = ds.features[column]
+    if isinstance(feature, datasets.ClassLabel):
+        return [feature.int2str(int(v)) if v is not None and v >= 0 else None for v in values]
+    return list(values)
+
+
+def _device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a ``torch.device`` this machine has; default ``cuda`` where available, else ``cpu``."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"Expected a device such as cpu or cuda:0, got {device!r} ({_one_line(e)})") from None
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"Expected a device this machine has, got {str(device)!r} ({torch.cuda.device_count()} GPUs)")
+    return device
+
+
+def _decode(item: Any):
+    """A PIL image from a PIL image, a file path or datasets' undecoded ``{"bytes", "path"}``, decoded by
+    ``datasets.Image`` as east-train's data was (EXIF orientation applied); an unreadable file is a one-line error."""
+    import datasets
+    from PIL import Image
+
+    if isinstance(item, Image.Image):
+        return item
+    value = {"path": os.fspath(item), "bytes": None} if isinstance(item, (str, os.PathLike)) else item
+    try:
+        return datasets.Image().decode_example(value)
+    except (OSError, ValueError) as e:  # a missing file, not an image, a truncated one
+        name = value.get("path") or "an image of the data set"
+        raise ValueError(f"Expected an image file, got {name}: {_one_line(e)}") from None
+
+
+class Predictor:
+    """A saved run, ready to predict: ``Predictor(run_dir).predict(data) -> pandas.DataFrame``.
+
+    Args:
+        run_dir: a folder ``east-train`` wrote, or one of its checkpoints: ``config.json``, the weights and, for a
+            tabular run, ``preprocessor_config.json``.
+        device: where the model runs; default ``cuda`` where available, else ``cpu``.
+        batch_size: inputs per forward pass; images are read and transformed one batch at a time.
+
+    Attributes: ``model``; ``modality`` (``"tabular"`` or ``"image"``); ``label_names`` (class k's name);
+    ``feature_extractor`` (tabular: raw rows -> ``input_features`` (N, F)) or ``transform`` (image: a PIL image ->
+    (3, H, W)); ``decision_rule``: ``decision_rule.json`` as a dict where the run tuned a rule (already in the
+    model's bias: see the module docstring), else None.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, device: str | torch.device | None = None, batch_size: int = 256):
+        import json
+
+        from east_hf.hf.data.tabular import LEGACY_PREPROCESSOR_NAME, load_tabular_features
+        from east_hf.hf.models import TabularMLPConfig, load_pretrained  # also registers east_hf's Auto classes
+
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"Expected batch_size an integer >= 1, got {batch_size!r}")
+        self.run_dir = check_run_folder(run_dir)
+        self.batch_size = batch_size
+        self.device = _device(device)
+        try:
+            self.model = load_pretrained(str(self.run_dir)).eval()
+        except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a folder it cannot read
+            raise ValueError(
+                f"Expected a model east_hf can load in {self.run_dir}, got {type(e).__name__}: {_one_line(e)}"
+            ) from None
+        self.model.to(self.device)
+        config = self.model.config
+        self.label_names = [str(config.id2label[k]) for k in range(config.num_labels)]
+        processor_file = self.run_dir / "preprocessor_config.json"
+        saved = json.loads(processor_file.read_text()) if processor_file.is_file() else {}
+        tabular = (
+            isinstance(config, TabularMLPConfig)
+            or saved.get("feature_extractor_type") == "TabularFeatureExtractor"
+            or (self.run_dir / LEGACY_PREPROCESSOR_NAME).is_file()
+        )
+        self.modality = "tabular" if tabular else "image"
+        self.feature_extractor = self.transform = None
+        if tabular:
+            try:
+                self.feature_extractor = load_tabular_features(self.run_dir)
+            except FileNotFoundError as e:
+                raise ValueError(str(e)) from None
+        else:
+            from transformers import AutoImageProcessor
+
+            from east_hf.hf.data.images import image_transforms
+
+            processor = AutoImageProcessor.from_pretrained(self.run_dir) if processor_file.is_file() else None
+            _, self.transform, _ = image_transforms(self.model, processor)  # what the run evaluated with
+        rule = self.run_dir / DECISION_RULE_FILE
+        self.decision_rule = json.loads(rule.read_text()) if rule.is_file() else None
+
+    def predict(
+        self,
+        data: Any,
+        probabilities: bool = False,
+        label_column: str | None = None,
+        image_column: str | None = None,
+    ):
+        """One row per input: ``path`` (images read from files), the input's label column (``label_column``, else
+        ``label`` or ``labels`` where present; class names for a ``ClassLabel``), ``predicted_label`` and, with
+        ``probabilities``, ``probability_<name>`` per class.
+
+        ``data``: for a tabular run a pandas DataFrame, a dict of columns, one row as a dict, a list of row dicts or
+        a ``datasets.Dataset`` holding the run's feature columns (extra columns are ignored); for an image run a
+        list of PIL images or image file paths, or a ``datasets.Dataset`` with an ``Image`` column (``image_column``,
+        else the first).
+        """
+        import pandas as pd
+
+        batches, n, columns = (
+            self._tabular(data, label_column)
+            if self.modality == "tabular"
+            else self._images(data, label_column, image_column)
+        )
+        logits = []
+        with torch.no_grad():
+            for inputs in batches:
+                logits.append(self.model(**{k: v.to(self.device) for k, v in inputs.items()}).logits.float().cpu())
+        logits = torch.cat(logits) if logits else torch.empty(0, len(self.label_names))  # (N, C)
+        columns[PREDICTION_COLUMN] = [self.label_names[k] for k in logits.argmax(-1).tolist()]
+        if probabilities:
+            probs = logits.softmax(-1).numpy()  # (N, C)
+            for k, name in enumerate(self.label_names):
+                columns[f"{PROBABILITY_PREFIX}{name}"] = probs[:, k]
+        return pd.DataFrame(columns, index=range(n))
+
+    def _tabular(self, data: Any, label_column: str | None) -> tuple[Iterator[dict], int, dict[str, list]]:
+        """(batches of ``input_features``, number of rows, the columns passed through) for a tabular run."""
+        import pandas as pd
+
+        if _is_dataset(data):
+            frame = data.with_format(None).to_pandas()
+        elif isinstance(data, pd.DataFrame):
+            frame = data
+        elif isinstance(data, Mapping):
+            one_row = data and not any(
+                hasattr(v, "__len__") and not isinstance(v, (str, bytes)) for v in data.values()
+            )
+            frame = pd.DataFrame([data] if one_row else data)
+        elif (
+            isinstance(data, Sequence)
+            and not isinstance(data, (str, bytes))
+            and all(isinstance(r, Mapping) for r in data)
+        ):
+            frame = pd.DataFrame(list(data))
+        else:
+            got = "images" if isinstance(data, Sequence) and any(map(_is_image_item, data)) else type(data).__name__
+            raise TypeError(
+                "Expected rows for a tabular run (a DataFrame, a dict of columns, a list of row dicts or a "
+                f"datasets.Dataset), got {got}"
+            )
+        present = [str(c) for c in frame.columns]
+        wanted = self.feature_extractor.columns
+        missing = [c for c in wanted if c not in present]
+        if missing:
+            raise ValueError(
+                f"Expected the run's feature columns {_names(wanted)}, got an input without {_names(missing)} "
+                f"(its columns: {_names(present)})"
+            )
+        columns = {}
+        label = _label_column(present, label_column)
+        if label is not None:
+            columns[label] = _label_values(data, label) if _is_dataset(data) else frame[label].tolist()
+        features = torch.from_numpy(self.feature_extractor.transform(frame, "input"))  # (N, F) float32
+        batches = ({"input_features": x} for x in features.split(self.batch_size))
+        return batches, len(frame), columns
+
+    def _images(
+        self, data: Any, label_column: str | None, image_column: str | None
+    ) -> tuple[Iterator[dict], int, dict[str, list]]:
+        """(batches of ``pixel_values`` (B, 3, H, W), decoded and transformed one batch at a time, number of
+        images, the columns passed through) for an image run."""
+        import datasets
+
+        columns: dict[str, list] = {}
+        if _is_dataset(data):
+            found = [c for c, f in data.features.items() if isinstance(f, datasets.Image)]
+            column = image_column or (found[0] if found else None)
+            if column is None or column not in data.column_names:
+                raise ValueError(
+                    f"Expected an image column{f' {image_column!r}' if image_column else ''} in the input of an image "
+                    f"run, got the columns {_names(data.column_names)}"
+                )
+            items = list(data.cast_column(column, datasets.Image(decode=False)).with_format(None)[column])
+            paths = [item.get("path") if isinstance(item, Mapping) else None for item in items]
+            label = _label_column(data.column_names, label_column)
+            if label is not None and label != column:
+                columns[label] = _label_values(data, label)
+        elif isinstance(data, Sequence) and not isinstance(data, (str, bytes)) and all(map(_is_image_item, data)):
+            if label_column is not None:
+                raise ValueError(f"Expected a data set with a label column {label_column!r}, got a list of images")
+            items = list(data)
+            paths = [os.fspath(item) if isinstance(item, (str, os.PathLike)) else None for item in items]
+        elif _is_image_item(data):
+            return self._images([data], label_column, image_column)
+        else:
+            raise TypeError(
+                "Expected images for an image run (a list of PIL images or image file paths, or a datasets.Dataset "
+                f"with an Image column), got {type(data).__name__}"
+            )
+        if any(p is not None for p in paths):
+            columns = {"path": paths, **columns}
+
+        def batches():
+            for start in range(0, len(items), self.batch_size):
+                images = [_decode(item).convert("RGB") for item in items[start : start + self.batch_size]]
+                yield {"pixel_values": torch.stack([self.transform(image) for image in images])}
+
+        return batches(), len(items), columns
+
+
+def predict(
+    run_dir: str | os.PathLike,
+    data: Any,
+    probabilities: bool = False,
+    label_column: str | None = None,
+    image_column: str | None = None,
+    device: str | torch.device | None = None,
+    batch_size: int = 256,
+):
+    """``Predictor(run_dir, device, batch_size).predict(data, probabilities, label_column, image_column)``: a
+    pandas DataFrame with one row per input and the predicted label by name (see ``Predictor.predict``)."""
+    return Predictor(run_dir, device=device, batch_size=batch_size).predict(
+        data, probabilities=probabilities, label_column=label_column, image_column=image_column
+    )

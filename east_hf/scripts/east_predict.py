@@ -1,0 +1,87 @@
+"""``east-predict``: predictions from a saved run; also ``python -m east_hf.scripts.east_predict``.
+
+    east-predict runs/demo rows.csv -o predictions.csv                    # a CSV: one prediction per row
+    east-predict runs/digits images/ --probabilities -o predictions.csv   # an image folder, with class probabilities
+    east-predict runs/cifar10 uoft-cs/cifar10 --split test > predictions.csv   # a datasets id (the cache offline)
+
+RUN_DIR is a folder ``east-train`` wrote (or one of its checkpoints); DATA is read as ``east-train`` reads its data:
+a CSV / TSV / Parquet / JSON file, a data folder (an imagefolder: images, in one sub-folder per class or not) or a
+datasets path or Hub id. The run's own preprocessing is applied (the tabular feature encoding of
+``preprocessor_config.json``; the image transform it evaluated with), and the output is a CSV with one row per input:
+``path`` for images read from files, the input's label column passed through where it has one, ``predicted_label``
+by name and, with ``--probabilities``, ``probability_<name>`` per class. A decision rule the run tuned on validation
+is already in the saved model's bias, so its predictions apply it (``east_hf.hf.predict``). Bad input ends in one
+line, ``east-predict: error: ...``, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["build_parser", "main"]
+
+PROG = "east-predict"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Predict with a saved east-train run: a CSV, a data folder or a datasets id in, a CSV of "
+        "predicted labels out (the run's preprocessing and tuned decision rule applied).",
+    )
+    parser.add_argument("run_dir", help="a folder east-train wrote (or one of its checkpoints)")
+    parser.add_argument(
+        "data", help="a CSV / TSV / Parquet / JSON file, a data folder (imagefolder) or a datasets path or Hub id"
+    )
+    parser.add_argument("-o", "--output", default="-", help="the predictions CSV to write (default: - for stdout)")
+    parser.add_argument("--probabilities", action="store_true", help="add probability_<class> columns")
+    parser.add_argument(
+        "--label_column", default=None, help="the input's label column to pass through (default: label or labels)"
+    )
+    parser.add_argument("--image_column", default=None, help="the input's image column (default: the first)")
+    parser.add_argument("--split", default=None, help="which split of DATA (needed where it has several)")
+    parser.add_argument("--dataset_config", default=None, help="the datasets configuration name of DATA")
+    parser.add_argument("--batch_size", type=int, default=256, help="inputs per forward pass (default 256)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda where available)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``east-predict``: writes the predictions CSV and one summary line on stderr; returns 0, exits 2
+    with one line on bad input (a folder that is not a run, missing feature columns, an unreadable image, ...)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.output != "-" and os.path.exists(args.data) and Path(args.output).resolve() == Path(args.data).resolve():
+        parser.error(f"Expected --output other than the input file, got {args.output}")
+
+    from east_hf.hf.predict import Predictor, read_inputs
+
+    try:
+        predictor = Predictor(args.run_dir, device=args.device, batch_size=args.batch_size)
+        data = read_inputs(args.data, args.split, args.dataset_config)
+        frame = predictor.predict(
+            data, probabilities=args.probabilities, label_column=args.label_column, image_column=args.image_column
+        )
+    except (ValueError, TypeError) as e:
+        parser.error(" ".join(str(e).split()))
+    if args.output == "-":
+        frame.to_csv(sys.stdout, index=False)
+        where = "stdout"
+    else:
+        Path(args.output).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(args.output, index=False)
+        where = args.output
+    rule = "; the decision rule tuned on validation is in the saved model" if predictor.decision_rule else ""
+    print(
+        f"{PROG}: {len(frame)} predictions of the {predictor.modality} run {args.run_dir} to {where}{rule}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
