@@ -269,19 +269,21 @@ def test_accelerate_launch_of_two_processes_that_runs_one_is_warned_about_in_one
     assert [line for line in result.stderr.splitlines() if "accelerate launch asked" in line] == [_LAUNCH_WARNING]
 
 
-@pytest.mark.parametrize(
-    "environment",
-    [{}, {"ACCELERATE_USE_CPU": "False"}],
-    ids=["plain", "accelerate-one-process"],
-)
-def test_launches_that_run_what_they_asked_for_are_not_warned_about(tmp_path, monkeypatch, caplog, environment):
+def test_launches_that_run_what_they_asked_for_are_not_warned_about(tmp_path, monkeypatch, caplog):
+    from east_hf.hf.config import _one_process_of_several
+
     for name in ("ACCELERATE_USE_CPU", "MASTER_ADDR", "WORLD_SIZE", "PMI_SIZE"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "False")  # `accelerate launch` of one process: no MASTER_ADDR
     with caplog.at_level(logging.WARNING, logger="east_hf"):
         EASTConfig(output_dir=str(tmp_path), report_to=[], use_cpu=True)
     assert "accelerate launch asked" not in caplog.text
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")  # the plain launcher asked for several processes ...
+    assert _one_process_of_several()
+    for size in ("WORLD_SIZE", "PMI_SIZE"):  # ... and torchrun (--multi_gpu) or mpirun started them all
+        monkeypatch.setenv(size, "2")
+        assert not _one_process_of_several()
+        monkeypatch.delenv(size)
 
 
 @pytest.mark.skipif(torch.accelerator.is_available(), reason="a machine without an accelerator")
