@@ -117,10 +117,7 @@ def validation_size(eval_dataset: Any, anneal_key: str) -> int | None:
     if isinstance(eval_dataset, Mapping):
         names = [name for name in eval_dataset if anneal_key.startswith(f"eval_{name}_")]
         eval_dataset = eval_dataset[max(names, key=len)] if names else None
-    try:
-        return len(eval_dataset)
-    except TypeError:  # None, or an IterableDataset
-        return None
+    return None if eval_dataset is None else _length(eval_dataset)
 
 
 def _check_warm_start_length(callbacks: list, train_dataset: Any) -> None:
