@@ -81,6 +81,23 @@ def test_card_names_the_default_warm_start_and_its_evaluations(tmp_path):
     assert "| stages | 1 |" in text  # the warm start is not an annealing stage
 
 
+def test_a_baseline_card_describes_its_own_loss_without_temperatures(tmp_path):
+    trainer = _run(tmp_path, east_loss="ce")
+    trainer.east_card_info = {"test_metrics": trainer.evaluate(metric_key_prefix="test")}
+    text = trainer.create_model_card().read_text()
+    assert "trained with cross-entropy (baseline) through the `east_hf` library" in text
+    assert "temperature" not in text and "| stages |" not in text and "surrogate" not in text
+    assert "## Training trajectory" in text and "| 3 | " in text  # the validation row at step 3, without a stage
+
+
+def test_an_east_card_names_the_annealed_cross_entropy_mix(tmp_path):
+    trainer = _run(tmp_path, east_ce_weight=1.0)
+    trainer.east_card_info = {"test_metrics": trainer.evaluate(metric_key_prefix="test")}
+    text = trainer.create_model_card().read_text()
+    assert "| loss | EAST surrogate, 1 - soft fbeta + 1 x cross-entropy, its weight x0.5 at every stage |" in text
+    assert "| initial temperature T0 | 0.2 |" in text
+
+
 def test_push_uploads_weights_card_and_plot_without_leaking_the_token(tmp_path, caplog):
     uploads = []
 

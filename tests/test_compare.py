@@ -87,7 +87,10 @@ def test_summary_and_variant_parsing():
     runs = [{"variant": "east", "metrics": {"fbeta": x, "precision_dog": 1.0}} for x in (0.5, 0.7)]
     summary = summarize(runs)
     assert summary["east"]["fbeta"][0] == pytest.approx(0.6) and summary["east"]["fbeta"][2] == 2
-    assert "precision dog" in markdown_table(summary)
+    assert markdown_table(summary).splitlines()[0] == "| variant | n | F-beta * | Precision dog |"
+    binary = summarize([{"variant": "la", "metrics": {"fbeta": 0.4, "precision": 0.5, "recall": 0.3, "mcc": 0.2}}])
+    assert markdown_table(binary).splitlines()[0] == "| variant | n | F-beta * | MCC | Precision | Recall |"
+    assert markdown_table(binary).splitlines()[2] == "| la | 1 | 0.4000 | 0.2000 | 0.5000 | 0.3000 |"
     per_class = summarize([{"variant": "ce", "metrics": {"fbeta": 0.9, "fbeta_dog": 0.8}}])
     assert markdown_table(per_class, "fbeta_dog").splitlines()[0] == "| variant | n | F-beta dog * | F-beta |"
     assert parse_variants("ce", ["r08:--east_decay 0.8"]) == {
@@ -421,3 +424,12 @@ def test_the_comparison_plot_starts_its_y_axis_at_zero():
     negative = {"east": {"mcc": (0.2, 0.05, 3)}, "ce": {"mcc": (-0.1, 0.05, 3)}}
     low, high = comparison_figure(negative, "mcc").axes[0].get_ylim()
     assert low <= -0.15 and high >= 0.25  # a metric below zero: the axis reaches it, and still shows zero
+
+
+def test_the_card_license_is_no_reason_to_train_again():
+    from east_hf.scripts.east_compare import settings_changes
+
+    old = {"script": {"license": "mit", "model_card": True}, "training": {"learning_rate": 0.01}}
+    new = {"script": {"license": "apache-2.0", "model_card": False}, "training": {"learning_rate": 0.01}}
+    assert settings_changes(old, new) == []
+    assert settings_changes(old, {**new, "training": {"learning_rate": 0.1}}) == ["learning_rate: 0.01 -> 0.1"]

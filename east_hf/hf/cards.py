@@ -386,7 +386,14 @@ def card_context(
     id2label = getattr(config, "id2label", None) or {}
     beta = getattr(loss_fn, "beta", args.east_beta)
     betas = [(id2label.get(i, str(i)), b) for i, b in enumerate(beta)] if isinstance(beta, (list, tuple)) else None
+    east = args.east_loss == "east"  # a baseline's card has no temperature, stages or surrogate
     loss_description = LOSSES[args.east_loss].describe(target_key)
+    ce_weight = args.resolved_ce_weight(len(id2label) or getattr(config, "num_labels", None))
+    if ce_weight > 0:
+        loss_description += (
+            f" + {ce_weight:g} x {LOSSES[args.east_ce_loss].describe(target_key).removesuffix(' (baseline)')}"
+            f", its weight x{args.east_ce_weight_decay:g} at every stage"
+        )
     warm_start = "none"
     if args.east_annealing and args.annealing_schedule().has_warm_start:
         steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
@@ -402,6 +409,7 @@ def card_context(
     return dict(
         model_name=model_name,
         task_description="an image classifier" if image_model else "a tabular classifier",
+        east=east,
         target_metric_label=f"{_HUB_METRICS.get(target_key, (None, target_key))[1]}"
         + (f" (beta={args.east_beta})" if target_key == "fbeta" and not betas else ""),
         target_key=target_key,

@@ -344,9 +344,10 @@ def paired_differences(
 
 
 def _label(key: str) -> str:
-    """A column's name: ``fbeta`` -> ``F-beta``, ``fbeta_positive`` -> ``F-beta positive``."""
+    """A column's name: ``fbeta`` -> ``F-beta``, ``fbeta_positive`` -> ``F-beta positive``, ``recall`` -> ``Recall``."""
     name, _, cls = key.partition("_")
-    return f"{LABELS[name]} {cls}".strip() if name in LABELS else key.replace("_", " ")
+    names = {**LABELS, "precision": "Precision", "recall": "Recall"}
+    return f"{names[name]} {cls}".strip() if name in names else key.replace("_", " ")
 
 
 def paired_table(pairs: dict[str, tuple], metric: str, reference: str) -> str:
@@ -367,7 +368,9 @@ def _columns(summary: dict[str, dict[str, tuple]], metric: str) -> list[str]:
         {k for row in summary.values() for k in row if k.startswith(("precision_", "recall_"))},
         key=lambda k: (k.split("_", 1)[1], k),
     )
-    return [k for k in keys if any(k in row for row in summary.values())] + per_class
+    # a binary run reports precision and recall of the positive class once, averaged keys without a class suffix
+    rates = [] if per_class else ["precision", "recall"]
+    return [k for k in [*keys, *rates] if any(k in row for row in summary.values())] + per_class
 
 
 def markdown_table(summary: dict[str, dict[str, tuple]], metric: str = "fbeta") -> str:

@@ -84,9 +84,10 @@ RECORD_LEAVES_OUT = frozenset(
     | {"report_to", "disable_tqdm", "project", "log_level", "log_level_replica", "log_on_each_node", "local_rank"}
     | {"push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push"}
     | {"hub_revision", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id", "skip_memory_metrics"}
+    | {"license", "model_card"}
 )
 """Settings that do not change what a run trains or measures: where it writes and reports, how it resumes, where it
-pushes, how it launches. A run record leaves them out, so changing one never makes east-compare train again."""
+pushes, how it launches, what its card says. A run record leaves them out, so changing one never makes east-compare train again."""
 
 
 def resolved_settings(parsed: ParsedArguments, full: bool = False) -> dict[str, dict[str, Any]]:
@@ -357,6 +358,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(130) from None
     finally:
         lock.release()
+        _end_process_group()
+
+
+def _end_process_group() -> None:
+    """Ends the launch's process group, if there is one: a process that exits with gloo's group alive aborts now
+    and then at interpreter shutdown (``terminate called without an active exception``), failing the launch."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _from_main_process(value: Any, world_size: int) -> Any:
