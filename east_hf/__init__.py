@@ -68,8 +68,16 @@ __all__ = [
     "DecisionRule",
     "tune_logit_offsets",
     # the functional core, in the paper's order: H_T, tau, g_T, the soft and hard confusion matrices, the metrics
-    "linear_heaviside", "dynamic_threshold", "soft_predictions", "soft_confusion_matrix", "hard_confusion_matrix",
-    "fbeta", "accuracy", "mcc", "precision", "recall",
+    "linear_heaviside",
+    "dynamic_threshold",
+    "soft_predictions",
+    "soft_confusion_matrix",
+    "hard_confusion_matrix",
+    "fbeta",
+    "accuracy",
+    "mcc",
+    "precision",
+    "recall",
     # the Hugging Face layer, loaded on first access
     *_LAZY,
 ]

@@ -94,7 +94,8 @@ def test_an_east_card_names_the_annealed_cross_entropy_mix(tmp_path):
     trainer = _run(tmp_path, east_ce_weight=1.0)
     trainer.east_card_info = {"test_metrics": trainer.evaluate(metric_key_prefix="test")}
     text = trainer.create_model_card().read_text()
-    assert "| loss | EAST surrogate, 1 - soft fbeta + 1 x cross-entropy, its weight x0.5 at every stage |" in text
+    mix = "1 x logit-adjusted cross-entropy, tau = 1 (Menon et al., 2021), its weight x0.5 at every stage"
+    assert f"| loss | EAST surrogate, 1 - soft fbeta + {mix} |" in text
     assert "| initial temperature T0 | 0.2 |" in text
 
 

@@ -241,3 +241,128 @@ def test_text_in_a_numeric_column_names_the_file_the_column_and_the_value(tmp_pa
     with caplog.at_level(logging.WARNING, logger="east_hf.hf.data"):
         load_data(DataArguments(dataset_name=str(few), label_column="y"))
     assert "column 'x' holds numbers and text 'abc' in 1 of 40 rows, so it is one-hot encoded as text" in caplog.text
+
+
+# ---- the vectorised path: the same values as an independent pandas / scikit-learn reference ----
+def _mixed_csv(path: Path, n: int = 600) -> Path:
+    """Numbers with missing cells, a text column with spaces and missing cells, labels as text with spaces, and a
+    few empty and -100 labels (dropped)."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for i in range(n):
+        a = "" if i % 13 == 0 else f"{rng.normal(3, 2):.4f}"
+        colour = "" if i % 7 == 0 else ["red", " blue", "green "][i % 3]
+        label = ["cat", " dog", "fox"][min(2, int(rng.exponential(0.9)))]
+        label = "" if i % 50 == 0 else "-100" if i % 61 == 0 else label
+        rows.append(f"{a},{rng.integers(0, 9)},{colour},{label}")
+    return write_csv(path, "a,b,colour,y", rows)
+
+
+def test_tabular_values_match_a_pandas_and_sklearn_reference(tmp_path, monkeypatch):
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    import east_hf.hf.data.tabular as tabular
+
+    monkeypatch.setattr(tabular, "BATCH_CELLS", 200)  # 66 rows a batch: the statistics are merged across batches
+    csv = _mixed_csv(tmp_path / "d.csv")
+    data = load_data(DataArguments(dataset_name=str(csv), label_column="y"))
+
+    frame = pd.read_csv(csv, dtype={"y": str}, keep_default_na=False, na_values={"a": [""], "colour": [""]})
+    labels = frame["y"].str.strip()
+    frame = frame[(labels != "") & (labels != "-100")].reset_index(drop=True)
+    names = sorted(frame["y"].str.strip().unique())
+    y = frame["y"].str.strip().map({name: k for k, name in enumerate(names)}).to_numpy()
+    rest, test = train_test_split(np.arange(len(y)), test_size=0.2, stratify=y, random_state=42)
+    rest = np.sort(rest)
+    train, val = train_test_split(rest, test_size=0.16 / 0.8, stratify=y[rest], random_state=42)
+    train, val, test = np.sort(train), np.sort(val), np.sort(test)
+    colour = frame["colour"].str.strip()
+    x = pd.concat([frame[["a", "b"]], pd.get_dummies(colour, prefix="colour", prefix_sep="=", dtype=float)], axis=1)
+    x = x.astype(np.float64)
+    x = x.fillna(x.iloc[train].mean())
+    x = ((x - x.iloc[train].mean()) / x.iloc[train].std(ddof=0)).to_numpy(np.float32)
+
+    assert data.label_names == names == ["cat", "dog", "fox"] and data.dropped == {"empty label": 12, "label -100": 9}
+    assert data.preprocessor.feature_names == ["a", "b", "colour=blue", "colour=green", "colour=red"]
+    for split, rows in (("train", train), ("validation", val), ("test", test)):
+        got = getattr(data, split).with_format("numpy")[:]
+        np.testing.assert_allclose(got["input_features"], x[rows], atol=2e-6)
+        assert got["input_features"].dtype == np.float32 and np.array_equal(got["labels"], y[rows])
+        assert data.class_counts(split) == np.bincount(y[rows], minlength=3).tolist()
+
+
+def test_inf_rows_are_counted_over_every_batch_of_a_split(tmp_path, monkeypatch):
+    import east_hf.hf.data.tabular as tabular
+
+    monkeypatch.setattr(tabular, "BATCH_CELLS", 20)  # 1,024 rows a batch at least: 3 batches
+    rows = [f"{'inf' if i in (5, 2_000, 2_900) else f'{i * 0.1:.3f}'},{i % 2}" for i in range(3_000)]
+    csv = write_csv(tmp_path / "d.csv", "x,y", rows)
+    with pytest.raises(DataError, match=r"inf in the train split: 'x' \(3 rows\)"):
+        load_data(DataArguments(dataset_name=str(csv), label_column="y", test_size=0.001, val_size=0.001))
+
+
+def test_the_data_layer_reads_no_row_into_python(tmp_path, monkeypatch):
+    """Label encoding, relabelling, dropping, splitting and feature encoding read Arrow columns and numpy arrays:
+    no ``datasets`` map / filter, no Python-formatted read of a column or a row, no read of an indices mapping row by
+    row, no row-by-row category lookup."""
+    import datasets
+    from datasets.formatting import PythonFormatter
+    from datasets.table import IndexedTableMixin
+
+    import east_hf.hf.models.tabular_features as tabular_features
+
+    csv = _mixed_csv(tmp_path / "d.csv")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a per-row Python path ran")
+
+    for owner, name in (
+        (datasets.Dataset, "map"),
+        (datasets.Dataset, "filter"),
+        (datasets.Dataset, "from_dict"),
+        (datasets.Dataset, "to_pandas"),
+        (IndexedTableMixin, "fast_gather"),  # how datasets reads through an indices mapping: a slice per row
+        (PythonFormatter, "format_row"),
+        (PythonFormatter, "format_column"),
+        (PythonFormatter, "format_batch"),
+        (tabular_features, "_is_missing"),
+    ):
+        monkeypatch.setattr(owner, name, refuse)
+    data = load_data(
+        DataArguments(
+            dataset_name=str(csv), label_column="y", positive_classes=["fox"], imbalance_ratio=0.5, max_test_samples=50
+        )
+    )
+    assert data.label_names == ["rest", "fox"] and len(data.test) == 50
+    assert data.class_counts("train") == np.bincount(data.train.with_format("numpy")[:]["labels"]).tolist()
+
+
+def test_prepared_splits_are_written_once_and_mapped_by_the_next_load(tmp_path, monkeypatch, caplog):
+    from transformers import AutoFeatureExtractor
+
+    import east_hf.hf.data.pipeline as pipeline
+    import east_hf.hf.models  # noqa: F401 - registers the feature extractor
+
+    folder = _three_splits(tmp_path / "words", ["cat", "dog", "fox"])
+    args = DataArguments(dataset_name=str(folder), label_column="y", unseen_labels="drop")
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.data"):
+        first = load_data(args)
+        monkeypatch.setattr(pipeline, "_prepare", lambda *a: pytest.fail("prepared twice"))
+        again = load_data(args)  # another process of a distributed run, after the main one
+    prepared = Path(first.train.cache_files[0]["filename"]).parent
+    assert prepared.name.startswith("east_hf_prepared-") and again.train.cache_files == first.train.cache_files
+    messages = [r.getMessage() for r in caplog.records]  # the warnings of the preparation, then the same again
+    assert (
+        messages[0].startswith("unseen_labels=drop")
+        and messages[: len(messages) // 2] == messages[len(messages) // 2 :]
+    )
+    for split in ("train", "validation", "test"):
+        assert np.array_equal(getattr(first, split)["input_features"], getattr(again, split)["input_features"])
+    assert again.label_names == ["cat", "dog"] and again.preprocessor.to_dict() == first.preprocessor.to_dict()
+    assert again.train.features["input_features"].feature.dtype == "float32"
+    assert AutoFeatureExtractor.from_pretrained(prepared).to_dict() == first.preprocessor.to_dict()
+    write_csv(folder / "train.csv", "x,y", [f"{i * 0.2:.2f},{'cat' if i % 2 else 'dog'}" for i in range(40)])
+    monkeypatch.undo()
+    changed = load_data(args)  # new rows: a new raw cache, a new prepared folder
+    assert Path(changed.train.cache_files[0]["filename"]).parent != prepared

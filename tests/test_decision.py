@@ -161,6 +161,120 @@ def test_stats_scorer_is_the_library_metric():
             assert torch.allclose(got, expected, rtol=1e-12, atol=1e-15), (metric, kwargs)
 
 
+# ---- the sweep: every candidate of a named metric in O(N log N) ----------------------------------------------------
+
+
+def reference_tuner(logits, labels, metric, max_rounds=10, **kwargs):
+    """Coordinate ascent written out: each offset tried at every distinct decision (below, between and above the
+    critical values t_n = max_{j != k} (l_nj + b_j) - l_nk), each decision counted from scratch and ranked by the
+    statistics' metric, ties to the offset nearest the current; a change kept iff the library's metric improves."""
+    C = logits.shape[1]
+    args = [kwargs.get("beta", 1.0), kwargs.get("average", "macro"), kwargs.get("pos_label", 1)]
+    kw64 = decision._metric_kwargs(metric, *args, kwargs.get("zero_division", 0.0), torch.empty(C).double())
+    scorer = decision._StatsScorer(metric, kw64, labels, C)
+
+    def stats(pred):
+        return float(scorer(scorer.count(labels, pred)[None])[0])
+
+    offsets, current = torch.zeros(C), library_score(logits, labels, metric, **kwargs)
+    current64, rounds = stats(logits.argmax(1)), 0
+    while rounds < max_rounds:
+        rounds += 1
+        changed = False
+        for k in [1] if C == 2 else range(C):
+            others = (logits + offsets).index_fill(1, torch.tensor([k]), -torch.inf)
+            m, alt = others.max(1).values, others.argmax(1)
+            t = m.double() - logits[:, k].double()
+            u = t.unique()
+            margin = 1.0 + float(max(-u[0], u[-1])) * 2.0**-10
+            values = torch.cat([u[:1] - margin, (u[1:] + u[:-1]) / 2, u[-1:] + margin])
+            scores = torch.tensor([stats(torch.where(t < v, k, alt)) for v in values])
+            ties = torch.nonzero(scores == scores.max()).flatten()
+            best = ties[(values[ties] - float(offsets[k])).abs().argmin()]
+            value = values[best].float()
+            if not float(scores[best]) > current64 or value == offsets[k]:
+                continue
+            zk = logits[:, k] + value
+            pred = torch.where((zk > m) | ((zk == m) & (k < alt)), k, alt)
+            score = library_score(nn.functional.one_hot(pred, C).float(), labels, metric, **kwargs)
+            if score > current:
+                offsets[k], current, current64, changed = value, score, stats(pred), True
+        if not changed or C == 2:
+            break
+    return offsets, rounds
+
+
+SWEEP_CASES = [
+    *MULTI_CASES[:1],
+    *MULTI_CASES[2:],
+    ("fbeta", dict(average="micro")),
+    ("recall", dict(average="weighted")),
+    ("precision", dict(average="binary", pos_label=0)),
+]
+
+
+@pytest.mark.parametrize("metric,kwargs", SWEEP_CASES)
+def test_sweep_is_the_written_out_coordinate_ascent(metric, kwargs):
+    """The same offsets, rounds and score as coordinate ascent over every decision scored on its own counts."""
+    for seed, n, C, ties in [(0, 120, 4, False), (1, 90, 5, True)]:
+        logits, labels = imbalanced(seed, n, C, ties=ties)
+        rule = tune_logit_offsets(logits, labels, metric, **kwargs)
+        offsets, rounds = reference_tuner(logits, labels, metric, **kwargs)
+        assert torch.equal(rule.offsets, offsets) and rule.rounds == rounds, (seed, rule.offsets, offsets)
+        assert rule.score == library_score(logits + offsets, labels, metric, **kwargs)
+
+
+@pytest.mark.parametrize("metric,kwargs", SWEEP_CASES)
+def test_sweep_scores_every_position(metric, kwargs):
+    """The O(N) sweep equals the statistics' metric of each position's (2C,) counts: bitwise for the sums of
+    integers (accuracy, MCC, micro, binary), within float64 rounding for a macro or weighted sum."""
+    logits, labels = imbalanced(9, 150, 5, ties=True)
+    C = logits.shape[1]
+    args = [kwargs.get("beta", 1.0), kwargs.get("average", "macro"), kwargs.get("pos_label", 1)]
+    kw64 = decision._metric_kwargs(metric, *args, kwargs.get("zero_division", 0.0), torch.empty(C).double())
+    scorer = decision._StatsScorer(metric, kw64, labels, C)
+    top = decision._top2(logits + torch.tensor([0.3, -0.2, 0.0, 0.5, -0.4]))
+    for k in range(C):
+        coord = decision._Coordinate(logits.T.contiguous(), labels, top, k, scorer)
+        swept = scorer.sweep(coord)  # (N + 1,)
+        groups = torch.arange(len(labels))  # candidate i moves the first i samples
+        states = torch.cat([coord.base[None], scorer.states(coord.base, coord.y, coord.alt_sorted, k, groups, 150)])
+        if scorer.exact:
+            assert torch.equal(swept, scorer(states)), k
+        else:
+            assert torch.allclose(swept, scorer(states), rtol=0, atol=1e-13), k
+
+
+def test_near_ties_beyond_one_batch(monkeypatch):
+    """Too many near-best candidates to rescore in one batch: the running sum ranks them; the guarantees hold."""
+    monkeypatch.setattr(decision, "_BATCH_ELEMENTS", 8)
+    logits, labels = imbalanced(10, 300, 5, ties=True)
+    rule = tune_logit_offsets(logits, labels, "fbeta", beta=2.0)
+    assert rule.score == library_score(logits + rule.offsets, labels, "fbeta", beta=2.0) > rule.baseline_score
+
+
+def test_many_classes_check_on_counts(monkeypatch):
+    """Above ``_LIBRARY_CHECK_ELEMENTS`` a change is checked on its (2C,) counts: the same rule here."""
+    logits, labels = imbalanced(11, 400, 6)
+    expected = tune_logit_offsets(logits, labels, "fbeta", average="macro")
+    monkeypatch.setattr(decision, "_LIBRARY_CHECK_ELEMENTS", 0)
+    rule = tune_logit_offsets(logits, labels, "fbeta", average="macro")
+    assert torch.equal(rule.offsets, expected.offsets) and rule.score == expected.score
+
+
+def test_many_classes_notice_and_refusal(monkeypatch, caplog):
+    """Very many classes: a one-line notice naming a cheaper setting; a callable metric is refused in one line."""
+    logits, labels = imbalanced(12, 100, 4)
+    monkeypatch.setattr(decision, "_NOTICE_ELEMENTS", 100)
+    with caplog.at_level("WARNING", logger="east_hf.core.decision"):
+        tune_logit_offsets(logits, labels, max_rounds=1)
+    assert len(caplog.records) == 1 and "max_rounds=1" in caplog.text and "\n" not in caplog.records[0].message
+    monkeypatch.setattr(decision, "_MAX_CALLABLE_CLASSES", 3)
+    with pytest.raises(ValueError, match="at most 3 classes for a callable.*got 4; name the metric") as info:
+        tune_logit_offsets(logits, labels, lambda cm: METRICS["mcc"](cm))
+    assert "\n" not in str(info.value)
+
+
 # ---- callables, ignore_index, dtypes ---------------------------------------------------------------------------------
 
 
@@ -264,7 +378,7 @@ def test_top2_update_matches_recomputation():
     top = decision._top2(z)
     for k, shift in [(2, 1.0), (0, -2.0), (5, 3.0), (2, -1.0), (3, 0.0)]:
         z[:, k] += shift
-        top = decision._update_top2(top, z, k)
+        top = decision._update_top2(top, z[:, k], k, lambda rows: z[rows])
         for mine, fresh in zip(top, decision._top2(z)):
             assert torch.equal(mine, fresh)
     assert torch.equal(top[1], z.argmax(1))

@@ -139,6 +139,7 @@ def test_2_inf_in_a_validation_row_is_an_error_not_a_temperature_drop(tmp_path):
         max_steps=20,
         east_anneal_monitor="eval_loss",
         east_warm_start="none",
+        east_ce_weight=0,
     )
     trainer = EASTTrainer(
         model=PlainClassifier(),

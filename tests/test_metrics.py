@@ -515,3 +515,61 @@ def test_trainer_evaluation_matches_sklearn_on_gathered_predictions(tmp_path, ba
     metrics = trainer.evaluate()
     assert metrics["eval_fbeta"] == pytest.approx(ref["fbeta"], abs=1e-6)
     assert "eval_fbeta_dog" in metrics
+
+
+# ---- counts: the O(C) statistics evaluation accumulates, scored as the core scores the (C, C) matrix ----
+def random_confusion_matrix(rng, num_classes, n, empty=()):
+    """A hard (C, C) float64 confusion matrix of ``n`` samples; the classes in ``empty`` never occur as a true
+    class nor as a prediction (zero rows and columns: the zero_division cases)."""
+    y, p = rng.integers(0, num_classes, n), rng.integers(0, num_classes, n)
+    p = np.where(rng.random(n) < 0.5, y, p)
+    keep = ~np.isin(y, empty) & ~np.isin(p, empty)
+    confmat = np.zeros((num_classes, num_classes))
+    np.add.at(confmat, (y[keep], p[keep]), 1)
+    return torch.from_numpy(confmat)
+
+
+@pytest.mark.parametrize("average", AVERAGES)
+@pytest.mark.parametrize("zero_division", [0.0, 1.0])
+def test_scores_from_counts_equal_the_core_on_the_confusion_matrix_bit_for_bit(average, zero_division):
+    from east_hf.hf.metrics.counts import counts_of_confusion_matrix
+
+    rng = np.random.default_rng(70)
+    for num_classes, n, empty in [(2, 50, ()), (7, 300, (2, 5)), (40, 2000, (0, 13, 39)), (5, 0, ())]:
+        if average == "binary" and num_classes != 2:
+            continue
+        beta = 0.5 if average == "micro" else rng.uniform(0.25, 3.0, num_classes).tolist()
+        cm = ComputeMetrics(num_classes, beta=beta, average=average, report_classes="all", zero_division=zero_division)
+        confmat = random_confusion_matrix(rng, num_classes, n, empty)
+        assert cm.from_counts(counts_of_confusion_matrix(confmat)) == cm.from_confusion_matrix(confmat)
+
+
+def test_counts_of_logits_and_class_ids_are_those_of_the_confusion_matrix():
+    from east_hf.hf.metrics.counts import counts_of_confusion_matrix
+
+    rng = np.random.default_rng(71)
+    logits, labels = eval_set(rng, 50)
+    cm = build_compute_metrics(4)
+    counts = cm.counts(logits, labels)
+    assert counts.dtype == torch.int64 and counts.shape == (3, 4)
+    assert torch.equal(counts, counts_of_confusion_matrix(cm.confusion_matrix(logits, labels)))
+    assert torch.equal(cm.counts(logits.argmax(1), labels), counts)
+    assert torch.equal(cm.counts(logits[:20], labels[:20]) + cm.counts(logits[20:], labels[20:]), counts)
+    assert int(counts[1].sum()) == int((labels != -100).sum())  # ignored rows are not counted
+    bad = logits.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="Expected finite"):
+        cm.counts(bad, labels)
+    with pytest.raises(ValueError, match=r"labels in \[0, 3\]"):
+        cm.counts(logits, np.where(labels == 2, 4, labels))
+
+
+def test_compute_metrics_holds_counts_not_a_confusion_matrix_between_batches():
+    rng = np.random.default_rng(72)
+    logits, labels = eval_set(rng, 40, num_classes=1000, ignored=3)
+    cm = build_compute_metrics(1000)
+    cm((logits[:20], labels[:20]), compute_result=False)
+    assert cm._counts.shape == (3, 1000) and cm._counts.dtype == torch.int64  # O(C), not (C, C)
+    assert cm((logits[20:], labels[20:]), compute_result=True) == cm.from_confusion_matrix(
+        cm.confusion_matrix(logits, labels)
+    )

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import logging
 import re
 
 import pytest
@@ -425,13 +426,20 @@ def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
     seen = dict(spy.weights)
     assert len(seen) >= 3  # several stages ran
     assert all(weight == pytest.approx(2.0 * 0.5**stage) for stage, weight in seen.items())
-    # the default: the annealed weight with more than two classes, EAST alone with two (or an unknown number)
+    # the default: the annealed logit-adjusted cross-entropy for every class count; the baselines have none
     default = EASTConfig(output_dir=str(tmp_path), report_to=[])
-    assert default.east_ce_weight is None
-    assert [default.resolved_ce_weight(c) for c in (2, 3, 10, None)] == [0.0, 1.0, 1.0, 0.0]
-    paper = EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight=0)
-    assert paper.resolved_ce_weight(10) == 0.0
-    assert EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce").resolved_ce_weight(10) == 0.0
+    assert default.east_ce_weight is None and default.east_ce_loss is None
+    assert (default.resolved_ce_weight(), default.resolved_ce_loss) == (1.0, "la")
+    paper = EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight=0, east_warm_start="none")
+    assert paper.resolved_ce_weight() == 0.0 and not paper.needs_class_counts  # no cross-entropy trains: no priors
+    baseline = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce")
+    assert (baseline.resolved_ce_weight(), baseline.resolved_ce_loss, baseline.needs_class_counts) == (
+        0.0,
+        "ce",
+        False,
+    )
+    dice = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="dice")
+    assert (dice.resolved_ce_weight(), dice.resolved_ce_loss) == (0.0, "ce")  # dice's warm start stays plain
     with pytest.raises(ValueError, match="east_ce_weight 0 for east_loss='ce'"):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce", east_ce_weight=1.0)
     with pytest.raises(ValueError, match="east_ce_weight_decay in \\[0, 1\\]"):
@@ -583,7 +591,7 @@ def test_la_on_an_iterable_dataset_with_given_priors_equals_the_map_style_run(tm
         torch.testing.assert_close(value, map_weights[key])
 
 
-@pytest.mark.parametrize("overrides", [{"east_loss": "la"}, {"east_loss": "wce"}, {"east_ce_loss": "la"}])
+@pytest.mark.parametrize("overrides", [{"east_loss": "la"}, {"east_loss": "wce"}])
 def test_a_prior_loss_on_an_iterable_dataset_without_priors_names_east_class_priors(tmp_path, overrides):
     args = east_args(tmp_path, **overrides)
     expected = (
@@ -594,33 +602,42 @@ def test_a_prior_loss_on_an_iterable_dataset_without_priors_names_east_class_pri
         EASTTrainer(model=PlainClassifier(), args=args, train_dataset=_Stream(TinyTabular(16)))
 
 
-def test_a_warm_start_in_epochs_on_an_iterable_dataset_names_east_warm_start_steps(tmp_path):
-    """An epoch of a stream has no known length: the default warm start (2 epochs) is refused when the trainer is
-    made, naming the settings that work; with ``east_warm_start_steps`` the warm start runs and EAST follows."""
+def test_the_default_trains_on_an_iterable_dataset_with_and_without_priors(tmp_path, caplog):
+    """The default (EAST + the annealed logit-adjusted cross-entropy, a 2-epoch warm start) on a stream: the warm
+    start runs until its own early stopping (an epoch has no known length) and, without ``east_class_priors``, the
+    cross-entropy is the plain one; each fallback says so in one warning. With priors the adjustment is theirs; with
+    ``east_warm_start_steps`` the warm start has that length."""
     settings = dict(
-        east_ce_loss="la", east_class_priors={"0": 1, "1": 1, "2": 1}, east_warm_start="ce", east_annealing=True,
-        eval_strategy="steps", eval_steps=2, logging_steps=2, learning_rate=0.05, east_decay=0.5, east_patience=2,
+        east_annealing=True, eval_strategy="steps", eval_steps=2, logging_steps=2, learning_rate=0.05,
+        east_decay=0.5, east_patience=2, max_steps=16,
     )  # fmt: skip
 
     def stream_trainer(**overrides):
         torch.manual_seed(0)
-        args = east_args(tmp_path, **settings, **overrides)
+        args = east_args(tmp_path / str(len(overrides)), **{**settings, **overrides})
         stream = _Stream(blobs(64, 0))
         return EASTTrainer(
             PlainClassifier(), args, train_dataset=stream, eval_dataset=blobs(48, 1), compute_metrics=hard_metrics
         )
 
-    expected = (
-        r"^Expected east_warm_start_steps for a training set without a length \(_Stream: east_warm_start_epochs=2 "
-        r"cannot be turned into steps\), got None; or east_warm_start_epochs=-1 \(until its own early stopping\) or "
-        r"east_warm_start='none'$"
-    )
-    with pytest.raises(ValueError, match=expected):
-        stream_trainer()  # the default length, 2 epochs
-    trainer = stream_trainer(east_warm_start_steps=4, max_steps=12)
-    torch.testing.assert_close(trainer.warm_start_loss.logit_adjustment, torch.full((3,), 1 / 3).log())
-    trainer.train()
-    assert [h["east_stage"] for h in evaluations(trainer)][:3] == [-1, -1, 0]  # the warm start's 4 steps, then EAST
+    with caplog.at_level(logging.WARNING, logger="east_hf"):
+        plain = stream_trainer(max_steps=60)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any(w.startswith("east_ce_loss='la' without class priors") for w in warnings), warnings
+    assert any(w.startswith("east_warm_start_epochs=2 on a training set without a length") for w in warnings)
+    assert plain.warm_start_loss.name == "ce" and plain.warm_start_loss.logit_adjustment is None
+    assert annealer(plain).schedule.warm_start_epochs is None  # until its own early stopping
+    before = {k: v.clone() for k, v in plain.model.state_dict().items()}
+    plain.train()
+    assert any(not torch.equal(before[k], v) for k, v in plain.model.state_dict().items())  # it trained
+    assert {h["east_stage"] for h in evaluations(plain)} >= {-1, 0}  # the warm start, then EAST
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="east_hf"):
+        given = stream_trainer(east_class_priors=[2, 1, 1], east_warm_start_steps=4)
+    assert not [r for r in caplog.records if "without" in r.getMessage()]  # priors and a length: nothing to say
+    torch.testing.assert_close(given.warm_start_loss.logit_adjustment, torch.tensor([0.5, 0.25, 0.25]).log())
+    given.train()
+    assert [h["east_stage"] for h in evaluations(given)][:3] == [-1, -1, 0]  # the warm start's 4 steps, then EAST
 
 
 def test_counts_of_an_image_dataset_with_a_transform_read_the_label_column_only(tmp_path):
@@ -705,3 +722,156 @@ def test_baseline_logs_carry_no_temperature_and_binary_runs_report_precision_onc
     keys = set(evaluations(trainer)[0])
     assert {"eval_fbeta", "eval_precision", "eval_recall"} <= keys
     assert not [k for k in keys if k.startswith(("eval_precision_", "eval_recall_", "eval_fbeta_"))]
+
+
+# ---- evaluation from per-batch counts: the metrics of the full gather, without keeping any logit ----
+_TIMING = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_model_preparation_time", "epoch")
+
+
+def _full_gather_metrics(compute_metrics):
+    """A plain-function ``compute_metrics``: the Trainer gathers every logit and calls it once, and it scores the
+    (C, C) confusion matrix with the core (the evaluation path that keeps all logits)."""
+
+    def score(pred):
+        confmat = compute_metrics.confusion_matrix(pred.predictions, pred.label_ids)
+        return compute_metrics.from_confusion_matrix(confmat)
+
+    return score
+
+
+def _two_trainers(tmp_path, loss, num_classes, average, **more):
+    """The same model and data twice: east_hf's ComputeMetrics (scored from counts) and the full gather."""
+    from east_hf.hf.metrics import build_compute_metrics
+
+    beta = 0.5 if average == "micro" else [1.0] * (num_classes - 1) + [2.0]
+    args = east_args(tmp_path, east_loss=loss, east_average=average, east_beta=beta, per_device_eval_batch_size=8)
+    torch.manual_seed(0)
+    model = PlainClassifier(num_classes=num_classes)
+    data = _IgnoredRows(slice(5, 8), n=41, num_classes=num_classes, seed=3, noise=2.0)  # uneven last batch
+    trainers = []
+    for counted in (True, False):
+        metrics = build_compute_metrics(num_classes, beta=beta, average=average, report_classes="all")
+        trainers.append(
+            EASTTrainer(
+                model=model,
+                args=args,
+                train_dataset=TinyTabular(num_classes=num_classes),
+                eval_dataset=data,
+                compute_metrics=metrics if counted else _full_gather_metrics(metrics),
+                **more,
+            )
+        )
+    return trainers
+
+
+@pytest.mark.parametrize(
+    "loss, num_classes, average",
+    [("east", 3, "macro"), ("east", 3, "weighted"), ("ce", 3, "micro"), ("dice", 3, "macro"), ("east", 2, "binary")],
+)
+def test_evaluation_from_counts_reports_every_key_of_the_full_gather_exactly(tmp_path, loss, num_classes, average):
+    counted, gathered = _two_trainers(tmp_path, loss, num_classes, average)
+    new, old = counted.evaluate(), gathered.evaluate()
+    for key in _TIMING:
+        new.pop(key, None), old.pop(key, None)
+    assert new == old and list(new) == list(old)  # every value exactly, in the Trainer's order
+    per_class = {f"eval_{m}_{k}" for m in ("precision", "recall", "fbeta") for k in range(num_classes)}
+    expected = {"eval_loss", "eval_fbeta", "eval_mcc", "eval_accuracy", counted.args.east_anneal_key} | per_class
+    assert expected <= set(new)
+
+
+def test_evaluation_from_counts_keeps_no_logits_and_predict_still_returns_them(tmp_path):
+    counted, gathered = _two_trainers(tmp_path, "east", 3, "macro")
+    seen = {}
+
+    def spy(trainer, name):
+        gather = trainer.gather_function
+
+        def counting(tensors):
+            seen[name] = seen.get(name, 0) + 1
+            return gather(tensors)
+
+        trainer.gather_function = counting
+
+    for trainer, name in ((counted, "counted"), (gathered, "gathered")):
+        spy(trainer, name)
+        trainer.evaluate()
+    assert "counted" not in seen and seen["gathered"] > 0  # nothing is gathered: no logits, no batch losses
+    metrics = counted.evaluate()
+    predicted = counted.predict(counted.eval_dataset, metric_key_prefix="eval")
+    assert predicted.predictions.shape == (41, 3) and predicted.label_ids.shape == (41,)
+    assert {k: v for k, v in predicted.metrics.items() if k not in _TIMING} == {
+        k: v for k, v in metrics.items() if k.startswith("eval_") and k not in _TIMING
+    }
+
+
+def test_evaluation_from_counts_applies_preprocess_logits_for_metrics(tmp_path):
+    def argmax(logits, labels):
+        return logits.argmax(dim=1)
+
+    counted, gathered = _two_trainers(tmp_path, "ce", 3, "macro", preprocess_logits_for_metrics=argmax)
+    new, old = counted.evaluate(), gathered.evaluate()
+    assert {k: v for k, v in new.items() if k not in _TIMING} == {k: v for k, v in old.items() if k not in _TIMING}
+
+
+_TWO_PROCESS_EVALUATION = """
+import json, sys
+import torch
+from helpers import PlainClassifier, TinyTabular, east_args
+from east_hf import EASTTrainer
+from east_hf.hf.metrics import build_compute_metrics
+
+out, loss = sys.argv[1], sys.argv[2]
+torch.manual_seed(0)
+model = PlainClassifier()
+data = TinyTabular(29, seed=3, noise=2.0)  # 2 processes x 4 rows a batch: the last batch holds 5 of 8
+data.y[[2, 11]] = -100
+args = east_args(out, east_loss=loss, per_device_eval_batch_size=4)
+metrics = build_compute_metrics(3, report_classes="all")
+def full_gather(pred):
+    return metrics.from_confusion_matrix(metrics.confusion_matrix(pred.predictions, pred.label_ids))
+results, gathers = {}, {}
+for name, compute in (("counted", metrics), ("gathered", full_gather)):
+    trainer = EASTTrainer(model=model, args=args, train_dataset=TinyTabular(), eval_dataset=data, compute_metrics=compute)
+    gather, sizes = trainer.accelerator.gather, []
+    trainer.accelerator.gather = lambda t: sizes.append(t.numel()) or gather(t)
+    results[name] = {k: v for k, v in trainer.evaluate().items() if not k.endswith(("_time", "_runtime", "_second"))}
+    gathers[name] = max(sizes, default=0)  # the largest tensor gathered
+predicted = trainer.predict(data)
+results["world_size"] = trainer.accelerator.num_processes
+results["predicted_rows"] = len(predicted.predictions)
+results["gathers"] = gathers
+if trainer.is_world_process_zero():
+    json.dump(results, open(f"{out}/result.json", "w"))
+import torch.distributed as dist
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("loss", ["east", "ce"])
+def test_two_process_evaluation_from_counts_equals_the_full_gather(tmp_path, loss):
+    """Two CPU processes over an uneven evaluation set: the repeated rows of the last batch are counted once, as
+    gather_for_metrics drops them; every hard metric equals the full gather's exactly, eval_loss up to float32
+    summation order; and no logit is gathered."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    script = tmp_path / "evaluate_two.py"
+    script.write_text(_TWO_PROCESS_EVALUATION)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", str(script), str(tmp_path), loss],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["world_size"] == 2 and result["predicted_rows"] == 29
+    new, old = result["counted"], result["gathered"]
+    assert new.pop("eval_loss") == pytest.approx(old.pop("eval_loss"), rel=1e-6)
+    assert new == old
+    assert result["gathers"]["counted"] <= 1  # a flag at most (a non-finite training step), never a logit
+    assert result["gathers"]["gathered"] >= 4 * 3  # a batch of logits

@@ -7,22 +7,30 @@ offsets on validation logits, scoring every candidate with the library's own met
 
 Method. With the other offsets fixed, sample n predicts class k iff ``l_nk + b_k > m_n := max_{j != k} (l_nj + b_j)``,
 so its decision is a step function of ``b_k`` that switches between k and its runner-up ``a_n`` at the critical value
-``t_n = m_n - l_nk``. Sorting t lists every decision ``b_k`` can reach: moving the first i sorted samples to column k
-gives the confusion matrix ``C_alt + sum_{r < i} (e_{y_r, k} - e_{y_r, a_r})``, a cumulative sum, so a batch of K
-candidates costs one histogram and one ``cumsum``, and is scored at once. A named metric reads a confusion matrix
-only through TP, support and predicted counts, so its candidates are (K, 2C) statistics; a callable metric gets the
-(K, C, C) matrices, vmapped. Candidate offsets are midpoints between consecutive distinct critical values, plus one
+``t_n = m_n - l_nk``. Sorting t lists every decision ``b_k`` can reach: candidate i moves the first i sorted samples
+from their runner-up to k. Candidate offsets are midpoints between consecutive distinct critical values, plus one
 below and one above all.
 
+- A named metric reads a confusion matrix only through TP, support and predicted counts, and moving sample r changes
+  those of two classes, k and a_r. One sweep scores all N + 1 candidates in O(N log N): the counts of k are running
+  sums over the sorted samples, those of a_r running sums within each runner-up class (a stable sort by a_r), so
+  each move updates the metric's aggregate in O(1) (sum of TP, of predicted counts squared, of per-class F-beta).
+  Accuracy, MCC, micro and binary averages are sums of integers, exact; a macro or weighted average is a running
+  float64 sum, and the candidates within its rounding of the best are rescored from their full (2C,) statistics
+  while they fit one batch (``_BATCH_ELEMENTS``), so the ranking is that of the statistics themselves.
+- A callable metric gets the (K, C, C) confusion matrices, a cumulative sum of the moves, vmapped; every candidate
+  while they fit one batch, otherwise a grid of at most ``_MAX_BINS`` at quantiles of the critical values, then finer
+  grids around the best until one covers every decision between its neighbours. Its cost grows as C^3 per candidate,
+  so a callable is refused above ``_MAX_CALLABLE_CLASSES`` classes.
 - Two classes: one sweep over ``b_1`` with ``b_0 = 0`` is the sweep over thresholds on ``l_1 - l_0``, and every
   distinct threshold is scored, so the optimum is exact; of equally good thresholds the one nearest 0 (the smallest
   change from argmax) wins.
 - More classes: coordinate ascent over k = 0, ..., C-1 from plain argmax (b = 0), in rounds until a round changes
-  nothing or ``max_rounds``. A change is kept only if the library's metric of the new ``argmax(logits + b)``
-  strictly improves, so the tuned score is at least the argmax score. Each coordinate scores every distinct decision
-  while they fit one batch (``_BATCH_ELEMENTS``); otherwise a grid of at most ``_MAX_BINS`` decisions at quantiles
-  of the critical values, then finer grids around the best, until one covers every decision between its neighbours.
-  Cost per round: C sorts of N values and O(C (N + K D)) more, D = 2C (named metric) or C^2 (callable).
+  nothing or ``max_rounds``; of equally good offsets the one nearest the current wins. A change is kept only if the
+  library's metric of the new ``argmax(logits + b)`` strictly improves (above ``_LIBRARY_CHECK_ELEMENTS`` matrix
+  entries, the same metric of its exact (2C,) counts), so the tuned score is at least the argmax score. A class
+  whose last sweep changed nothing is skipped while no offset has moved since: its sweep would be the same. Cost per
+  round with a named metric: C sorts of N critical values and O(C (N + C)) more; with a callable, O(C (N + K C^2)).
 
 The tuned score is measured on the data it was tuned on, an optimistic estimate: report the metric on held-out data.
 
@@ -34,6 +42,7 @@ The tuned score is measured on the data it was tuned on, an optimistic estimate:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -47,9 +56,15 @@ from east_hf.core.validation import check_average, check_int, check_metric
 
 __all__ = ["DecisionRule", "tune_logit_offsets", "fold_offsets_into_bias"]
 
+logger = logging.getLogger(__name__)
+
 _BATCH_ELEMENTS = 1 << 20  # entries of one batch of candidate states (K, D), 8 MiB in float64
 _MAX_BINS = 256  # candidates of a coarse level, at most
 _MIN_BINS = 8  # ... and at least, however large a state
+_LIBRARY_CHECK_ELEMENTS = 1 << 22  # C * C up to which each change is checked on the library's (C, C) matrix
+_MAX_CALLABLE_CLASSES = 512  # a callable scores (C, C) matrices: about a minute a round at 50k rows and C = 512
+_NOTICE_ELEMENTS = 1 << 28  # N * C from which a round of the sweep takes about a minute on one CPU core
+_SUM_ROUNDING = 2.0**-40  # bound per summed candidate on the rounding of a float64 running sum of metric terms
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,8 @@ class _StatsScorer:
         self.beta2 = kwargs["beta"] ** 2 if "beta" in kwargs else None  # (C,) float64
         self.support = torch.bincount(labels, minlength=num_classes).double()  # (C,)
         self.dim = 2 * num_classes
+        # Accuracy, MCC, micro and binary averages are functions of sums of integer counts: a sweep is exact.
+        self.exact = metric in ("accuracy", "mcc") or self.average in ("micro", "binary")
 
     def count(self, labels: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
         """The state (2C,) of the decisions ``pred`` (N,)."""
@@ -133,6 +150,77 @@ class _StatsScorer:
         moves[:, k] += torch.bincount(groups, weights=(labels == k).double(), minlength=K + 1)  # TP of k
         moves[:, C + k] += torch.bincount(groups, minlength=K + 1)  # predicted as k
         return moves[:K].cumsum(0) + base
+
+    def per_class(self, tp: torch.Tensor, pred: torch.Tensor, cls: torch.Tensor | int) -> torch.Tensor:
+        """F-beta, precision or recall of classes ``cls`` from their TP and predicted counts, all of one shape."""
+        s = _take(self.support, cls)
+        if self.metric in ("fbeta", "f1"):
+            b2 = _take(self.beta2, cls)
+            return safe_divide((1 + b2) * tp, b2 * s + pred, self.zero_division)
+        if self.metric == "precision":
+            return safe_divide(tp, pred, self.zero_division)
+        return safe_divide(tp, s.expand_as(tp), self.zero_division)
+
+    def sweep(self, coord: _Coordinate) -> torch.Tensor:
+        """The scores (N + 1,) of every position i of ``coord``'s sweep (its first i sorted samples moved from their
+        runner-up to k) in O(N) after a stable sort: ``self(states)`` exactly where ``self.exact``, else a float64
+        running sum within ``_SUM_ROUNDING * (N + 1)`` of it per unit of the metric's scale."""
+        C, k, y, alt, base, s = self.C, coord.k, coord.y, coord.alt_sorted, coord.base, self.support
+        N, device = len(y), base.device
+        tp0, p0 = base[:C], base[C:]  # (C,) when nobody predicts k
+        hk, ha = (y == k).double(), (y == alt).double()  # (N,): sample r is a TP of k / was a TP of a_r
+
+        def running(x: torch.Tensor) -> torch.Tensor:  # (N,) -> (N + 1,): its sum over the first i samples
+            return torch.cat([x.new_zeros(1), x.cumsum(0)])
+
+        i = torch.arange(N + 1, dtype=torch.float64, device=device)  # samples moved, k's predicted count
+        tp_sum = tp0.sum() + running(hk - ha)  # integers: exact
+        if self.metric == "accuracy":
+            return safe_divide(tp_sum, s.sum(), 0.0)
+        if self.average == "micro" and self.metric != "mcc":
+            pred_sum = p0.sum().expand(N + 1)  # every sample is predicted once
+            if self.metric in ("fbeta", "f1"):
+                b2 = self.beta2[0]
+                return safe_divide((1 + b2) * tp_sum, b2 * s.sum() + pred_sum, self.zero_division)
+            if self.metric == "precision":
+                return safe_divide(tp_sum, pred_sum, self.zero_division)
+            return safe_divide(tp_sum, s.sum().expand(N + 1), self.zero_division)
+        if self.average == "binary" and self.metric != "mcc":
+            p = self.pos_label
+            if p == k:
+                return self.per_class(running(hk), i, p)
+            leaves = (alt == p).double()
+            return self.per_class(tp0[p] - running(ha * leaves), p0[p] - running(leaves), p)
+        # Sample r leaves a_r, whose counts have already dropped by what a_r's earlier samples took: grouped by a_r
+        # (sweep order within a group), a running count per group gives a_r's counts after the move.
+        order = _stable_order(alt, C)  # (N,)
+        group, lost = alt.index_select(0, order), ha.index_select(0, order)
+        r = torch.arange(N, device=device)
+        first = torch.ones(N, dtype=torch.bool, device=device)
+        first[1:] = group[1:] != group[:-1]
+        start = torch.cummax(torch.where(first, r, 0), 0).values  # (N,) the group's first position
+        gone = lost.cumsum(0)
+        tp_after = tp0.index_select(0, group) - (gone - gone.index_select(0, start) + lost.index_select(0, start))
+        pred_after = p0.index_select(0, group) - (r - start + 1).double()
+        delta = torch.empty(N, dtype=torch.float64, device=device)  # per sample, in sweep order
+        if self.metric == "mcc":
+            S = s.sum()
+            sp = (s * p0).sum() + running(s[k] - s.index_select(0, alt))  # sum_c s_c pred_c
+            delta.index_copy_(0, order, -(2 * pred_after + 1))  # (P - 1)^2 - P^2 for a_r
+            pp = (p0 * p0).sum() + i * i + running(delta)  # sum_c pred_c^2
+            cov_tp, cov_pp, cov_tt = tp_sum * S - sp, S * S - pp, S * S - (s * s).sum()
+            den = cov_pp * cov_tt
+            return safe_divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
+        weights = s if self.average == "weighted" else torch.ones_like(s)  # (C,)
+        terms = self.per_class(tp0, p0, torch.arange(C, device=device))  # (C,) k's term at (0, 0)
+        after = self.per_class(tp_after, pred_after, group)  # (N,) a_r's term once r has left
+        before = torch.where(first, terms.index_select(0, group), after.roll(1))  # ... and before: the previous after
+        delta.index_copy_(0, order, weights.index_select(0, group) * (after - before))
+        own = weights[k] * (self.per_class(running(hk), i, k) - terms[k])
+        total = (weights * terms).sum() + running(delta) + own
+        if self.average == "weighted":
+            return safe_divide(total, s.sum(), 0.0)
+        return total / C
 
     def __call__(self, states: torch.Tensor) -> torch.Tensor:
         tp, pred, s = states[:, : self.C], states[:, self.C :], self.support  # (K, C), (K, C), (C,)
@@ -196,9 +284,27 @@ class _MatrixScorer:
         return torch.tensor([float(self.fn(cm)) for cm in cms], dtype=torch.float64, device=cms.device)
 
 
+def _take(values: torch.Tensor, cls: torch.Tensor | int) -> torch.Tensor:
+    """values (C,) at the classes ``cls``: a tensor of indices (gathered with ``index_select``, fast on CPU) or one."""
+    return values.index_select(0, cls) if isinstance(cls, torch.Tensor) else values[cls]
+
+
+def _stable_order(classes: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """The stable argsort (N,) of class indices (N,): numpy's radix sort on CPU (16-bit keys), torch's elsewhere."""
+    if classes.device.type == "cpu":
+        keys = classes.numpy().astype("int16" if num_classes <= 1 << 15 else "int64")
+        return torch.from_numpy(keys.argsort(kind="stable"))
+    return torch.sort(classes, stable=True).indices
+
+
 def _top2(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The largest entry of each row of z (N, C) and the largest of the others, values and indices (N,), in
-    ``argmax``'s order (ties to the lower index): argmax over j != k is the first unless the first is k."""
+    ``argmax``'s order (ties to the lower index): argmax over j != k is the first unless the first is k. In blocks of
+    rows, so that the masked copy stays one batch."""
+    rows = max(1, 4 * _BATCH_ELEMENTS // max(z.shape[1], 1))
+    if len(z) > rows:
+        blocks = [_top2(z[start : start + rows]) for start in range(0, len(z), rows)]
+        return tuple(torch.cat(parts) for parts in zip(*blocks))
     i1 = z.argmax(dim=1)
     v1 = z.gather(1, i1[:, None]).squeeze(1)
     rest = z.scatter(1, i1[:, None], -torch.inf)
@@ -206,15 +312,14 @@ def _top2(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, to
     return v1, i1, rest.gather(1, i2[:, None]).squeeze(1), i2
 
 
-def _update_top2(top, z: torch.Tensor, k: int):
-    """``_top2(z)`` after column k of z changed: only rows where k was among the top two, or now enters them, can
-    change, and only those are recomputed."""
+def _update_top2(top, zk: torch.Tensor, k: int, rows_of: Callable[[torch.Tensor], torch.Tensor]):
+    """``_top2(z)`` after column k of z changed to zk (N,): only rows where k was among the top two, or now enters
+    them, can change, and only those are recomputed from ``rows_of(rows)``, the rows (R, C) of the new z."""
     v1, i1, v2, i2 = top
-    zk = z[:, k]
     enters = (zk > v2) | ((zk == v2) & (k < i2))  # argmax's order: (value, -index)
     rows = torch.nonzero(enters | (i1 == k) | (i2 == k)).flatten()
     v1, i1, v2, i2 = v1.clone(), i1.clone(), v2.clone(), i2.clone()
-    for mine, fresh in zip((v1, i1, v2, i2), _top2(z[rows])):
+    for mine, fresh in zip((v1, i1, v2, i2), _top2(rows_of(rows))):
         mine[rows] = fresh
     return v1, i1, v2, i2
 
@@ -271,12 +376,15 @@ class _Coordinate:
         return self.scorer(states(base, self.y[lo:hi], self.alt_sorted[lo:hi], self.k, groups, K))
 
 
-def _pick(scores: torch.Tensor, values: torch.Tensor, current: float) -> tuple[float, float, int]:
-    """(score, -distance to the current offset, index) of the best candidate: of equal scores, the nearest."""
+def _pick(coord: _Coordinate, idx: torch.Tensor, scores: torch.Tensor, current: float) -> tuple[float, float, int]:
+    """(offset, score, position in ``idx``) of the best of the candidates ``idx`` (K,) scored ``scores`` (K,): of
+    equal scores, the offset nearest ``current``."""
     scores = scores.nan_to_num(nan=-torch.inf)
-    ties = torch.nonzero(scores == scores.max()).flatten()
-    dist = (values[ties] - current).abs()
-    return float(scores.max()), -float(dist.min()), int(ties[dist.argmin()])
+    best = scores.max()
+    ties = torch.nonzero(scores == best).flatten()
+    values = coord.values(idx[ties])
+    j = int((values - current).abs().argmin())
+    return float(values[j]), float(best), int(ties[j])
 
 
 def _best_offset(coord: _Coordinate, current: float, exhaustive: bool) -> tuple[float, float]:
@@ -286,21 +394,36 @@ def _best_offset(coord: _Coordinate, current: float, exhaustive: bool) -> tuple[
     grid = min(_MAX_BINS, max(_MIN_BINS, _BATCH_ELEMENTS // coord.scorer.dim))
     if exhaustive or n <= grid:
         idx = torch.arange(n, device=coord.positions.device)
-        values = coord.values(idx)
-        score, _, j = _pick(coord.scores(idx), values, current)
-        return float(values[j]), score
+        value, score, _ = _pick(coord, idx, coord.scores(idx), current)
+        return value, score
     lo, hi, keep = 0, n - 1, None
     while True:
         idx = torch.linspace(lo, hi, grid, dtype=torch.float64).round().long()
         if keep is not None:  # the best so far stays a candidate, so each level is at least as good
             idx = torch.cat([idx, idx.new_full((1,), keep)])
         idx = idx.unique().to(coord.positions.device)  # sorted
-        values = coord.values(idx)
-        score, _, j = _pick(coord.scores(idx), values, current)
+        value, score, j = _pick(coord, idx, coord.scores(idx), current)
         if len(idx) == hi - lo + 1:  # every decision between the neighbours scored
-            return float(values[j]), score
+            return value, score
         keep = int(idx[j])
         lo, hi = int(idx[max(j - 1, 0)]), int(idx[min(j + 1, len(idx) - 1)])
+
+
+def _best_sweep(coord: _Coordinate, current: float) -> tuple[float, float]:
+    """The best candidate offset of one coordinate and its score, every candidate scored by one sweep of a named
+    metric. A running float64 sum ranks only up to its rounding: the candidates within it of the best are rescored
+    from their statistics while they fit one batch, so that equal statistics tie exactly as in ``_best_offset``."""
+    scorer = coord.scorer
+    scores = scorer.sweep(coord).index_select(0, coord.positions)  # (K,) the distinct decisions
+    idx = torch.arange(len(scores), device=scores.device)
+    if not scorer.exact:
+        scores = scores.nan_to_num(nan=-torch.inf)
+        slack = _SUM_ROUNDING * (len(coord.t) + 1) * max(1.0, abs(scorer.zero_division))
+        near = torch.nonzero(scores >= scores.max() - slack).flatten()
+        if len(near) * scorer.dim <= _BATCH_ELEMENTS:
+            idx, scores = near, coord.scores(near)
+    value, score, _ = _pick(coord, idx, scores, current)
+    return value, score
 
 
 def tune_logit_offsets(
@@ -330,10 +453,21 @@ def tune_logit_offsets(
     N, C = logits.shape
     device = logits.device
     if callable(metric):
+        if C > _MAX_CALLABLE_CLASSES:
+            raise ValueError(
+                f"Expected at most {_MAX_CALLABLE_CLASSES} classes for a callable metric (it scores a (C, C) matrix "
+                f"per candidate), got {C}; name the metric ({', '.join(sorted(METRICS))}) to sweep in O(N log N) a class"
+            )
         metric_fn = metric
     else:
         args = (metric, beta, average, pos_label, float(zero_division))
         metric_fn = partial(METRICS[metric], **_metric_kwargs(*args, torch.empty(C, device=device)))
+    if N * C >= _NOTICE_ELEMENTS:
+        minutes = N * C / _NOTICE_ELEMENTS
+        logger.warning(
+            f"Tuning {C} offsets on {N} rows sorts N critical values per class, about {minutes:.0f} min a round on one "
+            f"CPU core, up to max_rounds={max_rounds} rounds; max_rounds=1 or a subsample of the rows bounds it"
+        )
 
     def score_of(z: torch.Tensor) -> float:
         return float(metric_fn(hard_confusion_matrix(z, labels, ignore_index=None)))
@@ -346,33 +480,47 @@ def tune_logit_offsets(
             kwargs64 = _metric_kwargs(*args, torch.empty(C, dtype=torch.float64, device=device))
             scorer = _StatsScorer(metric, kwargs64, labels, C)
         offsets = torch.zeros(C, dtype=logits.dtype, device=device)
-        z = logits.clone()  # logits + offsets, column by column
         columns = logits.T.contiguous()  # (C, N): a class's logits in one run of memory
-        top = _top2(z)
+        top = _top2(logits)
         current64 = float(scorer(scorer.count(labels, top[1])[None])[0])
+        # Each change is checked on the library's (C, C) matrix while it is small; beyond, on its exact counts.
+        library_check = callable(metric) or C * C <= _LIBRARY_CHECK_ELEMENTS
+        if not library_check:
+            current = current64
         # Two classes: b_1 alone reaches every threshold on l_1 - l_0, and the sweep scores them all.
         classes = [1] if C == 2 else range(C)
         exhaustive = C == 2 or N + 1 <= _BATCH_ELEMENTS // scorer.dim
+        changes, unchanged_at = 0, [-1] * C  # unchanged_at[k]: changes made when k's last sweep changed nothing
         rounds = 0
         while rounds < max_rounds:
             rounds += 1
             changed = False
             for k in classes:
+                if unchanged_at[k] == changes:  # no offset moved since: the same sweep, the same answer
+                    continue
+                unchanged_at[k] = changes
                 coord = _Coordinate(columns, labels, top, k, scorer)
-                value, proposed = _best_offset(coord, float(offsets[k]), exhaustive)
+                if callable(metric):
+                    value, proposed = _best_offset(coord, float(offsets[k]), exhaustive)
+                else:
+                    value, proposed = _best_sweep(coord, float(offsets[k]))
                 value = torch.tensor(value, dtype=logits.dtype, device=device)
                 if not proposed > current64 or bool(value == offsets[k]):
                     continue
                 # Check the proposal on the real argmax(logits + offsets): rows predict k iff they beat their
-                # runner-up, ties to the lower index as argmax; then the library's metric of that matrix.
+                # runner-up, ties to the lower index as argmax; then the metric of those decisions.
                 zk = columns[k] + value
                 pred = torch.where((zk > coord.m) | ((zk == coord.m) & (k < coord.alt)), k, coord.alt)
-                score = float(metric_fn(confusion_from_predictions(labels, pred, C)))
+                counts = scorer.count(labels, pred)
+                if library_check:
+                    score = float(metric_fn(confusion_from_predictions(labels, pred, C)))
+                else:
+                    score = float(scorer(counts[None])[0])
                 if score > current:
                     offsets[k], current, changed = value, score, True
-                    z[:, k] = zk
-                    top = _update_top2(top, z, k)
-                    current64 = float(scorer(scorer.count(labels, pred)[None])[0])
+                    changes += 1
+                    top = _update_top2(top, zk, k, lambda rows: logits.index_select(0, rows) + offsets)
+                    current64 = float(scorer(counts[None])[0])
             if not changed or C == 2:
                 break
         score = score_of(logits + offsets)  # == current: the same decisions, recounted by the library

@@ -1,16 +1,27 @@
-"""The loss's fast path: softmax, soft-set memberships and confusion matrix in one ``autograd.Function``.
+"""The loss's fast path: softmax, soft-set memberships and confusion statistics in one ``autograd.Function``.
 
-Same values and gradients as ``soft_confusion_matrix(logits.softmax(1), ...)`` of ``east_hf.core.surrogate``
-(checked in ``tests/test_fused.py``), with fewer passes over the (N, C) logits; ``EASTLoss`` uses it.
+Two outputs, the same Function:
+
+- ``soft_confusion_from_logits``: the (C, C) soft confusion matrix, for metrics that need all of it (a callable of
+  the user's) and for ``EASTLoss.confusion_matrix``.
+- ``soft_counts_from_logits``: its (3, C) counts, TP (diagonal), support (row sums) and predicted (column sums),
+  all that F-beta, MCC, accuracy, precision and recall read. O(C) memory and O(N C) work where the matrix takes
+  O(C^2) of both: at C = 100,000 the matrix alone is 40 GB in float32.
+
+Same values and gradients as ``soft_confusion_matrix(logits.softmax(1), ...)`` of ``east_hf.core.surrogate`` and
+as ``metrics.confusion_counts`` of it (checked in ``tests/test_fused.py``), with fewer passes over the (N, C) logits;
+``EASTLoss`` uses them. The backward of either output starts from u = dL/dg (N, C), the gradient reaching each
+sample's memberships: row y_n of dL/dC, or for the counts dL/dpredicted + [j = y_n] dL/dTP_{y_n} (the support does
+not depend on the memberships, whose rows sum to one).
 """
 
 from __future__ import annotations
 
 import torch
 
-from east_hf.core.surrogate import confusion_from_memberships, soft_predictions
+from east_hf.core.surrogate import confusion_from_memberships, counts_from_memberships, soft_predictions
 
-__all__ = ["soft_confusion_from_logits"]
+__all__ = ["soft_confusion_from_logits", "soft_counts_from_logits"]
 
 # ---- The loss's fast path: softmax, memberships and confusion matrix in one Function -------------------------------
 #
@@ -79,10 +90,17 @@ def _top2(p: torch.Tensor):
     return torch.cat([v1, v2], 1), torch.cat([i1, i2], 1)
 
 
-def _dense_forward(p, labels, weight, T, threshold_grad):
+def _support(labels, weight, C, like):
+    """(C,) the weight of the samples of each class: the confusion matrix's row sums, without the memberships."""
+    if weight is None:
+        return torch.bincount(labels, minlength=C).to(like.dtype)
+    return torch.bincount(labels, weights=weight, minlength=C).to(like.dtype)
+
+
+def _dense_forward(p, labels, weight, T, threshold_grad, counts):
     """Every entry in (N, C) tensors, in few operations (at small sizes their count is the cost): with
-    h = tau H / k1 = p + gamma rho + m over (m = (mu - k2) / k1), g = h / S. Returns the confusion matrix and what
-    the backward needs: p and G = w g, the two (N, C) tensors, and per-row scalars."""
+    h = tau H / k1 = p + gamma rho + m over (m = (mu - k2) / k1), g = h / S. Returns the confusion matrix (or its
+    counts) and what the backward needs: p and G = w g, the two (N, C) tensors, and per-row scalars."""
     k1, k2, gamma = _slopes(T)
     V, idx = _top2(p)
     tau = V.mean(1, keepdim=True)  # (N, 1) tau_avg
@@ -94,7 +112,12 @@ def _dense_forward(p, labels, weight, T, threshold_grad):
     S = h.sum(1, keepdim=True)
     c = None if weight is None else weight.unsqueeze(1) / S  # w / S
     G = h.div_(S) if c is None else h.mul_(c)  # (N, C) w g
-    cm = G.new_zeros(p.shape[1], p.shape[1]).index_add_(0, labels, G)
+    C = p.shape[1]
+    if counts:
+        tp = G.new_zeros(C).index_add_(0, labels, G.gather(1, labels.unsqueeze(1)).squeeze(1))
+        cm = torch.stack([tp, _support(labels, weight, C, G), G.sum(0)])  # (3, C)
+    else:
+        cm = G.new_zeros(C, C).index_add_(0, labels, G)
     over1 = over.sum(1, keepdim=True)  # (N, 1) relu(v1 - hi)
     top = torch.mul(over1.sign(), m)  # (N, 1) m where the top entry is in the upper piece
     mo = None
@@ -103,10 +126,10 @@ def _dense_forward(p, labels, weight, T, threshold_grad):
     return cm, (p, G, S, c, tau, top, mo, idx[:, :1], idx, V)
 
 
-def _dense_backward(dcm, saved, labels, weight, T, threshold_grad):
+def _dense_backward(u, saved, labels, weight, T, threshold_grad):
+    """dL/dlogits from u = dL/dg (N, C), which it overwrites."""
     p, G, S, c, tau, top, mo, idx1, idx, V = saved
     gamma = _slopes(T)[2]
-    u = dcm.index_select(0, labels)  # (N, C) dL/dg: the row of dL/dC at each sample's class
     ug = torch.mul(u, G).sum(1, keepdim=True)  # w <u, g>
     if c is None:
         x = u.sub_(ug).div_(S)  # (N, C) dL/dh = (w / S)(u - <u, g>)
@@ -165,7 +188,7 @@ def _candidates(p, T):
     return flat, pv
 
 
-def _sparse_forward(p, labels, weight, T):
+def _sparse_forward(p, labels, weight, T, counts):
     """The lower piece dense and in place, the candidates by flat index; None if they are too many."""
     N, C = p.shape
     found = _candidates(p, T)
@@ -188,18 +211,25 @@ def _sparse_forward(p, labels, weight, T):
     sK = dK.sign_().add_(1).clamp_max_(1).mul_(pv)  # (K,) p [p >= lo]
     c, cu, c_nz = k.scale(torch.zeros_like(k.tau).index_add_(0, rows, rhoK.unsqueeze(1)), weight)
     q = p.mul_(c)  # (N, C) w g on the lower piece, in place of p
-    cm = q.new_zeros(C, C).index_add_(0, labels, q)
-    at = torch.cat([flat + ((labels - torch.arange(N, device=p.device)) * C)[rows], labels * C + idx[:, 0]])
     extra = torch.cat([rhoK * c.view(-1)[rows] * k.gamma, (k.top * c).view(-1) / k.k1])  # g past the lower piece
-    cm.view(-1).index_add_(0, at, extra)
+    if counts:
+        cols = torch.cat([flat - rows * C, idx[:, 0]])  # the extras' columns, and their rows' classes
+        true = torch.cat([labels[rows], labels])
+        tp = q.new_zeros(C).index_add_(0, labels, q.gather(1, labels.unsqueeze(1)).squeeze(1))
+        tp.index_add_(0, true, extra * (cols == true))
+        cm = torch.stack([tp, _support(labels, weight, C, q), q.sum(0).index_add_(0, cols, extra)])  # (3, C)
+    else:
+        cm = q.new_zeros(C, C).index_add_(0, labels, q)
+        at = torch.cat([flat + ((labels - torch.arange(N, device=p.device)) * C)[rows], labels * C + idx[:, 0]])
+        cm.view(-1).index_add_(0, at, extra)
     return cm, (q, flat, rows, rhoK, sK, idx, k.tau, k.top, k.zeta, k.dmu, k.halfV, c, cu, c_nz)
 
 
-def _sparse_backward(dcm, saved, labels, weight, T, threshold_grad):
+def _sparse_backward(u, saved, labels, weight, T, threshold_grad):
+    """dL/dlogits from u = dL/dg (N, C), which it overwrites."""
     q, flat, rows, rhoK, sK, idx, tau, top, zeta, dmu, halfV, c, cu, c_nz = saved
     N, C = q.shape
     k1, _, gamma = _slopes(T)
-    u = dcm.index_select(0, labels)  # (N, C) dL/dg
     uK = u.view(-1)[flat]
     u1 = u.gather(1, idx[:, :1])
     q1 = q.gather(1, idx[:, :1])  # c v1
@@ -227,13 +257,24 @@ def _sparse_backward(dcm, saved, labels, weight, T, threshold_grad):
     return dz.view(-1).index_add_(0, torch.cat(at), torch.cat(vals)).view(N, C)
 
 
-class _SoftConfusion(torch.autograd.Function):
-    """C_T(softmax(logits), labels) of Sec. 4.2 in one Function: logits (N, C) -> (C, C).
+def _membership_gradient(dout, labels, counts):
+    """u = dL/dg (N, C): row y_n of dL/dC, or from the counts' gradient (3, C) dL/dpredicted_j + [j = y_n] dL/dTP_j
+    (dL/dsupport adds a constant to a row of u, which the memberships' normalisation cancels)."""
+    if not counts:
+        return dout.index_select(0, labels)
+    dtp, _, dpr = dout.unbind(0)
+    u = dpr.expand(labels.shape[0], -1).clone()
+    return u.scatter_add_(1, labels.unsqueeze(1), dtp.index_select(0, labels).unsqueeze(1))
 
-    Forward and backward of the softmax, the soft-set memberships g_T and the confusion matrix together: the graph
-    holds one (N, C) tensor on the sparse path (as cross-entropy's does) and two on the dense one, instead of the
-    plain composition's four, and the backward is a gather of rows of dL/dC followed by a few passes. The sparse path
-    serves large inputs whose rows have few entries above lo; the dense one small inputs and near-uniform rows. Backward, per row with u = dL/dC[label], S = sum_j H_j, dH = (u - <u, g>) / S:
+
+class _SoftConfusion(torch.autograd.Function):
+    """C_T(softmax(logits), labels) of Sec. 4.2 in one Function: logits (N, C) -> (C, C), or its (3, C) counts.
+
+    Forward and backward of the softmax, the soft-set memberships g_T and the confusion statistics together: the
+    graph holds one (N, C) tensor on the sparse path (as cross-entropy's does) and two on the dense one, instead of the
+    plain composition's four, and the backward is a gather of u = dL/dg followed by a few passes. The sparse path
+    serves large inputs whose rows have few entries above lo; the dense one small inputs and near-uniform rows.
+    Backward, per row with S = sum_j H_j, dH = (u - <u, g>) / S:
       lam  = sum_j p_j dH_j/dp_j dH_j,
       dtau = (mu'(tau) relu(t_top - beta) dH_top - lam) / tau,                      (with threshold_grad)
       dz   = p (dH/dp dH - lam - dtau (v1 + v2) / 2) + p dtau / 2 at the top two,
@@ -242,25 +283,38 @@ class _SoftConfusion(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, logits, labels, weight, temperature, threshold_grad):
+    def forward(ctx, logits, labels, weight, temperature, threshold_grad, counts):
         p = torch.softmax(logits, 1)
         out = None
         # the sparse path's nonzero and size check wait for the device, which the dense path never does
         if p.device.type == "cpu" and p.numel() >= _SPARSE_MIN_NUMEL and p.shape[1] >= _SPARSE_MIN_CLASSES:
-            out = _sparse_forward(p, labels, weight, temperature)
+            out = _sparse_forward(p, labels, weight, temperature, counts)
         ctx.sparse = out is not None
         if out is None:
-            out = _dense_forward(p, labels, weight, temperature, threshold_grad)
+            out = _dense_forward(p, labels, weight, temperature, threshold_grad, counts)
         cm, saved = out
         ctx.save_for_backward(labels, weight, *saved)
-        ctx.temperature, ctx.threshold_grad = temperature, threshold_grad
+        ctx.temperature, ctx.threshold_grad, ctx.counts = temperature, threshold_grad, counts
         return cm
 
     @staticmethod
-    def backward(ctx, dcm):
+    def backward(ctx, dout):
         labels, weight, *saved = ctx.saved_tensors
         backward = _sparse_backward if ctx.sparse else _dense_backward
-        return backward(dcm, saved, labels, weight, ctx.temperature, ctx.threshold_grad), None, None, None, None
+        u = _membership_gradient(dout, labels, ctx.counts)  # (N, C) dL/dg
+        dz = backward(u, saved, labels, weight, ctx.temperature, ctx.threshold_grad)
+        return dz, None, None, None, None, None
+
+
+def _soft_statistics(logits, labels, sample_weight, temperature, threshold_grad, counts):
+    with torch.autocast(logits.device.type, enabled=False):
+        if logits.dtype not in (torch.float32, torch.float64):
+            logits = logits.float()
+        weight = None if sample_weight is None else sample_weight.to(logits.dtype)
+        if logits.shape[0] == 0 or (weight is not None and weight.requires_grad):
+            g = soft_predictions(logits.softmax(1), temperature, threshold_grad=threshold_grad)
+            return (counts_from_memberships if counts else confusion_from_memberships)(g, labels, weight)
+        return _SoftConfusion.apply(logits, labels, weight, temperature, bool(threshold_grad), counts)
 
 
 def soft_confusion_from_logits(
@@ -276,11 +330,21 @@ def soft_confusion_from_logits(
     in float32 (float64 for float64 logits) with autocast off, faster and with less memory (``_SoftConfusion``).
     Inputs are expected validated (labels in range, ignored rows removed), as ``EASTLoss.confusion_matrix`` does.
     """
-    with torch.autocast(logits.device.type, enabled=False):
-        if logits.dtype not in (torch.float32, torch.float64):
-            logits = logits.float()
-        weight = None if sample_weight is None else sample_weight.to(logits.dtype)
-        if logits.shape[0] == 0 or (weight is not None and weight.requires_grad):
-            g = soft_predictions(logits.softmax(1), temperature, threshold_grad=threshold_grad)
-            return confusion_from_memberships(g, labels, weight)
-        return _SoftConfusion.apply(logits, labels, weight, temperature, bool(threshold_grad))
+    return _soft_statistics(logits, labels, sample_weight, temperature, threshold_grad, False)
+
+
+def soft_counts_from_logits(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    sample_weight: torch.Tensor | None,
+    temperature: float,
+    threshold_grad: bool = True,
+) -> torch.Tensor:
+    """The (3, C) counts of the soft confusion matrix of softmax(logits): TP, support and predicted (its diagonal,
+    row sums and column sums), never forming the matrix. (N, C) logits, (N,) labels in [0, C) -> (3, C).
+
+    Equal to ``metrics.confusion_counts(soft_confusion_from_logits(...))`` in value and gradient, with O(C) memory
+    beyond the logits' own (N, C); the support is the (weighted) count of each class's samples. Inputs as
+    ``soft_confusion_from_logits``.
+    """
+    return _soft_statistics(logits, labels, sample_weight, temperature, threshold_grad, True)

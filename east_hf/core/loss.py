@@ -6,7 +6,8 @@ processes) and a *loss of those statistics* (``loss_from_statistics``). ``forwar
 layer sums statistics across processes (a differentiable all-reduce) before taking the loss of a training batch, and
 across every evaluation batch before taking the loss of the evaluation set, whatever the loss:
 
-- ``EASTLoss``: the soft confusion matrix C_T (C, C); the loss 1 - M(C_T).
+- ``EASTLoss``: for the built-in metrics the (3, C) counts of the soft confusion matrix C_T (TP, support,
+  predicted), for a metric callable C_T itself (C, C); the loss 1 - M(C_T).
 - ``CrossEntropySetLoss``: (sum of cross-entropies, count); the loss is their ratio, the mean cross-entropy. With
   class weights it is ``wce`` (inverse training-class frequency), with logit adjustment ``la`` (Menon et al. 2021).
 - ``SoftDiceLoss``: per class (sum p y, sum p^2, sum y); the loss 1 - mean_k Dice_k (Milletari et al., 2016).
@@ -17,6 +18,11 @@ Statistics with no labelled row (a batch whose labels are all ``ignore_index``, 
 give every loss a loss of 0 whose gradient is 0 and still reaches the graph, as cross-entropy's ``ignore_index``
 treats each ignored row: such a batch contributes nothing, never 0 / 0. ``is_empty`` tells them apart, so a caller
 that needs a labelled set (the Trainer's evaluation) can refuse one without labels.
+
+A training step reads nothing from the device: ``statistics(..., validate_args=False)`` checks the labels there
+(``device_rows``: rows out of range weigh 0) and records the first label out of range in ``label_fault``, which
+``raise_if_label_fault`` turns into the usual one-line error where the caller next synchronises (EASTTrainer: at
+logging). With ``validate_args=True`` (the default) the labels are checked at once, with one host read.
 
 ``build_loss(name, ...)`` makes one by its ``EASTConfig.east_loss`` name. Pure torch: nothing from transformers.
 """
@@ -34,8 +40,10 @@ from torch import nn
 
 from east_hf.core import METRICS, beta_vector, check_temperature, resolve_beta, valid_rows
 from east_hf.core.baselines import soft_dice_from_statistics, soft_dice_statistics
-from east_hf.core.fused import soft_confusion_from_logits
-from east_hf.core.fused_metric import FUSED_METRICS, MetricConstants, metric_loss
+from east_hf.core.fused import soft_confusion_from_logits, soft_counts_from_logits
+from east_hf.core.fused_metric import FUSED_METRICS, MetricConstants, metric_loss, metric_loss_from_counts
+from east_hf.core.metrics import metric_from_counts
+from east_hf.core.surrogate import NO_LABEL_FAULT, device_rows, label_error
 from east_hf.core.validation import check_average, check_choice, check_metric, check_num_classes, check_range
 
 __all__ = [
@@ -67,10 +75,19 @@ class SetLoss(nn.Module):
     def __init__(self, ignore_index: int | None = -100):
         super().__init__()
         self.ignore_index = ignore_index
+        self._label_fault: torch.Tensor | None = None  # () int64: the largest label out of range seen
+        self._label_classes = 0  # the number of classes it was out of
 
     def statistics(
-        self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
+        self,
+        logits: torch.Tensor,
+        labels: torch.Tensor,
+        sample_weight: torch.Tensor | None = None,
+        *,
+        validate_args: bool = True,
     ) -> torch.Tensor:
+        """The batch's additive statistics. ``validate_args=False`` reads nothing from the device: labels are
+        checked there and a label out of range is recorded in ``label_fault`` instead of raised."""
         raise NotImplementedError
 
     def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
@@ -103,18 +120,44 @@ class SetLoss(nn.Module):
     def forward(
         self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
     ) -> torch.Tensor:
+        """The loss of one batch, its labels checked at once. On the CPU, where reading a value costs nothing, a
+        non-finite loss raises a one-line error; on an accelerator it is returned without waiting for the device."""
         loss = self.loss_from_statistics(self.statistics(logits, labels, sample_weight))
-        if not math.isfinite(loss.item()):  # one scalar read; diagnose the cause only when it fails
+        if loss.device.type == "cpu" and not math.isfinite(loss.item()):  # diagnose the cause only when it fails
             if not bool(torch.isfinite(logits).all()):
                 raise ValueError(f"Expected finite logits, got NaN or inf in logits of shape {tuple(logits.shape)}")
             raise FloatingPointError(f"{type(self).__name__} is not finite ({loss.item()}) for finite logits")
         return loss
 
-    def _rows(self, logits, labels, sample_weight):
+    @property
+    def label_fault(self) -> torch.Tensor | None:
+        """The largest label out of range that ``statistics(..., validate_args=False)`` met, as a () int64 tensor on
+        the device (``surrogate.NO_LABEL_FAULT``, the smallest int64, where none); None before any such call."""
+        return self._label_fault
+
+    def raise_if_label_fault(self, fault: int | torch.Tensor | None = None) -> None:
+        """Raise the one-line error of a label out of range recorded in ``label_fault`` (one host read), or of
+        ``fault`` where given (a value the caller gathered, e.g. the maximum across processes)."""
+        fault = self._label_fault if fault is None else fault
+        if fault is not None and (label := int(fault)) != NO_LABEL_FAULT:
+            raise label_error(label, self._label_classes, self.ignore_index)
+
+    def _rows(self, logits, labels, sample_weight, validate_args: bool = True):
+        """(logits, labels, sample_weight) of the rows that count: ``valid_rows``, or with ``validate_args=False``
+        ``device_rows`` (every row, the ignored and faulty ones at weight 0; the fault recorded)."""
         if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
             got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
             raise ValueError(f"Expected logits of shape (N, C), got {got}")
-        return valid_rows(logits, labels, sample_weight, ignore_index=self.ignore_index)
+        if validate_args:
+            return valid_rows(logits, labels, sample_weight, ignore_index=self.ignore_index)
+        logits, labels, weight, fault = device_rows(logits, labels, sample_weight, ignore_index=self.ignore_index)
+        seen = self._label_fault
+        if seen is None or seen.device != fault.device:
+            self._label_fault = fault
+        else:
+            self._label_fault = torch.maximum(seen, fault)
+        self._label_classes = logits.shape[1]
+        return logits, labels, weight
 
 
 class CrossEntropySetLoss(SetLoss):
@@ -151,8 +194,8 @@ class CrossEntropySetLoss(SetLoss):
                     raise ValueError(f"Expected {what} as a finite (C,) vector, got {value.tolist()}")
             self.register_buffer(what, value, persistent=False)
 
-    def statistics(self, logits, labels, sample_weight=None):
-        logits, labels, sample_weight = self._rows(logits, labels, sample_weight)
+    def statistics(self, logits, labels, sample_weight=None, *, validate_args=True):
+        logits, labels, sample_weight = self._rows(logits, labels, sample_weight, validate_args)
         with torch.autocast(logits.device.type, enabled=False):
             logits = logits.float()
             for what, value in (("class_weight", self.class_weight), ("logit_adjustment", self.logit_adjustment)):
@@ -224,8 +267,8 @@ class SoftDiceLoss(SetLoss):
         super().__init__(ignore_index)
         self.eps = eps
 
-    def statistics(self, logits, labels, sample_weight=None):
-        return soft_dice_statistics(*self._rows(logits, labels, sample_weight))
+    def statistics(self, logits, labels, sample_weight=None, *, validate_args=True):
+        return soft_dice_statistics(*self._rows(logits, labels, sample_weight, validate_args))
 
     def loss_from_statistics(self, stats):
         return self._nothing_if_empty(stats, soft_dice_from_statistics(stats, self.eps))
@@ -254,8 +297,14 @@ class EASTLoss(SetLoss):
             not estimated from one batch's few positives. 0 (default): the batch alone, as the paper.
 
     The surrogate is computed in float32 even under bf16/fp16 autocast. The loss of a batch is a function of the
-    whole batch (not a mean over samples); see ``confusion_matrix`` and ``loss_from_confusion`` to sum soft confusion
-    matrices over processes or evaluation batches before applying the metric.
+    whole batch (not a mean over samples); ``statistics`` and ``loss_from_statistics`` sum over processes or
+    evaluation batches before applying the metric.
+
+    Statistics: the built-in metrics read the soft confusion matrix only through its (3, C) counts (TP, support,
+    predicted: ``metrics.confusion_counts``), so ``statistics`` returns those (``fused.soft_counts_from_logits``),
+    O(C) memory and O(N C) work whatever C, never the (C, C) matrix, which takes O(C^2) of both (at C = 100,000,
+    40 GB). A metric callable receives the (C, C) matrix, which ``statistics`` then returns; ``confusion_matrix`` and
+    ``loss_from_confusion`` keep the matrix for every metric.
 
     >>> loss_fn = EASTLoss(metric="fbeta", beta=1.0, temperature=0.2)
     >>> logits = torch.tensor([[4.0, 0.0], [0.0, 4.0], [3.0, 0.0]], requires_grad=True)
@@ -315,7 +364,7 @@ class EASTLoss(SetLoss):
         self.zero_division = zero_division
         self.beta_floor = float(beta_floor)
         self.confusion_memory = float(confusion_memory)
-        self.memory: torch.Tensor | None = None  # (C, C): the detached, decayed sum of earlier batches' matrices
+        self.memory: torch.Tensor | None = None  # the detached, decayed sum of earlier batches' statistics
         self._memory_temperature: float | None = None  # the temperature the memory was accumulated at
 
     def set_stage(self, temperature: float, ce_weight: float = 0.0) -> None:
@@ -330,9 +379,10 @@ class EASTLoss(SetLoss):
             raise ValueError(f"Expected logits with {self.num_classes} classes, got {num_classes}")
 
     def with_memory(self, stats: torch.Tensor) -> torch.Tensor:
-        """A training batch's soft confusion matrix (C, C) plus the memory, then m <- d * (m + C_batch.detach()).
-        The memory empties when the temperature changes (a new stage's matrices are another function of the
-        weights); it holds about 1 / (1 - d) batches, and no gradient flows into earlier batches."""
+        """A training batch's statistics (the soft confusion matrix's counts or the matrix) plus the memory, then
+        m <- d * (m + stats.detach()); both are linear in the matrix, so the counts' memory is that of the matrices.
+        The memory empties when the temperature (or the statistics' shape) changes: a new stage's matrices are
+        another function of the weights. It holds about 1 / (1 - d) batches; no gradient flows into earlier ones."""
         if self.confusion_memory == 0:
             return stats
         memory = self.memory
@@ -362,6 +412,33 @@ class EASTLoss(SetLoss):
         self, logits: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
     ) -> torch.Tensor:
         """The soft confusion matrix C_T of a batch: logits (N, C), labels (N,) -> (C, C) float32."""
+        logits, labels, sample_weight = self._east_rows(logits, labels, sample_weight, True)
+        temperature = check_temperature(self.temperature)
+        return soft_confusion_from_logits(logits, labels, sample_weight, temperature, self.threshold_grad)
+
+    def statistics(
+        self,
+        logits: torch.Tensor,
+        labels: torch.Tensor,
+        sample_weight: torch.Tensor | None = None,
+        *,
+        validate_args: bool = True,
+    ) -> torch.Tensor:
+        """The batch's additive statistics: (3, C) counts of C_T for a built-in metric, C_T (C, C) for a callable
+        (see the class docstring); ``validate_args`` as ``SetLoss.statistics``."""
+        logits, labels, sample_weight = self._east_rows(logits, labels, sample_weight, validate_args)
+        temperature = check_temperature(self.temperature)
+        of_logits = soft_counts_from_logits if self._uses_counts(logits.shape[1]) else soft_confusion_from_logits
+        return of_logits(logits, labels, sample_weight, temperature, self.threshold_grad)
+
+    def _uses_counts(self, num_classes: int) -> bool:
+        """Whether the statistics of C classes are the (3, C) counts or the (C, C) matrix (C is the last dimension of
+        either). The counts for every built-in metric at every C: in a training step (CPU, batch 512, a linear head;
+        ``benchmarks/class_scale.py``) they cost the same as the matrix at C <= 100, where a step's cost is its
+        count of small operations, and less from C = 1,000 on."""
+        return isinstance(self.metric, str)
+
+    def _east_rows(self, logits, labels, sample_weight, validate_args):
         if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
             got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
             raise ValueError(f"Expected logits of shape (N, C), got {got}")
@@ -374,40 +451,42 @@ class EASTLoss(SetLoss):
             raise ValueError(f"Expected at least 2 classes, got logits of shape {tuple(logits.shape)}")
         if self.average == "binary" and C != 2:
             raise ValueError(f"Expected 2 classes for average='binary', got logits of shape {tuple(logits.shape)}")
-        logits, labels, sample_weight = valid_rows(logits, labels, sample_weight, ignore_index=self.ignore_index)
-        temperature = check_temperature(self.temperature)
-        return soft_confusion_from_logits(logits, labels, sample_weight, temperature, self.threshold_grad)
+        return self._rows(logits, labels, sample_weight, validate_args)
 
-    def _beta_tensor(self, confmat: torch.Tensor) -> torch.Tensor:
+    def _beta_tensor(self, like: torch.Tensor, num_classes: int) -> torch.Tensor:
         """The validated (C,) beta the surrogate trains, max(beta_k, beta_floor), built once per (beta, floor, C,
         dtype, device) and reused on every step."""
-        key = (repr(self.beta), self.beta_floor, confmat.shape[0], confmat.dtype, confmat.device)
+        key = (repr(self.beta), self.beta_floor, num_classes, like.dtype, like.device)
         if getattr(self, "_beta_key", None) != key:
-            self._beta_cache = beta_vector(self._trained_beta(), confmat.shape[0], confmat)
+            self._beta_cache = beta_vector(self._trained_beta(), num_classes, like)
             self._beta_key = key
         return self._beta_cache
+
+    def _metric_arguments(self, like: torch.Tensor, num_classes: int) -> dict:
+        kwargs = {}
+        if self.metric in ("fbeta", "f1"):
+            kwargs["beta"] = self._beta_tensor(like, num_classes)
+        if self.metric in ("fbeta", "f1", "precision", "recall"):
+            kwargs.update(average=self.average, pos_label=self.pos_label, zero_division=self.zero_division)
+        return kwargs
 
     def metric_value(self, confmat: torch.Tensor) -> torch.Tensor:
         """M(confmat): the configured metric of a (C, C) confusion matrix (soft or hard)."""
         if callable(self.metric):
             return self.metric(confmat)
-        kwargs = {}
-        if self.metric in ("fbeta", "f1"):
-            kwargs["beta"] = self._beta_tensor(confmat)
-        if self.metric in ("fbeta", "f1", "precision", "recall"):
-            kwargs.update(average=self.average, pos_label=self.pos_label, zero_division=self.zero_division)
-        return METRICS[self.metric](confmat, **kwargs)
+        return METRICS[self.metric](confmat, **self._metric_arguments(confmat, confmat.shape[0]))
 
-    def _metric_constants(self, confmat: torch.Tensor) -> MetricConstants:
-        """The fused loss's validated constants, built once per setting, C, dtype and device and reused."""
+    def _metric_constants(self, stats: torch.Tensor) -> MetricConstants:
+        """The fused loss's validated constants, built once per setting, C, dtype and device and reused (C is the
+        last dimension of both the (C, C) matrix and the (3, C) counts)."""
         beta = self.beta if isinstance(self.beta, (int, float)) else repr(self.beta)
-        key = (self.metric, beta, self.beta_floor, self.average, self.pos_label, self.zero_division, *confmat.shape,
-               confmat.dtype, confmat.device)  # fmt: skip
+        C = stats.shape[-1]
+        key = (self.metric, beta, self.beta_floor, self.average, self.pos_label, self.zero_division, C, stats.dtype,
+               stats.device)  # fmt: skip
         if getattr(self, "_constants_key", None) != key:
             self._constants = MetricConstants(
-                self.metric, confmat.shape[0], confmat, self._trained_beta(), self.average, self.pos_label,
-                self.zero_division,
-            )  # fmt: skip
+                self.metric, C, stats, self._trained_beta(), self.average, self.pos_label, self.zero_division
+            )
             self._constants_key = key
         return self._constants
 
@@ -438,15 +517,39 @@ class EASTLoss(SetLoss):
         return {"metric": self.metric, "beta": self._trained_beta(), "average": self.average,
                 "pos_label": self.pos_label, "zero_division": self.zero_division}  # fmt: skip
 
-    # The set-loss interface: the statistics are the soft confusion matrix.
-    statistics = confusion_matrix
+    def loss_from_counts(self, counts: torch.Tensor) -> torch.Tensor:
+        """1 - M of the matrix whose (3, C) counts (TP, support, predicted) these are, for a built-in metric; for
+        F-beta, MCC and accuracy one fused Function (``fused_metric.metric_loss_from_counts``)."""
+        return self._loss_from_counts(counts, zero_if_empty=False)
+
+    def _loss_from_counts(self, counts: torch.Tensor, zero_if_empty: bool) -> torch.Tensor:
+        if (
+            self.metric in FUSED_METRICS
+            and isinstance(counts, torch.Tensor)
+            and counts.is_floating_point()
+            and counts.ndim == 2
+            and counts.shape[0] == 3
+            and counts.shape[1] >= 2
+        ):
+            constants = self._metric_constants(counts)
+            return metric_loss_from_counts(counts, constants=constants, zero_if_empty=zero_if_empty)
+        if self.metric in FUSED_METRICS:  # validates (and casts) counts first
+            loss = metric_loss_from_counts(counts, **self._metric_kwargs())
+        else:
+            loss = 1.0 - metric_from_counts(counts, self.metric, **self._metric_arguments(counts, counts.shape[-1]))
+        return self._nothing_if_empty(counts, loss) if zero_if_empty else loss
 
     def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
-        """``loss_from_confusion``, and 0 for a matrix without labelled rows (not 1 - M of an empty matrix)."""
+        """``loss_from_counts`` (or ``loss_from_confusion`` for a metric callable), and 0 for statistics without
+        labelled rows (not 1 - M of an empty matrix; the fused metric loss applies that rule itself)."""
+        if self._uses_counts(stats.shape[-1]):
+            return self._loss_from_counts(stats, zero_if_empty=True)
         return self._nothing_if_empty(stats, self.loss_from_confusion(stats))
 
     def is_empty(self, stats):
-        return stats.sum() == 0  # each labelled row's memberships sum to its weight
+        # the labelled rows' total weight: the counts' support, or the matrix's sum (each row of memberships sums
+        # to its weight)
+        return (stats[1] if self._uses_counts(stats.shape[-1]) else stats).sum() == 0
 
 
 @dataclass(frozen=True)
@@ -548,8 +651,8 @@ class MixedSetLoss(SetLoss):
     """``EASTLoss`` plus ``weight`` times mean cross-entropy: the loss of an annealed cross-entropy weight.
     ``cross_entropy``: plain by default, or a class-weighted or logit-adjusted one (``build_loss("la", ...)``).
 
-    Statistics: the soft confusion matrix (C, C), flattened, followed by the cross-entropy's (sum, count); both
-    additive, so the set's loss is exact across batches and processes as for the two losses alone. ``set_stage`` takes
+    Statistics: EAST's (its (3, C) counts or (C, C) matrix) with one more row, the cross-entropy's (sum, count) padded
+    with zeros to C; both additive, so the set's loss is exact across batches and processes as for the two losses alone. ``set_stage`` takes
     each stage's weight from the annealing schedule (``AnnealingSchedule.ce_weight``: w_k = w0 * d^k), so early
     stages keep cross-entropy's per-sample gradients and late ones train the metric alone. ``weight = 0`` is EAST.
 
@@ -589,20 +692,28 @@ class MixedSetLoss(SetLoss):
         self.east.set_stage(temperature)
         self.weight = ce_weight
 
-    def statistics(self, logits, labels, sample_weight=None):
-        confmat = self.east.statistics(logits, labels, sample_weight)
-        ce = self.cross_entropy.statistics(logits, labels, sample_weight)
-        return torch.cat([confmat.flatten(), ce.to(confmat.dtype)])
+    def statistics(self, logits, labels, sample_weight=None, *, validate_args=True):
+        east = self.east.statistics(logits, labels, sample_weight, validate_args=validate_args)
+        ce = self.cross_entropy.statistics(logits, labels, sample_weight, validate_args=validate_args)
+        ce = F.pad(ce.to(east.dtype), (0, east.shape[-1] - 2)).unsqueeze(0)  # (1, C): (sum, count, 0, ...)
+        return torch.cat([east, ce])  # (4, C) or (C + 1, C)
+
+    @property
+    def label_fault(self) -> torch.Tensor | None:
+        """EAST's recorded label fault (the cross-entropy sees the same labels)."""
+        return self.east.label_fault
+
+    def raise_if_label_fault(self, fault: int | torch.Tensor | None = None) -> None:
+        self.east.raise_if_label_fault(fault)
 
     def _split(self, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(the soft confusion matrix (C, C), the cross-entropy's (sum, count)) of the statistics."""
-        C = round((stats.numel() - 2) ** 0.5)
-        return stats[: C * C].view(C, C), stats[C * C :]
+        """(EAST's statistics, the cross-entropy's (sum, count)) of the statistics."""
+        return stats[:-1], stats[-1, :2]
 
     def with_memory(self, stats: torch.Tensor) -> torch.Tensor:
-        """EAST's memory added to the confusion matrix; the cross-entropy's sum and count stay the batch's."""
-        confmat, ce = self._split(stats)
-        return torch.cat([self.east.with_memory(confmat).flatten(), ce])
+        """EAST's memory added to EAST's statistics; the cross-entropy's sum and count stay the batch's."""
+        east, ce = self._split(stats)
+        return torch.cat([self.east.with_memory(east), stats[-1:]])
 
     def loss_and_soft_metric(self, stats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The loss and the soft metric of the EAST part alone (1 - its loss, without the cross-entropy)."""

@@ -14,6 +14,10 @@ Note that scikit-learn averages over the labels present in ``y_true`` or ``y_pre
 whereas a (C, C) matrix covers all C classes: pass ``labels=range(C)`` to scikit-learn to compare.
 A soft confusion matrix has no empty row or column (every membership is positive), so the surrogate never hits
 these cases; they matter for the hard metrics.
+
+Every metric here reads the matrix only through three (C,) vectors: TP (its diagonal), the support (row sums) and
+the predicted mass (column sums). ``confusion_counts`` gives them as a (3, C) tensor and ``metric_from_counts``
+scores one, with the same formulas as the (C, C) functions: the form ``EASTLoss`` trains on, O(C) instead of O(C^2).
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ __all__ = [
     "METRICS",
     "accuracy",
     "beta_vector",
+    "confusion_counts",
     "fbeta",
     "mcc",
+    "metric_from_counts",
     "precision",
     "precision_recall_fbeta",
     "recall",
@@ -94,6 +100,28 @@ def _stats(confmat: torch.Tensor):
     return tp, support, predicted
 
 
+def confusion_counts(confmat: torch.Tensor) -> torch.Tensor:
+    """The (3, C) counts of a (C, C) confusion matrix: TP (diagonal), support (row sums), predicted (column sums),
+    differentiable. Every metric of this module is a function of them (``metric_from_counts``).
+
+    >>> confusion_counts(torch.tensor([[5.0, 1.0], [2.0, 2.0]]))
+    tensor([[5., 2.],
+            [6., 4.],
+            [7., 3.]])
+    """
+    return torch.stack(_stats(_check_confmat(confmat)))  # (3, C)
+
+
+def _check_counts(counts: torch.Tensor) -> torch.Tensor:
+    if not isinstance(counts, torch.Tensor):
+        raise TypeError(f"Expected counts as a (3, C) torch.Tensor, got {type(counts).__name__}")
+    if counts.ndim != 2 or counts.shape[0] != 3 or counts.shape[1] < 2:
+        raise ValueError(
+            f"Expected (3, C) counts (TP, support, predicted) with C >= 2, got shape {tuple(counts.shape)}"
+        )
+    return counts if counts.is_floating_point() else counts.float()
+
+
 def _average(per_class: torch.Tensor, support: torch.Tensor, average: str | None, pos_label: int) -> torch.Tensor:
     if average is None:
         return per_class
@@ -116,14 +144,24 @@ def precision_recall_fbeta(
     tp, support, predicted = _stats(confmat)
     p = safe_divide(tp, predicted, zero_division)
     r = safe_divide(tp, support, zero_division)
-    return p, r, _fbeta_per_class(confmat, beta, zero_division), support
+    return p, r, _fbeta_per_class(tp, support, predicted, beta, zero_division), support
 
 
-def _fbeta_per_class(confmat: torch.Tensor, beta, zero_division: float) -> torch.Tensor:
+def _fbeta_per_class(tp, support, predicted, beta, zero_division: float) -> torch.Tensor:
     """(C,) F-beta from TP, FN, FP alone: the loss's path, a dozen operations (no precision or recall)."""
-    tp, support, predicted = _stats(confmat)
-    b2 = beta_vector(beta, confmat.shape[0], confmat) ** 2
+    b2 = beta_vector(beta, tp.shape[0], tp) ** 2
     return safe_divide((1 + b2) * tp, b2 * support + predicted, zero_division)
+
+
+def _fbeta(tp, support, predicted, beta=1.0, average="macro", pos_label=1, zero_division=0.0) -> torch.Tensor:
+    check_average(average, tp.shape[0], pos_label, allow_none=True)
+    if average == "micro":
+        b = beta_vector(beta, tp.shape[0], tp)
+        if not bool((b == b[0]).all()):
+            raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {b.tolist()}")
+        b2 = b[0] ** 2
+        return safe_divide((1 + b2) * tp.sum(), b2 * support.sum() + predicted.sum(), zero_division)
+    return _average(_fbeta_per_class(tp, support, predicted, beta, zero_division), support, average, pos_label)
 
 
 def fbeta(
@@ -139,37 +177,38 @@ def fbeta(
     >>> round(fbeta(cm, 1.0).item(), 4), round(fbeta(cm, [1.0, 2.0], average=None)[1].item(), 4)
     (0.6703, 0.5263)
     """
-    confmat = _check_confmat(confmat)
-    check_average(average, confmat.shape[0], pos_label, allow_none=True)
-    if average == "micro":
-        b = beta_vector(beta, confmat.shape[0], confmat)
-        if not bool((b == b[0]).all()):
-            raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {b.tolist()}")
-        tp, support, predicted = _stats(confmat)
-        b2 = b[0] ** 2
-        return safe_divide((1 + b2) * tp.sum(), b2 * support.sum() + predicted.sum(), zero_division)
-    return _average(_fbeta_per_class(confmat, beta, zero_division), confmat.sum(dim=1), average, pos_label)
+    return _fbeta(*_stats(_check_confmat(confmat)), beta, average, pos_label, zero_division)
 
 
-def _rate(confmat: torch.Tensor, of: str, average: str | None, pos_label: int, zero_division: float):
+def _rate(tp, support, predicted, of: str, average: str | None, pos_label: int, zero_division: float):
     """TP / (TP + FP) (``of="predicted"``, precision) or TP / (TP + FN) (``of="support"``, recall)."""
-    confmat = _check_confmat(confmat)
-    check_average(average, confmat.shape[0], pos_label, allow_none=True)
-    tp, support, predicted = _stats(confmat)
+    check_average(average, tp.shape[0], pos_label, allow_none=True)
     denominator = predicted if of == "predicted" else support
     if average == "micro":
         return safe_divide(tp.sum(), denominator.sum(), zero_division)
     return _average(safe_divide(tp, denominator, zero_division), support, average, pos_label)
 
 
+def _precision(tp, support, predicted, average="macro", pos_label=1, zero_division=0.0):
+    return _rate(tp, support, predicted, "predicted", average, pos_label, zero_division)
+
+
+def _recall(tp, support, predicted, average="macro", pos_label=1, zero_division=0.0):
+    return _rate(tp, support, predicted, "support", average, pos_label, zero_division)
+
+
 def precision(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
     """Precision TP / (TP + FP) of a (C, C) confusion matrix."""
-    return _rate(confmat, "predicted", average, pos_label, zero_division)
+    return _precision(*_stats(_check_confmat(confmat)), average, pos_label, zero_division)
 
 
 def recall(confmat: torch.Tensor, average: str | None = "macro", pos_label: int = 1, zero_division: float = 0.0):
     """Recall TP / (TP + FN) of a (C, C) confusion matrix."""
-    return _rate(confmat, "support", average, pos_label, zero_division)
+    return _recall(*_stats(_check_confmat(confmat)), average, pos_label, zero_division)
+
+
+def _accuracy(tp, support, predicted, **_: object) -> torch.Tensor:
+    return safe_divide(tp.sum(), support.sum(), 0.0)
 
 
 def accuracy(confmat: torch.Tensor, **_: object) -> torch.Tensor:
@@ -178,8 +217,17 @@ def accuracy(confmat: torch.Tensor, **_: object) -> torch.Tensor:
     >>> accuracy(torch.tensor([[5.0, 1.0], [2.0, 2.0]]))
     tensor(0.7000)
     """
-    confmat = _check_confmat(confmat)
-    return safe_divide(confmat.diagonal().sum(), confmat.sum(), 0.0)
+    return _accuracy(*_stats(_check_confmat(confmat)))
+
+
+def _mcc(tp, support, predicted, **_: object) -> torch.Tensor:
+    c, s = tp.sum(), support.sum()  # the trace and the total
+    t, p = support, predicted
+    cov_tp = c * s - (t * p).sum()
+    cov_pp = s * s - (p * p).sum()
+    cov_tt = s * s - (t * t).sum()
+    den = cov_pp * cov_tt
+    return safe_divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
 
 
 def mcc(confmat: torch.Tensor, **_: object) -> torch.Tensor:
@@ -191,17 +239,25 @@ def mcc(confmat: torch.Tensor, **_: object) -> torch.Tensor:
     >>> round(mcc(torch.tensor([[5.0, 1.0], [2.0, 2.0]])).item(), 4)
     0.3563
     """
-    confmat = _check_confmat(confmat)
-    t, p = confmat.sum(dim=1), confmat.sum(dim=0)
-    c, s = confmat.diagonal().sum(), confmat.sum()
-    cov_tp = c * s - (t * p).sum()
-    cov_pp = s * s - (p * p).sum()
-    cov_tt = s * s - (t * t).sum()
-    den = cov_pp * cov_tt
-    return safe_divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
+    return _mcc(*_stats(_check_confmat(confmat)))
 
 
 METRICS = {"fbeta": fbeta, "f1": fbeta, "accuracy": accuracy, "mcc": mcc, "precision": precision, "recall": recall}
+_FROM_COUNTS = {"fbeta": _fbeta, "f1": _fbeta, "accuracy": _accuracy, "mcc": _mcc, "precision": _precision,
+                "recall": _recall}  # fmt: skip
+
+
+def metric_from_counts(counts: torch.Tensor, metric: str = "fbeta", **kwargs: object) -> torch.Tensor:
+    """``METRICS[metric]`` of the matrix whose (3, C) counts (TP, support, predicted; ``confusion_counts``) these
+    are: the same value and gradient, read from O(C) numbers. ``kwargs`` as the metric's (beta, average, ...).
+
+    >>> counts = confusion_counts(torch.tensor([[5.0, 1.0], [2.0, 2.0]]))
+    >>> round(metric_from_counts(counts, "fbeta").item(), 4), round(metric_from_counts(counts, "mcc").item(), 4)
+    (0.6703, 0.3563)
+    """
+    if metric not in _FROM_COUNTS:
+        raise ValueError(f"Expected metric in {tuple(_FROM_COUNTS)}, got {metric!r}")
+    return _FROM_COUNTS[metric](*_check_counts(counts), **kwargs)
 
 
 def target_metric_key(metric: str) -> str:

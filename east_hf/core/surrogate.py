@@ -36,9 +36,13 @@ __all__ = [
     "soft_confusion_matrix",
     "hard_confusion_matrix",
     "check_labels",
+    "label_error",
     "check_temperature",
     "confusion_from_memberships",
     "confusion_from_predictions",
+    "counts_from_memberships",
+    "device_rows",
+    "NO_LABEL_FAULT",
     "valid_rows",
 ]
 
@@ -167,15 +171,25 @@ def soft_predictions(probs: torch.Tensor, temperature: float, *, threshold_grad:
         return _SoftSetMembership.apply(probs, temperature, bool(threshold_grad))
 
 
-def _checked_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: int | None):
-    """(mask of the rows to keep or None for every row, whether that is every row), with one host synchronisation
-    for both checks."""
+def _check_label_tensor(labels: torch.Tensor, n: int) -> None:
+    """The checks of labels that read no value: type, dtype and shape."""
     if not isinstance(labels, torch.Tensor):
         raise TypeError(f"Expected labels as a torch.Tensor of shape (N,), got {type(labels).__name__}")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         raise TypeError(f"Expected integer class labels, got dtype {labels.dtype}")
     if labels.ndim != 1 or labels.shape[0] != n:
         raise ValueError(f"Expected labels of shape ({n},) to match predictions, got shape {tuple(labels.shape)}")
+
+
+def label_error(label: int, num_classes: int, ignore_index: int | None) -> ValueError:
+    """The one-line error of a label out of range, raised at once by ``valid_rows`` or later for ``device_rows``."""
+    return ValueError(f"Expected labels in [0, {num_classes - 1}] (or ignore_index={ignore_index}), got {label}")
+
+
+def _checked_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index: int | None):
+    """(mask of the rows to keep or None for every row, whether that is every row), with one host synchronisation
+    for both checks."""
+    _check_label_tensor(labels, n)
     if n and (ignore_index is None or ignore_index < 0):
         # the common case in three operations: a negative ignore_index lies below every label in range, so
         # labels in [0, C) are also all kept (the mask is built only for check_labels, off the hot path)
@@ -188,8 +202,7 @@ def _checked_labels(labels: torch.Tensor, n: int, num_classes: int, ignore_index
     kept = torch.where(valid, labels, torch.zeros((), dtype=labels.dtype, device=labels.device))  # ignored -> 0
     low, high, every = torch.stack([kept.min(), kept.max(), valid.all().to(labels.dtype)]).tolist()
     if low < 0 or high >= num_classes:
-        bad = low if low < 0 else high
-        raise ValueError(f"Expected labels in [0, {num_classes - 1}] (or ignore_index={ignore_index}), got {bad}")
+        raise label_error(low if low < 0 else high, num_classes, ignore_index)
     return valid, bool(every)
 
 
@@ -236,6 +249,53 @@ def valid_rows(
     return scores[valid], labels[valid], None if sample_weight is None else sample_weight[valid]
 
 
+NO_LABEL_FAULT = torch.iinfo(torch.int64).min  # ``device_rows``'s fault where every label is in range or ignored
+
+
+def device_rows(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    sample_weight: torch.Tensor | None = None,
+    *,
+    ignore_index: int | None = -100,
+    name: str = "scores",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``valid_rows`` without a host read, for a training step: (scores, labels, weight, fault).
+
+    Shapes and dtypes are checked as ``valid_rows`` checks them; label values are checked on the device. Every row
+    stays, so no size depends on a value: a row labelled ``ignore_index`` or out of [0, C) gets weight 0 (and a label
+    in range), and contributes nothing to any statistic. weight: (N,) float32 (float64 for float64 scores),
+    ``sample_weight`` (not checked for sign) times the kept rows' mask. fault: () int64, the largest label out of
+    range, ``NO_LABEL_FAULT`` where there is none; the caller raises ``label_error`` for it when it next reads the
+    device.
+
+    >>> s, y, w, fault = device_rows(torch.zeros(3, 2), torch.tensor([1, -100, 7]))
+    >>> y.tolist(), w.tolist(), fault.item()
+    ([1, 0, 1], [1.0, 0.0, 0.0], 7)
+    """
+    _check_probs(scores, name)
+    if isinstance(labels, torch.Tensor) and labels.dtype in _NARROW_INTS:
+        labels = labels.long()
+    n, C = scores.shape
+    _check_label_tensor(labels, n)
+    if sample_weight is not None and (not isinstance(sample_weight, torch.Tensor) or sample_weight.shape != (n,)):
+        shape = tuple(sample_weight.shape) if isinstance(sample_weight, torch.Tensor) else type(sample_weight).__name__
+        raise ValueError(f"Expected sample_weight of shape ({n},), got {shape}")
+    inside = labels.clamp(0, C - 1)  # (N,) the labels in range as they are; the others weigh 0
+    keep = inside == labels
+    if ignore_index is None:
+        ok = keep
+    else:
+        ignored = labels == ignore_index
+        if 0 <= ignore_index < C:
+            keep = keep & ~ignored
+        ok = keep | ignored
+    fault = torch.where(ok, NO_LABEL_FAULT, labels.long()).amax() if n else labels.new_full((), NO_LABEL_FAULT).long()
+    dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
+    weight = keep.to(dtype) if sample_weight is None else keep.to(dtype) * sample_weight.to(dtype)
+    return scores, inside, weight, fault
+
+
 def confusion_from_memberships(
     memberships: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -244,6 +304,19 @@ def confusion_from_memberships(
         memberships = memberships * sample_weight.to(memberships.dtype).unsqueeze(1)
     C = memberships.shape[1]
     return memberships.new_zeros(C, C).index_add_(0, labels, memberships)  # (C, C)
+
+
+def counts_from_memberships(
+    memberships: torch.Tensor, labels: torch.Tensor, sample_weight: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The (3, C) counts of ``confusion_from_memberships``: TP (its diagonal), support (row sums, the weight of each
+    class's samples) and predicted (column sums), without the (C, C) matrix."""
+    w = None if sample_weight is None else sample_weight.to(memberships.dtype)
+    G = memberships if w is None else memberships * w.unsqueeze(1)  # (N, C)
+    C = memberships.shape[1]
+    tp = G.new_zeros(C).index_add_(0, labels, G.gather(1, labels.unsqueeze(1)).squeeze(1))
+    support = G.new_zeros(C).index_add_(0, labels, torch.ones_like(labels, dtype=G.dtype) if w is None else w)
+    return torch.stack([tp, support, G.sum(0)])  # (3, C)
 
 
 def confusion_from_predictions(

@@ -287,6 +287,11 @@ def _clean_recipe(recipe: dict[str, Any] | None) -> str | None:
     return yaml.safe_dump(mask_secrets(dict(recipe)), sort_keys=False).strip()  # never leak a token into the card
 
 
+def _without_baseline(description: str) -> str:
+    """A loss's registry description as a part of EAST's loss: ``(baseline)`` / ``; baseline)`` left out."""
+    return description.removesuffix(" (baseline)").replace("; baseline)", ")")
+
+
 def _per_class(metrics: dict[str, float], prefix: str) -> list[dict[str, Any]]:
     names = [k[len(f"{prefix}_precision_") :] for k in metrics if k.startswith(f"{prefix}_precision_")]
     return [
@@ -388,10 +393,11 @@ def card_context(
     betas = [(id2label.get(i, str(i)), b) for i, b in enumerate(beta)] if isinstance(beta, (list, tuple)) else None
     east = args.east_loss == "east"  # a baseline's card has no temperature, stages or surrogate
     loss_description = LOSSES[args.east_loss].describe(target_key)
-    ce_weight = args.resolved_ce_weight(len(id2label) or getattr(config, "num_labels", None))
+    ce_weight = args.resolved_ce_weight()
     if ce_weight > 0:
+        ce_name = getattr(getattr(trainer, "warm_start_loss", None), "name", args.resolved_ce_loss)  # after a fallback
         loss_description += (
-            f" + {ce_weight:g} x {LOSSES[args.east_ce_loss].describe(target_key).removesuffix(' (baseline)')}"
+            f" + {ce_weight:g} x {_without_baseline(LOSSES[ce_name].describe(target_key))}"
             f", its weight x{args.east_ce_weight_decay:g} at every stage"
         )
     warm_start = "none"

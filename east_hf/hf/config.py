@@ -123,18 +123,23 @@ class EASTConfig(TrainingArguments):
             callback runs the warm start: with ``east_annealing=False`` there is none. ``east_loss="ce"`` skips it;
             ``"dice"`` gets it.
         east_warm_start_epochs (`float`, defaults to `2.0`): length of the warm start in epochs; ``-1``: until the
-            cross-entropy stage's own early stopping.
+            cross-entropy stage's own early stopping, which is also what a training set without a length (an
+            ``IterableDataset``) gets, with a warning, unless ``east_warm_start_steps`` is given.
         east_warm_start_steps (`int`, defaults to `None`): length of the warm start in optimiser steps; overrides
             ``east_warm_start_epochs``.
         east_ce_weight (`float`, defaults to `None`) and east_ce_weight_decay (`float`, defaults to `0.5`): an
             annealed cross-entropy weight, loss = w_k * CE + (1 - M_T) with w_k = east_ce_weight * decay^k in EAST
             stage k (``AnnealingSchedule.ce_weight``, ``east_hf.core.loss.MixedSetLoss``); 0 is EAST alone, as the
-            paper. None: 1.0 with more than two classes, 0 with two (``resolved_ce_weight``). The warm start is its
-            w = inf version.
-        east_ce_loss (`str`, defaults to `"ce"`): the cross-entropy EAST uses, in the warm start and as the annealed
+            paper. None: 1.0 for EAST, 0 for the baselines (``resolved_ce_weight``). The warm start is its w = inf
+            version.
+        east_ce_loss (`str`, defaults to `None`): the cross-entropy EAST uses, in the warm start and as the annealed
             weight's term: ``"ce"``, ``"wce"`` (class-weighted) or ``"la"`` (logit-adjusted), with the training
-            split's class priors as the baselines of those names. ``east_ce_weight=1`` with ``east_ce_loss="la"`` is
-            the logit-adjusted annealed mix (``la_mix`` in the evidence).
+            split's class priors as the baselines of those names. None: ``"la"`` for EAST, ``"ce"`` for the warm
+            start of the ``dice`` baseline (``resolved_ce_loss``). EAST's defaults, weight 1 and ``"la"``, are the
+            logit-adjusted annealed mix: the plain cross-entropy pulls a rare class's predictions towards the majority
+            class, the logit-adjusted one does not. The paper's loss is ``east_ce_weight=0`` (with
+            ``east_warm_start="none"`` for its cold start). Without class priors (a training set that cannot be
+            counted and no ``east_class_priors``), ``"la"`` and ``"wce"`` fall back to ``"ce"`` with a warning.
         east_class_priors (`list[float]`, `dict[str, float]` or `str`, defaults to `None`): the class counts or
             priors of ``wce``, ``la`` and ``east_ce_loss`` ``wce`` / ``la``, instead of counting the training split:
             a list by class index, a mapping from class name (``id2label``) to value naming every class, or a
@@ -246,16 +251,19 @@ class EASTConfig(TrainingArguments):
     )
     east_ce_weight: float | None = field(
         default=None,
-        metadata={"help": "Cross-entropy weight added to EAST in stage 0 (0: EAST alone); default: 1 if C > 2."},
+        metadata={
+            "help": "Cross-entropy weight added to EAST in stage 0 (0: EAST alone, the paper's loss); default 1."
+        },
     )
     east_ce_weight_decay: float = field(
         default=0.5,
         metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."},
     )
-    east_ce_loss: str = field(
-        default="ce",
+    east_ce_loss: str | None = field(
+        default=None,
         metadata={
-            "help": "Cross-entropy of the warm start and the annealed weight: 'ce', 'wce' or 'la' (logit-adjusted)."
+            "help": "Cross-entropy of the warm start and the annealed weight: 'ce', 'wce' or 'la' (logit-adjusted); "
+            "default: 'la' for EAST, 'ce' for dice."
         },
     )
     east_class_priors: Any = field(
@@ -319,8 +327,9 @@ class EASTConfig(TrainingArguments):
             self.east_class_priors = parse_class_priors(self.east_class_priors, "east_class_priors")
         if self.east_ce_weight is not None and self.east_ce_weight > 0 and self.east_loss != "east":
             raise ValueError(f"Expected east_ce_weight 0 for east_loss={self.east_loss!r} (it mixes into EAST only)")
-        check_choice("east_ce_loss", self.east_ce_loss, ("ce", *PRIOR_LOSSES))
-        if self.east_ce_loss != "ce" and self.east_loss not in ("east", "dice"):
+        if self.east_ce_loss is not None:
+            check_choice("east_ce_loss", self.east_ce_loss, ("ce", *PRIOR_LOSSES))
+        if self.east_ce_loss not in (None, "ce") and self.east_loss not in ("east", "dice"):
             raise ValueError(f"Expected east_ce_loss 'ce' for east_loss={self.east_loss!r} (it is EAST's and Dice's)")
         memory = self.east_confusion_memory
         if isinstance(memory, (int, float)) and memory > 0 and self.east_loss != "east":
@@ -329,7 +338,7 @@ class EASTConfig(TrainingArguments):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
         if self.east_annealing:
             check_evaluates(self.eval_strategy)
-        self.check_loss_anneal_monitor(self.east_ce_weight or 0.0)
+        self.check_loss_anneal_monitor()
         # Validation is the core objects' own: build them once (class names are not known yet, so a beta mapping is
         # checked for its values; the trainer resolves its names against the model's id2label).
         beta = list(self.east_beta.values()) if isinstance(self.east_beta, Mapping) else self.east_beta
@@ -356,7 +365,7 @@ class EASTConfig(TrainingArguments):
             confusion_memory=self.east_confusion_memory,
         )
 
-    def check_loss_anneal_monitor(self, ce_weight: float) -> None:
+    def check_loss_anneal_monitor(self) -> None:
         """An anneal monitor that is the validation loss compares the loss of different stages, so every stage must
         train the same kind of loss: not after a cross-entropy warm start (its loss is cross-entropy, far below any
         surrogate, so it would be the best "stage" and the model kept), nor with a cross-entropy weight that changes
@@ -374,26 +383,44 @@ class EASTConfig(TrainingArguments):
                 "cross-entropy would be compared with EAST's surrogate and kept as the best stage), got "
                 f"east_warm_start={self.east_warm_start!r}; or watch a hard metric across stages (the default)"
             )
+        ce_weight = self.resolved_ce_weight()
         if ce_weight > 0:
             raise ValueError(
                 f"Expected east_ce_weight 0 with east_anneal_monitor={self.east_anneal_key!r} (the loss changes with "
                 f"the weight from stage to stage), got {ce_weight:g}; or watch a hard metric across stages (the default)"
             )
 
-    def resolved_ce_weight(self, num_classes: int | None) -> float:
-        """The cross-entropy weight of EAST's stage 0: ``east_ce_weight``, or by default 1.0 with more than two
-        classes and 0 with two (or an unknown number: a model without ``config.num_labels``); 0 for the baselines."""
+    def resolved_ce_weight(self) -> float:
+        """The cross-entropy weight of EAST's stage 0: ``east_ce_weight``, by default 1.0; 0 for the baselines."""
         if self.east_loss != "east":
             return 0.0
-        if self.east_ce_weight is not None:
-            return float(self.east_ce_weight)
-        return 1.0 if num_classes is not None and num_classes > 2 else 0.0
+        return 1.0 if self.east_ce_weight is None else float(self.east_ce_weight)
+
+    @property
+    def resolved_ce_loss(self) -> str:
+        """The cross-entropy of the warm start and the annealed weight: ``east_ce_loss``, by default ``"la"`` for EAST
+        and ``"ce"`` for the others (``dice``'s warm start; the cross-entropy baselines have none)."""
+        if self.east_ce_loss is not None:
+            return self.east_ce_loss
+        return "la" if self.east_loss == "east" else "ce"
+
+    @property
+    def trains_cross_entropy(self) -> bool:
+        """Whether EAST's (or dice's) cross-entropy trains: in a warm start, or as the annealed weight."""
+        warm_start = self.east_annealing and self.east_warm_start != "none" and self.east_loss in ("east", "dice")
+        return warm_start or self.resolved_ce_weight() > 0
 
     @property
     def needs_class_counts(self) -> bool:
-        """Whether building the losses needs class counts or priors (``wce`` or ``la``, as the loss or as EAST's
-        cross-entropy): ``class_priors``, else the training split's counts."""
-        return self.east_loss in PRIOR_LOSSES or self.east_ce_loss in PRIOR_LOSSES
+        """Whether building the losses needs class counts or priors (``wce`` or ``la``, as the loss or as the
+        cross-entropy that trains beside EAST): ``class_priors``, else the training split's counts."""
+        ce_counts = self.trains_cross_entropy and self.resolved_ce_loss in PRIOR_LOSSES
+        return self.east_loss in PRIOR_LOSSES or ce_counts
+
+    @property
+    def needs_only_ce_counts(self) -> bool:
+        """Whether only EAST's (or dice's) cross-entropy needs the class priors, which it can do without."""
+        return self.east_loss not in PRIOR_LOSSES and self.needs_class_counts
 
     def class_priors(self, num_classes: int | None = None, class_names: Any = None) -> list[float] | None:
         """``east_class_priors`` as one value per class (``class_names``, a list or an ``id2label`` mapping, resolves
@@ -402,9 +429,21 @@ class EASTConfig(TrainingArguments):
             return None
         return resolve_class_priors(self.east_class_priors, class_names, num_classes, "east_class_priors")
 
-    def build_ce_loss(self, class_counts: Any = None) -> SetLoss:
-        """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``)."""
-        return build_loss(self.east_ce_loss, class_counts=class_counts)
+    def build_ce_loss(self, class_counts: Any = None, warn: bool = True) -> SetLoss:
+        """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``). Without
+        ``class_counts`` a ``wce`` / ``la`` falls back to the plain cross-entropy, with a warning (``warn``): the
+        default trains on any data set, a stream without ``east_class_priors`` included."""
+        name = self.resolved_ce_loss
+        if class_counts is None and name in PRIOR_LOSSES and not (warn and self.trains_cross_entropy):
+            return build_loss("ce")  # it never trains: no priors needed, nothing to say
+        if class_counts is None and name in PRIOR_LOSSES:
+            logger.warning(
+                f"east_ce_loss={name!r} without class priors (a training set that cannot be counted and "
+                "no east_class_priors): EAST's cross-entropy is the plain one ('ce'); pass east_class_priors to "
+                "adjust it"
+            )
+            return build_loss("ce")
+        return build_loss(name, class_counts=class_counts)
 
     def build_loss(self, num_classes: int | None = None, class_names: Any = None, class_counts: Any = None) -> SetLoss:
         """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``) or none (the baselines).
@@ -431,12 +470,20 @@ class EASTConfig(TrainingArguments):
             return 0.0
         return 2.0 / eval_size
 
-    def annealing_schedule(self, eval_size: int | None = None, num_classes: int | None = None) -> AnnealingSchedule:
+    def annealing_schedule(self, eval_size: int | None = None, streamed: bool = False) -> AnnealingSchedule:
         """The ``AnnealingSchedule`` of the ``east_*`` fields, for a validation set of ``eval_size`` samples (it sets
-        the default across-stage threshold, ``resolved_anneal_threshold``) and ``num_classes`` classes (they set the
-        default cross-entropy weight, ``resolved_ce_weight``). Baselines get one stage (their early stopping, with
-        the same patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start."""
+        the default across-stage threshold, ``resolved_anneal_threshold``). Baselines get one stage (their early
+        stopping, with the same patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start.
+        ``streamed``: the training set has no length (an ``IterableDataset``), so a warm start measured in epochs
+        runs until its own early stopping instead, with a warning (``east_warm_start_steps`` sets its length)."""
+        warm_start = self.east_warm_start if self.east_loss in ("east", "dice") else "none"
         epochs = self.east_warm_start_epochs
+        if streamed and warm_start != "none" and self.east_warm_start_steps is None and epochs != -1:
+            logger.warning(
+                f"east_warm_start_epochs={epochs:g} on a training set without a length: the warm start runs until its "
+                "own early stopping (east_warm_start_epochs=-1); set east_warm_start_steps to give it a length"
+            )
+            epochs = -1
         return AnnealingSchedule(
             temperature=self.east_temperature,
             decay=self.east_decay,
@@ -449,18 +496,18 @@ class EASTConfig(TrainingArguments):
             anneal_threshold=self.resolved_anneal_threshold(eval_size),
             stage_mode=monitor_mode(self.east_stage_monitor),
             anneal_mode=monitor_mode(self.east_anneal_key),
-            warm_start=self.east_warm_start if self.east_loss in ("east", "dice") else "none",
+            warm_start=warm_start,
             warm_start_steps=self.east_warm_start_steps,
             warm_start_epochs=None if epochs == -1 else epochs,  # -1: the warm start's own early stopping
-            ce_weight=self.resolved_ce_weight(num_classes),
+            ce_weight=self.resolved_ce_weight(),
             ce_weight_decay=self.east_ce_weight_decay,
         )
 
-    def annealing_callback(self, eval_size: int | None = None, num_classes: int | None = None):
+    def annealing_callback(self, eval_size: int | None = None, streamed: bool = False):
         """The ``TemperatureAnnealingCallback`` that ``EASTTrainer`` installs from this config, for a validation set
-        of ``eval_size`` samples and ``num_classes`` classes."""
+        of ``eval_size`` samples and a training set with (or, ``streamed``, without) a length."""
         return TemperatureAnnealingCallback(
-            self.annealing_schedule(eval_size, num_classes),
+            self.annealing_schedule(eval_size, streamed),
             stage_monitor=self.east_stage_monitor,
             anneal_monitor=self.east_anneal_key,
             restore_best_per_stage=self.east_restore_best_per_stage,

@@ -21,10 +21,13 @@ Gradient accumulation
 
 Evaluation
     ``eval_loss`` is the loss of the whole evaluation set: every loss is a function of additive statistics
-    (``east_hf.core.loss``), those of every batch (gathered across processes, duplicates of uneven sharding dropped) are
-    summed and the loss is applied once. For EAST that is the surrogate of the whole set at the current temperature
-    (one soft confusion matrix), for cross-entropy the mean over the set, for Dice the soft Dice of the set. Hard
-    metrics come from ``compute_metrics``.
+    (``east_hf.core.loss``), those of every batch are summed on each process (the samples that uneven sharding repeats
+    left out), the sums are added across processes once, and the loss is applied once. For EAST that is the surrogate
+    of the whole set at the current temperature (one soft confusion matrix), for cross-entropy the mean over the set,
+    for Dice the soft Dice of the set. The hard metrics of east_hf's ``compute_metrics`` are scored the same way, from
+    per-class counts ((3, C) integers, ``ComputeMetrics.counts``): ``evaluate`` keeps no logits, and its memory does
+    not grow with the size of the set. ``predict`` (and so ``tune_decision_rule``) and a ``compute_metrics`` of the
+    user's receive every logit, gathered once by the Trainer.
 
 One loss, chosen at ``__init__`` from ``east_loss`` (``EASTConfig.build_loss``), and one direction of control: the
 annealing callback holds the schedule; the trainer finds the callback in its own callback list and pulls the stage,
@@ -53,6 +56,7 @@ from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.cards import hub_preflight, write_model_card
 from east_hf.hf.checkpoints import checkpoint_problem, last_complete_checkpoint
 from east_hf.hf.config import EASTConfig
+from east_hf.hf.metrics.compute import ComputeMetrics
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
 
@@ -83,10 +87,11 @@ def _length(dataset: Any) -> int | None:
 def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
     """Training samples per class, the priors of ``wce`` and ``la`` when ``east_class_priors`` is not given.
 
-    A ``datasets.Dataset``'s ``labels`` / ``label`` column is read as one Arrow column: no image is decoded and no
-    ``set_transform`` runs. Any other data set is read row by row, ``dataset[i]["labels"]`` (its transforms run). A
-    data set without a length (an ``IterableDataset``, a stream) cannot be counted: the error names
-    ``east_class_priors``.
+    A ``datasets.Dataset``'s ``labels`` / ``label`` column is read as one Arrow column (a ``select`` or ``shuffle``
+    applied by one Arrow take): no image is decoded and no ``set_transform`` runs. A ``targets`` attribute with one
+    label per sample (torchvision's ``ImageFolder``, ``CIFAR10``) is read as it is. Any other data set is read row
+    by row, ``dataset[i]["labels"]`` (its transforms run). A data set without a length (an ``IterableDataset``, a
+    stream) cannot be counted: the error names ``east_class_priors``.
     """
     size = None if dataset is None else _length(dataset)
     if not size:
@@ -102,8 +107,21 @@ def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
     column_names = getattr(dataset, "column_names", None)
     column = next((c for c in ("labels", "label") if column_names and c in column_names), None)
     if column is not None and hasattr(dataset, "with_format"):
-        labels = torch.tensor(dataset.with_format("arrow")[column].to_numpy())  # no Python object per row
+        from east_hf.hf.data.rows import read_column  # an indices mapping applied by one Arrow take, not row by row
+
+        labels = torch.tensor(read_column(dataset, column).to_numpy())  # no Python object per row
+    elif (
+        isinstance(targets := getattr(dataset, "targets", None), (list, tuple, torch.Tensor)) and len(targets) == size
+    ):
+        labels = torch.as_tensor(targets)
     else:
+        first = dataset[0]
+        if not isinstance(first, Mapping) or "labels" not in first:
+            got = f"keys {sorted(first)}" if isinstance(first, Mapping) else f"a {type(first).__name__}"
+            raise ValueError(
+                "Expected training samples with a 'labels' column to count the classes' priors, got samples with "
+                f"{got}; or pass east_class_priors"
+            )
         labels = torch.as_tensor([int(dataset[i]["labels"]) for i in range(size)])
     labels = labels[labels != -100]
     width = max(num_classes or 0, int(labels.max()) + 1 if len(labels) else 0)
@@ -199,6 +217,10 @@ class EASTTrainer(Trainer):
 
     # Our loss is a per-batch surrogate: let the Trainer divide it by the accumulation steps (see module docstring).
     loss_is_scaled_for_ga = False
+    # Evaluation state (``evaluation_loop``): the hard metrics' (3, C) counts summed over batches, and whether the
+    # running loop scores from them instead of handing logits to the Trainer.
+    _eval_counts: torch.Tensor | None = None
+    _eval_counts_only: bool = False
 
     def __init__(
         self, model: nn.Module | None = None, args: EASTConfig | None = None, *pargs, callbacks=None, **kwargs
@@ -225,15 +247,17 @@ class EASTTrainer(Trainer):
             raise ValueError(
                 "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
             )
+        train_dataset = given.get("train_dataset")
+        streamed = train_dataset is not None and _length(train_dataset) is None
         counts = None
         if args.needs_class_counts:  # given priors, else the training split's counts
             counts = args.class_priors(num_classes, getattr(config, "id2label", None))
-            if counts is None:
-                counts = training_class_counts(given.get("train_dataset"), num_classes)
+            uncountable = train_dataset is None or streamed  # EAST's cross-entropy does without (plain, warned)
+            if counts is None and not (uncountable and args.needs_only_ce_counts):
+                counts = training_class_counts(train_dataset, num_classes)
         self.east_loss: SetLoss = args.build_loss(num_classes, getattr(config, "id2label", None), counts)
-        self.warm_start_loss = args.build_ce_loss(counts)
-        self.east_ce_weight = args.resolved_ce_weight(num_classes)  # w0 of the annealed cross-entropy weight
-        args.check_loss_anneal_monitor(self.east_ce_weight)  # the default weight is known once the classes are
+        self.warm_start_loss = args.build_ce_loss(counts, warn=train_dataset is not None)  # none: nothing trains
+        self.east_ce_weight = args.resolved_ce_weight()  # w0 of the annealed cross-entropy weight
         # EAST plus an annealed cross-entropy weight, used in the stages whose schedule gives it a weight > 0
         self._mixed_loss = (
             MixedSetLoss(self.east_loss, weight=0.0, cross_entropy=self.warm_start_loss)
@@ -252,8 +276,8 @@ class EASTTrainer(Trainer):
         if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
             # The default minimum across-stage gain is two validation samples' worth (EASTConfig.resolved_anneal_threshold)
             eval_size = validation_size(given.get("eval_dataset"), args.east_anneal_key)
-            callbacks.append(args.annealing_callback(eval_size, num_classes))
-        _check_warm_start_length(callbacks, given.get("train_dataset"))
+            callbacks.append(args.annealing_callback(eval_size, streamed))
+        _check_warm_start_length(callbacks, train_dataset)
         _check_early_stopping(callbacks)
         super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
@@ -319,7 +343,9 @@ class EASTTrainer(Trainer):
         inputs, labels = self._split_inputs(inputs)
         outputs = model(**inputs)
         loss_fn = self._current_loss()
-        stats = loss_fn.statistics(logits_of(outputs), labels)  # additive: (C, C) for EAST
+        # additive (EAST: the soft confusion matrix's (3, C) counts); a training step reads nothing from the device:
+        # a label out of range weighs 0 and is recorded, raised by _raise_if_nonfinite when the Trainer next logs
+        stats = loss_fn.statistics(logits_of(outputs), labels, validate_args=not model.training)
         if self.args.east_sync_across_processes and self.accelerator.num_processes > 1:
             stats = _all_reduce_differentiable(stats)
         if model.training:
@@ -332,68 +358,116 @@ class EASTTrainer(Trainer):
             self._soft_metric_count += 1
         return (loss, outputs) if return_outputs else loss
 
-    # ---- evaluation: the loss of the whole set ----
+    # ---- evaluation: the loss and the hard metrics of the whole set, from additive statistics ----
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        """One evaluation batch: add this process's loss statistics (and, in ``evaluate``, the hard metrics' counts)
+        to the running sums, leaving out the rows ``gather_for_metrics`` drops (the repeats that even out the last
+        batch of several processes). Returns no logits while ``evaluation_loop`` scores from counts; the batch's
+        logits and labels otherwise (``predict``, a ``compute_metrics`` of the user's)."""
         inputs = self._prepare_inputs(inputs)
         inputs, labels = self._split_inputs(inputs)
         loss_fn = self._current_loss()
         with torch.no_grad():
             logits = logits_of(model(**inputs)).detach()
-            if self.accelerator.num_processes == 1:
-                self._check_eval_logits(logits)
-            stats = loss_fn.statistics(logits, labels)  # this process's batch
-            loss = loss_fn.loss_from_statistics(stats)
-            if self.accelerator.num_processes > 1:
-                every = self.accelerator.gather_for_metrics((logits, labels))  # drops the padding of uneven shards
-                self._check_eval_logits(every[0])  # on every process alike: all raise or none
-                stats = loss_fn.statistics(*every)  # every process's batch
-            self._eval_stats = stats if self._eval_stats is None else self._eval_stats + stats
-        if prediction_loss_only:
+            kept = self._unrepeated_rows(len(logits))
+            own_logits, own_labels = logits[:kept], labels[:kept]  # (kept, C), (kept,)
+            self._check_eval_logits(own_logits)
+            stats = loss_fn.statistics(own_logits, own_labels)  # this process's rows of the batch
+            loss = None if self._eval_counts_only else loss_fn.loss_from_statistics(stats)
+            self._eval_stats = stats if self._eval_stats is None else self._eval_stats.add_(stats)
+            if self._eval_counts_only and not prediction_loss_only and self.compute_metrics is not None:
+                self._add_eval_counts(own_logits, own_labels)
+        if self._eval_counts_only or prediction_loss_only:
             return loss, None, None
         return loss, logits, labels
+
+    def _unrepeated_rows(self, n: int) -> int:
+        """How many leading rows of this process's batch of ``n`` rows are evaluation samples: all but in the last
+        batch of an uneven split over several processes, whose tail repeats samples to even out the processes.
+        ``gather_for_metrics`` keeps the first ``remainder`` rows of the batches concatenated in process order, so
+        process r keeps its rows below ``remainder - r n``."""
+        state = self.accelerator.gradient_state
+        if self.accelerator.num_processes == 1 or not state.end_of_dataloader or state.remainder <= 0:
+            return n
+        return max(0, min(n, state.remainder - self.accelerator.process_index * n))
+
+    def _add_eval_counts(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        """Add a batch's hard-metric counts (``ComputeMetrics.counts``, (3, C) int64) to the running sum, on the
+        device: scores of ``preprocess_logits_for_metrics`` where given, as the Trainer would pass them."""
+        if self.preprocess_logits_for_metrics is not None:
+            logits = self.preprocess_logits_for_metrics(logits, labels)
+        counts = self.compute_metrics.counts(logits, labels, validate_args=False)  # finite: checked above
+        self._eval_counts = counts if self._eval_counts is None else self._eval_counts.add_(counts)
 
     def evaluation_loop(
         self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
     ):
+        """The Trainer's loop, with ``eval_loss`` the loss of the whole set. ``evaluate`` with east_hf's
+        ``ComputeMetrics`` (or no ``compute_metrics``) keeps no logits: each process sums its batches' loss
+        statistics and (3, C) hard-metric counts, the sums are added across processes once at the end, and the
+        metrics are scored from them, equal to those of the gathered logits. Memory is that of one batch plus the
+        statistics, whatever the size of the set. ``predict`` (and a ``compute_metrics`` of the user's, which needs
+        the logits) gathers the logits as the Trainer does."""
         # A model trained on a non-finite loss has non-finite weights: name the training step that caused it before
         # an evaluation reports the non-finite logits as a fault of the evaluation data.
         self._raise_if_nonfinite()
-        self._eval_stats = None
-        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
-        if self._eval_stats is not None:
+        self._eval_stats = self._eval_counts = None
+        self._eval_counts_only = description != "Prediction" and (
+            self.compute_metrics is None or isinstance(self.compute_metrics, ComputeMetrics)
+        )
+        try:
+            output = super().evaluation_loop(
+                dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix
+            )
+        finally:
+            stats, counts = self._eval_stats, self._eval_counts
+            self._eval_stats = self._eval_counts = None
+            self._eval_counts_only = False
+        if self.accelerator.num_processes > 1:  # every process holds its own rows' sums: add them, once
+            stats, counts = (None if t is None else self.accelerator.reduce(t, "sum") for t in (stats, counts))
+        loss_key = f"{metric_key_prefix}_loss"
+        if stats is not None:
             loss_fn = self._current_loss()
             # A training batch without labels contributes nothing, but a whole set without them has no loss and no
             # metric: its loss of 0 would read as a perfect model. An evaluation (which the annealing and the best
             # checkpoint read) is refused; predictions on placeholder labels come back without a loss.
-            if bool(loss_fn.is_empty(self._eval_stats)):
-                self._eval_stats = None
-                if metric_key_prefix != "eval":
-                    output.metrics.pop(f"{metric_key_prefix}_loss", None)
-                    return output
-                raise ValueError(
-                    f"Expected labelled rows in the {metric_key_prefix} set, got none: every label is the ignore_index "
-                    f"{loss_fn.ignore_index}, so {metric_key_prefix}_loss and the metrics are undefined"
-                )
-            loss = loss_fn.loss_from_statistics(self._eval_stats).item()
-            if not math.isfinite(loss):  # finite logits (checked per batch) but a loss that overflowed
-                raise FloatingPointError(
-                    f"Expected a finite {metric_key_prefix}_loss, got {loss} at step {self.state.global_step}"
-                )
-            output.metrics[f"{metric_key_prefix}_loss"] = loss
-        self._eval_stats = None
+            if bool(loss_fn.is_empty(stats)):
+                if metric_key_prefix == "eval":
+                    raise ValueError(
+                        f"Expected labelled rows in the {metric_key_prefix} set, got none: every label is the "
+                        f"ignore_index {loss_fn.ignore_index}, so {metric_key_prefix}_loss and the metrics are undefined"
+                    )
+                output.metrics.pop(loss_key, None)
+            else:
+                loss = loss_fn.loss_from_statistics(stats).item()
+                if not math.isfinite(loss):  # finite logits (checked per batch) but a loss that overflowed
+                    raise FloatingPointError(
+                        f"Expected a finite {loss_key}, got {loss} at step {self.state.global_step}"
+                    )
+                # first, where the Trainer puts its mean of the batch losses (which this replaces)
+                metrics = {loss_key: loss, **output.metrics}
+                metrics[loss_key] = loss
+                output.metrics.clear()
+                output.metrics.update(metrics)
+        if counts is not None:  # after the loss, in the order the Trainer leaves compute_metrics' keys
+            scored = self.compute_metrics.from_counts(counts)
+            output.metrics.update({f"{metric_key_prefix}_{key}": value for key, value in scored.items()})
         if metric_key_prefix == "eval":
             self._check_best_metric_key(output.metrics)
         return output
 
     def _check_eval_logits(self, logits: torch.Tensor) -> None:
         """An evaluation batch with NaN or inf logits is an error, never a silent 'no improvement' (one sync per
-        evaluation batch; evaluation is off the training hot path)."""
+        evaluation batch; evaluation is off the training hot path). Several processes count their rows together, so
+        every process raises, or none."""
         finite = torch.isfinite(logits).all(dim=1)  # (N,)
-        if not bool(finite.all()):
-            bad = int((~finite).sum())
+        bad, rows = (~finite).sum(), torch.tensor(len(finite), device=finite.device)
+        if self.accelerator.num_processes > 1:
+            bad, rows = self.accelerator.reduce(torch.stack([bad, rows]), "sum")
+        if bool(bad):
             raise ValueError(
-                f"Expected finite logits in evaluation, got NaN or inf in {bad} of {len(finite)} rows of a batch at "
-                f"step {self.state.global_step}: check the evaluation inputs for NaN or inf"
+                f"Expected finite logits in evaluation, got NaN or inf in {int(bad)} of {int(rows)} rows of a batch "
+                f"at step {self.state.global_step}: check the evaluation inputs for NaN or inf"
             )
 
     def _check_best_metric_key(self, metrics: dict[str, float]) -> None:
@@ -417,16 +491,31 @@ class EASTTrainer(Trainer):
         self._nonfinite_step = torch.where(first, self.state.global_step + 1, self._nonfinite_step)
 
     def _raise_if_nonfinite(self) -> None:
-        """Stop with a one-line error if any training step so far had a non-finite loss (one sync)."""
-        flag = self._nonfinite_step
+        """Stop with a one-line error if any training step so far met a label out of range (recorded by the losses
+        on the device, ``SetLoss.label_fault``) or had a non-finite loss (one sync for both)."""
+        faults = [loss.label_fault for loss in (self.east_loss, self.warm_start_loss)]
+        if self.accelerator.num_processes == 1 and self._nonfinite_step is None and all(f is None for f in faults):
+            return  # no training step yet
+        device = self._nonfinite_step.device if self._nonfinite_step is not None else self.args.device
+        lowest = torch.iinfo(torch.long).min
+        none = torch.full((), lowest, dtype=torch.long, device=device)
+        step = self._nonfinite_step
+        # (3,) the first non-finite step negated (so that the maximum is the earliest; int64 min: none) and each
+        # loss's largest label out of range (int64 min: none)
+        flags = torch.stack(
+            [
+                none if step is None else torch.where(step >= 0, -step, none),
+                *(none if fault is None else fault.to(device) for fault in faults),
+            ]
+        )
         if self.accelerator.num_processes > 1:  # every process raises, or none (a lone raise would hang the others)
-            local = flag if flag is not None else torch.full((), -1, dtype=torch.long, device=self.args.device)
-            steps = self.accelerator.gather(local.reshape(1))
-            found = steps[steps >= 0]
-            flag = found.min() if len(found) else None
-        if flag is not None and (step := int(flag)) >= 0:
+            torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
+        first, *largest = flags.tolist()
+        for loss, fault in zip((self.east_loss, self.warm_start_loss), largest):
+            loss.raise_if_label_fault(fault)
+        if first != lowest:
             raise FloatingPointError(
-                f"Expected a finite training loss, got NaN or inf at step {step}: check the training data for NaN "
+                f"Expected a finite training loss, got NaN or inf at step {-first}: check the training data for NaN "
                 "or inf, or lower the learning rate"
             )
 
@@ -529,7 +618,11 @@ class EASTTrainer(Trainer):
         """Refuse a checkpoint whose saved annealing schedule does not record the cross-entropy weight this run
         anneals: resuming it would restore a schedule without the weight and train EAST alone."""
         annealing = self.annealing
-        if annealing is None or annealing.schedule.ce_weight0 == 0 or not self.args.restore_callback_states_from_checkpoint:
+        if (
+            annealing is None
+            or annealing.schedule.ce_weight0 == 0
+            or not self.args.restore_callback_states_from_checkpoint
+        ):
             return
         file = Path(checkpoint) / TRAINER_STATE_NAME
         try:

@@ -27,7 +27,9 @@ float vector ``input_features`` (text columns one-hot, then standardised with tr
 torch.Size([13])
 
 The package's modules: ``arguments`` (``DataArguments``), ``sources`` (``load_raw``), ``pipeline`` (``load_data``,
-``EASTData``), ``tabular`` (``fit_tabular_features``, ``load_tabular_features``) and ``images`` (``image_transforms``).
+``EASTData``), ``tabular`` (``fit_tabular_features``, ``load_tabular_features``), ``cache`` (prepared tabular splits as
+memory-mapped Arrow files, shared by the processes of a distributed run), ``rows`` (column reads through an indices
+mapping) and ``images`` (``image_transforms``).
 """
 
 from east_hf.hf.data.arguments import DataArguments

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from east_hf.core import class_index
+from east_hf.hf.data.cache import captured_warnings, prepared_folder, read_prepared, staging, write_prepared
+from east_hf.hf.data.rows import read_column
 from east_hf.hf.data.sources import DataError, load_raw, quiet_datasets
 from east_hf.hf.data.tabular import columns_message, tabular_splits
 
@@ -55,15 +57,23 @@ class EASTData:
         return dict(enumerate(self.label_names))
 
     def class_counts(self, split: str = "train") -> list[int]:
-        """Samples per class in a split (read from the label column, no transform runs)."""
+        """Samples per class in a split, read as one Arrow column (no image decoded, no transform run)."""
         ds = getattr(self, split)
         column = "labels" if "labels" in ds.column_names else "label"
-        return np.bincount(np.asarray(ds.with_format(None)[column]), minlength=self.num_labels).tolist()
+        labels = read_column(ds, column).to_numpy()
+        return np.bincount(np.asarray(labels, dtype=np.int64), minlength=self.num_labels).tolist()
 
 
 def _encode_labels(dsd, label_column: str | None, dataset_name: str):
-    """Every split with a ``ClassLabel`` column named ``label``, the same names in every split."""
+    """Every split with a ``ClassLabel`` column named ``label``, the same names in every split.
+
+    The classes are the distinct values of the label column (numbers in numeric order, then text), read per split
+    as one Arrow column: Python sees each distinct value once, never a row. A row whose label is empty or -100 keeps
+    the label -1 and is counted in ``dropped``; ``_labelled`` leaves such rows out once the labels are final.
+    """
     import datasets
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     first = next(iter(dsd.values()))
     if label_column is None:
@@ -85,11 +95,13 @@ def _encode_labels(dsd, label_column: str | None, dataset_name: str):
     feature = first.features["label"] if "label" in first.features else dsd[next(iter(dsd))].features["label"]
     if isinstance(feature, datasets.ClassLabel):
         return dsd, list(feature.names), {}
+    columns = {split: read_column(ds, "label") for split, ds in dsd.items()}
+    distinct = {split: pc.value_counts(column).flatten() for split, column in columns.items()}  # [values, counts]
     values, dropped = set(), {"empty label": 0, "label -100": 0}
-    for ds in dsd.values():
-        for v in ds["label"]:
+    for uniques, counts in distinct.values():
+        for v, n in zip(uniques.to_pylist(), counts.to_numpy()):
             if _unlabelled(v):
-                dropped["empty label" if _empty(v) else "label -100"] += 1
+                dropped["empty label" if _empty(v) else "label -100"] += int(n)
             else:
                 values.add(v.strip() if isinstance(v, str) else v)
     if any(isinstance(v, float) and not float(v).is_integer() for v in values):
@@ -101,14 +113,16 @@ def _encode_labels(dsd, label_column: str | None, dataset_name: str):
         str(int(v)) if isinstance(v, (int, float, np.integer)) and not isinstance(v, bool) else str(v) for v in ordered
     ]
     index = {v: i for i, v in enumerate(ordered)}
-
-    def encode(batch):
-        return {"label": [index[v.strip() if isinstance(v, str) else v] for v in batch["label"]]}
-
-    if any(dropped.values()):
-        dsd = dsd.filter(lambda batch: [not _unlabelled(v) for v in batch["label"]], batched=True)
-    dsd = dsd.map(encode, batched=True)
-    return dsd.cast_column("label", datasets.ClassLabel(names=names)), names, {k: n for k, n in dropped.items() if n}
+    encoded = {}
+    for split, ds in dsd.items():
+        uniques = distinct[split][0]
+        code = np.array(
+            [-1 if _unlabelled(v) else index[v.strip() if isinstance(v, str) else v] for v in uniques.to_pylist()],
+            dtype=np.int64,
+        )  # (distinct values,): the class of each distinct value, -1 for a row to leave out
+        position = pc.index_in(columns[split], value_set=uniques) if len(uniques) else pa.array([], pa.int32())
+        encoded[split] = _relabel(ds, code[position.to_numpy(zero_copy_only=False).astype(np.int64)], names)
+    return datasets.DatasetDict(encoded), names, {k: n for k, n in dropped.items() if n}
 
 
 def _empty(v) -> bool:
@@ -118,6 +132,27 @@ def _empty(v) -> bool:
 def _unlabelled(v) -> bool:
     """An empty label cell, or -100 (the ignore index of every loss): the row is dropped and counted."""
     return _empty(v) or (isinstance(v, str) and v.strip() == "-100") or (not isinstance(v, (str, bool)) and v == -100)
+
+
+def _labels(ds) -> np.ndarray:
+    """(N,) int64: the label column of a split read as one Arrow column (no image decoded, no transform run)."""
+    return np.asarray(read_column(ds, "label").to_numpy(), dtype=np.int64)
+
+
+def _relabel(ds, labels: np.ndarray, names: list[str]):
+    """``ds`` with its ``label`` column replaced by ``labels`` (N,) int64 (-1: a row to leave out), a ``ClassLabel`` of
+    ``names``, in the column's place; ``ds`` has no indices mapping (the other columns stay memory-mapped)."""
+    import datasets
+
+    order = ds.column_names
+    ds = ds.remove_columns("label").add_column("label", labels, feature=datasets.ClassLabel(names=names))
+    return ds.select_columns(order)
+
+
+def _labelled(ds):
+    """``ds`` without the rows whose label is -1 (an empty label, -100, or a class left out)."""
+    labels = _labels(ds)
+    return ds if (labels >= 0).all() else ds.select(np.flatnonzero(labels >= 0))
 
 
 def _binarize(dsd, positive_classes: Sequence[Any], names: list[str]):
@@ -135,14 +170,17 @@ def _binarize(dsd, positive_classes: Sequence[Any], names: list[str]):
     negative = [names[k] for k in range(len(names)) if k not in positive]
     new_names = [negative[0] if len(negative) == 1 else "rest", "+".join(names[k] for k in positive)]
     lookup = np.isin(np.arange(len(names)), positive).astype(np.int64)
-    dsd = dsd.map(lambda b: {"label": lookup[np.asarray(b["label"])].tolist()}, batched=True)
-    return dsd.cast_column("label", datasets.ClassLabel(names=new_names)), new_names
+    relabelled = {}
+    for split, ds in dsd.items():
+        labels = _labels(ds)
+        relabelled[split] = _relabel(ds, np.where(labels >= 0, lookup[labels], -1), new_names)
+    return datasets.DatasetDict(relabelled), new_names
 
 
 def _label_counts(ds, num_classes: int) -> np.ndarray:
-    """Rows per class of a split, read from its label column alone: (C,) int64."""
-    labels = ds.with_format("numpy", columns=["label"])["label"]
-    return np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_classes)
+    """Rows per class of a split, read from its label column alone: (C,) int64 (rows labelled -1 not counted)."""
+    labels = _labels(ds)
+    return np.bincount(labels[labels >= 0], minlength=num_classes)
 
 
 def _rows(n: int) -> str:
@@ -156,8 +194,6 @@ def _unseen_labels(splits: dict[str, Any], names: list[str], policy: str):
     such labels in one line naming each label and its splits, "drop" leaves their rows and their classes out (the
     remaining classes renumbered in order) with a warning counting the rows.
     """
-    import datasets
-
     counts = {k: _label_counts(ds, len(names)) for k, ds in splits.items() if ds is not None}
     held_out = [k for k in counts if k != "train"]
     unseen = np.flatnonzero((counts["train"] == 0) & (sum((counts[k] for k in held_out), np.zeros(len(names))) > 0))
@@ -175,22 +211,15 @@ def _unseen_labels(splits: dict[str, Any], names: list[str], policy: str):
         )
     keep = np.ones(len(names), dtype=bool)
     keep[unseen] = False
-    lookup = np.cumsum(keep) - 1  # old class index -> new index, for the kept classes
+    lookup = np.where(keep, np.cumsum(keep) - 1, -1)  # old class index -> new index; -1: the row is left out
     new_names = [n for n, k in zip(names, keep) if k]
     if len(new_names) < 2:
         raise DataError(f"Expected at least 2 classes with training rows, got {new_names} of {names}")
-    label = datasets.ClassLabel(names=new_names)
     out = {}
     for k, ds in splits.items():
-        if ds is not None and k != "train" and counts[k][unseen].any():
-            ds = ds.filter(lambda y: keep[np.asarray(y, dtype=np.int64)].tolist(), input_columns="label", batched=True)
         if ds is not None:  # only the label column is read: images stay undecoded
-            ds = ds.map(
-                lambda y: {"label": lookup[np.asarray(y, dtype=np.int64)].tolist()},
-                input_columns="label",
-                batched=True,
-            )
-            ds = ds.cast_column("label", label)
+            labels = _labels(ds)
+            ds = _relabel(ds, np.where(labels >= 0, lookup[labels], -1), new_names)  # unseen classes: -1
         out[k] = ds
     left_out = sum(int(counts[k][unseen].sum()) for k in held_out)
     logger.warning(f"unseen_labels=drop: left out {_rows(left_out)} of labels with no training rows: {listed}")
@@ -219,7 +248,7 @@ def _warn_untrained_classes(train, names: list[str], others: dict[str, Any]) -> 
 
 def _imbalance(ds, ratio: float, num_classes: int, seed: int):
     """Keep a fraction ratio**(k/(C-1)) of class k (at least one sample): a long-tailed subsample."""
-    labels = np.asarray(ds["label"])
+    labels = _labels(ds)
     rng = np.random.default_rng(seed)
     keep = []
     for k in range(num_classes):
@@ -233,7 +262,7 @@ def _stratified_split(ds, fraction: float, seed: int, what: str):
     """(rest, carved): ``fraction`` of ``ds`` carved off, stratified by label."""
     from sklearn.model_selection import train_test_split
 
-    labels = np.asarray(ds["label"])
+    labels = _labels(ds)
     try:
         rest, carved = train_test_split(np.arange(len(ds)), test_size=fraction, stratify=labels, random_state=seed)
     except ValueError as e:
@@ -270,13 +299,28 @@ def _find_split(dsd, requested: str | None, candidates: Sequence[str], what: str
 
 
 def load_data(args) -> EASTData:
-    """Load, relabel, resample and split the data set of a ``DataArguments``; tabular rows are made model-ready."""
+    """Load, relabel, resample and split the data set of a ``DataArguments``; tabular rows are made model-ready.
+
+    Tabular splits prepared from files are written once as memory-mapped Arrow files beside the ``datasets`` cache of
+    the raw rows (``east_hf.hf.data.cache``): a later call with the same files and arguments, such as another
+    process of a distributed run after the main one (``TrainingArguments.main_process_first``), maps them instead
+    of preparing them again, and the processes share their pages. The warnings of the preparation are repeated.
+    """
     dsd = load_raw(args.dataset_name, args.dataset_config)
     with quiet_datasets():
-        return _prepare(dsd, args)
+        folder = prepared_folder(dsd, args)
+        if folder is not None and (cached := read_prepared(folder)) is not None:
+            return EASTData(**cached)
+        with staging(folder) as stage, captured_warnings("east_hf.hf.data") as warnings:
+            data = _prepare(dsd, args, stage)
+            if stage is None or data.modality != "tabular":
+                return data
+            write_prepared(stage, folder, data.preprocessor, warnings, data.label_names, data.dropped)
+        return EASTData(**read_prepared(folder, repeat_warnings=False))
 
 
-def _prepare(dsd, args) -> EASTData:
+def _prepare(dsd, args, folder=None) -> EASTData:
+    """``folder``: where tabular splits are written as Arrow files (``None``: kept in memory)."""
     import datasets
 
     dsd, names, dropped = _encode_labels(dsd, args.label_column, args.dataset_name)
@@ -295,6 +339,7 @@ def _prepare(dsd, args) -> EASTData:
         "test": dsd[test_name] if test_name else None,
     }
     splits, names = _unseen_labels(splits, names, args.unseen_labels)
+    splits = {k: None if ds is None else _labelled(ds) for k, ds in splits.items()}
     long_tail = args.imbalance_ratio is not None and args.imbalance_ratio < 1
     if long_tail and args.imbalance_splits != "train":  # "all": before carving, so every split has the long tail
         for key in ("train", "validation", "test"):
@@ -325,7 +370,7 @@ def _prepare(dsd, args) -> EASTData:
         return EASTData(
             splits["train"], splits["validation"], splits["test"], names, "image", image_column, dropped=dropped
         )
-    splits, preprocessor = tabular_splits(splits, args.feature_columns, args.standardize, names)
+    splits, preprocessor = tabular_splits(splits, args.feature_columns, args.standardize, names, folder)
     return EASTData(
         splits["train"],
         splits["validation"],

@@ -8,6 +8,10 @@ is refused with its column and row count (a missing value, NaN, is imputed with 
 numbers read as text because of a few text cells (``n/a``, a typo) is named with one of those cells: refused where its
 one-hot encoding would be, a warning where it is not.
 
+Any number of rows: the splits are read as Arrow columns in batches of ``BATCH_CELLS`` cells (categories, stray text
+and statistics from each column's distinct values and batch sums, never row by row in Python), and each split is
+written as one float32 fixed-size-list column, to a memory-mapped Arrow file when ``load_data`` caches it.
+
 The fitted extractor is a transformers ``FeatureExtractionMixin`` (``east_hf.hf.models.tabular_features``): it saves
 as ``preprocessor_config.json`` and reloads with ``AutoFeatureExtractor.from_pretrained``. Runs written before it
 kept the same statistics in ``tabular_preprocessor.json``; ``load_tabular_features`` reads either.
@@ -15,6 +19,7 @@ kept the same statistics in ``tabular_preprocessor.json``; ``load_tabular_featur
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from east_hf.hf.data.rows import read_batches, read_column
 from east_hf.hf.data.sources import DataError
 
 if TYPE_CHECKING:
@@ -39,6 +45,7 @@ __all__ = [
 
 LEGACY_PREPROCESSOR_NAME = "tabular_preprocessor.json"  # east_hf's own format before the feature extractor
 MAX_CATEGORIES = 256  # distinct values of a one-hot text column; above it the column is refused
+BATCH_CELLS = 1 << 22  # raw cells read per batch (32 MiB as float64): bounds the memory of preparing any size
 UNIQUE_FRACTION = 0.5  # a text column with more distinct values than this fraction of rows (and > 32) looks like an id
 NUMBER_FRACTION = 0.9  # a text column with at least this fraction of number cells is a numeric column with stray text
 
@@ -49,36 +56,117 @@ def columns_message(ds) -> str:
     return ", ".join(ds.column_names)
 
 
-def fit_tabular_features(frame, columns: Sequence[str], standardize: bool = True) -> TabularFeatureExtractor:
-    """A ``TabularFeatureExtractor`` fitted on the training rows ``frame`` (a pandas DataFrame) only."""
-    import pandas as pd
+def fit_tabular_features(rows, columns: Sequence[str], standardize: bool = True) -> TabularFeatureExtractor:
+    """A ``TabularFeatureExtractor`` fitted on the training rows only: a pandas DataFrame or a ``datasets.Dataset``.
 
+    A column of numbers (or booleans) is a numeric feature, any other column is one-hot encoded over its distinct
+    training values (stripped text). The rows are read in batches of ``BATCH_CELLS`` cells: the imputation value of
+    a feature is the mean of its present values, the standardisation statistics the mean and the (population)
+    standard deviation after imputation, accumulated in float64 (Chan et al.'s pairwise update).
+    """
     from east_hf.hf.models.tabular_features import TabularFeatureExtractor
 
-    numeric = [c for c in columns if pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])]
+    numeric = [c for c in columns if _is_numeric(rows, c)]
     categories = {}
     for c in (c for c in columns if c not in numeric):
-        values = frame[c].dropna().map(lambda v: str(v).strip()).unique()
-        if _too_many_categories(len(values), len(frame)):
+        values = sorted({str(v).strip() for v in _distinct(rows, c)})
+        if _too_many_categories(len(values), len(rows)):
             raise DataError(
-                f"text column {c!r} has {len(values)} distinct values in {len(frame)} training rows (an id or "
+                f"text column {c!r} has {len(values)} distinct values in {len(rows)} training rows (an id or "
                 f"free text?), too many to one-hot encode (at most {MAX_CATEGORIES}): set feature_columns to the "
                 "columns to use, without it"
             )
-        categories[c] = sorted(values)
+        categories[c] = values
     extractor = TabularFeatureExtractor(numeric=numeric, categories=categories)
-    raw = extractor.encode(frame)  # (N, F) float32, NaN where missing
-    _as_data_error(extractor.check_finite, raw, "train")
-    with np.errstate(all="ignore"):
-        fill = np.nan_to_num(np.nanmean(raw, axis=0, dtype=np.float64)) if len(raw) else np.zeros(raw.shape[1])
-    filled = np.where(np.isnan(raw), fill.astype(np.float32), raw)
-    if standardize:
-        mean, std = filled.mean(0, dtype=np.float64), filled.std(0, dtype=np.float64)
-    else:
-        mean, std = np.zeros(raw.shape[1]), np.ones(raw.shape[1])
+    width = len(extractor.feature_names)
+    moments = _Moments(width)
+    infinite = np.zeros(width, dtype=np.int64)
+    for frame in _frames(rows, columns):
+        raw = extractor.encode(frame)  # (n, F) float32, NaN where missing
+        infinite += np.isinf(raw).sum(0)
+        if not infinite.any():
+            moments.update(raw)
+    _as_data_error(extractor.refuse_infinite, infinite, "train")
+    fill, mean, std = moments.result()
+    if not standardize:
+        mean, std = np.zeros(width), np.ones(width)
     std = np.where(std > 0, std, 1.0)  # a constant column stays constant (0) instead of dividing by zero
     extractor.fill, extractor.mean, extractor.std = fill.tolist(), mean.tolist(), std.tolist()
     return extractor
+
+
+class _Moments:
+    """Per feature, the count, mean and sum of squared deviations of the present values of (n, F) batches, merged
+    batch by batch in float64 (Chan, Golub and LeVeque's pairwise update), then the statistics after imputation."""
+
+    def __init__(self, width: int):
+        self.n = np.zeros(width)
+        self.mean = np.zeros(width)
+        self.m2 = np.zeros(width)
+        self.rows = 0
+
+    def update(self, raw: np.ndarray) -> None:
+        present = ~np.isnan(raw)  # (n, F)
+        n = present.sum(0).astype(np.float64)
+        values = np.where(present, raw, 0).astype(np.float64)  # (n, F)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(n > 0, values.sum(0) / n, 0.0)
+        m2 = (np.where(present, values - mean, 0) ** 2).sum(0)
+        total = self.n + n
+        with np.errstate(invalid="ignore", divide="ignore"):
+            delta = mean - self.mean
+            self.mean = np.where(total > 0, self.mean + delta * n / total, 0.0)
+            self.m2 = self.m2 + m2 + np.where(total > 0, delta**2 * self.n * n / total, 0.0)
+        self.n, self.rows = total, self.rows + len(raw)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(fill, mean, std), each (F,) float64: ``fill`` the mean of the present values (0 for a column without
+        any), ``mean`` and ``std`` those of the column with its missing values set to ``fill`` as float32."""
+        if not self.rows:
+            zeros = np.zeros_like(self.mean)
+            return zeros, zeros, zeros
+        fill = self.mean
+        filled = fill.astype(np.float32).astype(np.float64)
+        missing = self.rows - self.n
+        mean = (self.n * self.mean + missing * filled) / self.rows
+        m2 = self.m2 + self.n * (self.mean - mean) ** 2 + missing * (filled - mean) ** 2
+        return fill, mean, np.sqrt(m2 / self.rows)
+
+
+def _is_numeric(rows, column: str) -> bool:
+    """Whether a column holds numbers or booleans: pandas' dtype of a DataFrame's column, or the Arrow type of a
+    Dataset's (a boolean column with missing cells is text, as pandas reads it)."""
+    if hasattr(rows, "iloc"):
+        import pandas as pd
+
+        return pd.api.types.is_numeric_dtype(rows[column]) or pd.api.types.is_bool_dtype(rows[column])
+    import pyarrow as pa
+
+    arrow = read_column(rows, column)
+    kind = arrow.type
+    if pa.types.is_boolean(kind):
+        return arrow.null_count == 0
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+
+
+def _distinct(rows, column: str) -> list:
+    """The distinct present values of a column, found in C (pandas or Arrow): Python sees each value once."""
+    if hasattr(rows, "iloc"):
+        return list(rows[column].dropna().unique())
+    import pyarrow.compute as pc
+
+    return pc.unique(read_column(rows, column)).drop_null().to_pylist()
+
+
+def _frames(rows, columns: Sequence[str]):
+    """``rows`` (a DataFrame or a Dataset) as pandas DataFrames of ``columns`` and at most ``BATCH_CELLS`` cells."""
+    step = max(1024, BATCH_CELLS // max(1, len(columns)))
+    if hasattr(rows, "iloc"):
+        for start in range(0, len(rows), step):
+            yield rows.iloc[start : start + step]
+        return
+    for table in read_batches(rows, columns, step):
+        yield table.to_pandas()
 
 
 def _too_many_categories(distinct: int, rows: int) -> bool:
@@ -87,23 +175,39 @@ def _too_many_categories(distinct: int, rows: int) -> bool:
     return distinct > MAX_CATEGORIES or (distinct > 32 and distinct > UNIQUE_FRACTION * rows)
 
 
-def _check_stray_text(frames: dict[str, Any], columns: Sequence[str]) -> None:
+def _check_stray_text(splits: dict[str, Any], columns: Sequence[str]) -> None:
     """Name the column and a text cell of a numeric column read as text because of a few text cells (``n/a``, ``?``,
-    a typo) in any split: refused where its one-hot encoding would be refused anyway, a warning where it is not."""
-    import pandas as pd
+    a typo) in any split: refused where its one-hot encoding would be refused anyway, a warning where it is not.
 
-    train = frames["train"]
+    Each split's column is read as one Arrow column and Python sees its distinct values only: a cell is text when its
+    stripped value is not empty and not a number (``pd.to_numeric``)."""
+    import pandas as pd
+    import pyarrow.compute as pc
+
+    train = splits["train"]
     for c in columns:
-        if pd.api.types.is_numeric_dtype(train[c]) or pd.api.types.is_bool_dtype(train[c]):
+        if _is_numeric(train, c):
             continue
-        cells = pd.concat([frame[c] for frame in frames.values()], ignore_index=True).dropna().astype(str).str.strip()
-        cells = cells[cells != ""]
-        text = pd.to_numeric(cells, errors="coerce").isna().to_numpy()
-        if not 0 < text.sum() <= (1 - NUMBER_FRACTION) * len(cells):
+        text_cells = cells = 0
+        first = None  # the first text cell, in split order
+        for ds in splits.values():
+            column = read_column(ds, c)
+            values, counts = pc.value_counts(column.drop_null()).flatten()
+            stripped = pd.Series([str(v).strip() for v in values.to_pylist()], dtype=object)
+            present = (stripped != "").to_numpy()
+            text = present & pd.to_numeric(stripped, errors="coerce").isna().to_numpy()  # (distinct values,)
+            counts = counts.to_numpy()
+            cells += int(counts[present].sum())
+            text_cells += int(counts[text].sum())
+            if first is None and text.any():
+                position = pc.index_in(column, value_set=values).to_numpy(zero_copy_only=False)
+                at = np.isin(position, np.flatnonzero(text))  # (N,): the rows holding a text cell
+                first = stripped[int(position[np.argmax(at)])]
+        if not 0 < text_cells <= (1 - NUMBER_FRACTION) * cells:
             continue
-        got = f"text {cells[text].iloc[0]!r} in {int(text.sum())} of {len(cells)} rows"
+        got = f"text {first!r} in {text_cells} of {cells} rows"
         fix = "fix or empty those cells (an empty cell is imputed)"
-        distinct = train[c].dropna().astype(str).str.strip().nunique()
+        distinct = len({str(v).strip() for v in _distinct(train, c)})
         if _too_many_categories(distinct, len(train)):
             raise DataError(
                 f"Expected numbers in column {c!r}, got {got}: {fix}, or leave the column out with feature_columns"
@@ -136,8 +240,21 @@ def load_tabular_features(directory: str | os.PathLike) -> TabularFeatureExtract
     )
 
 
-def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None, standardize: bool, names: list[str]):
+def tabular_splits(
+    splits: dict[str, Any],
+    feature_columns: Sequence[str] | None,
+    standardize: bool,
+    names: list[str],
+    folder: Path | None = None,
+):
+    """(splits of ``input_features`` (F,) float32 and ``labels``, the fitted extractor) from the raw splits.
+
+    The extractor is fitted on the training split; every split is then encoded batch by batch (``BATCH_CELLS``) into
+    an Arrow fixed-size-list column, written to ``folder/<split>.arrow`` and memory-mapped, or kept in memory
+    without ``folder``. An inf in a split is refused with its column and row count.
+    """
     import datasets
+    import pyarrow as pa
 
     columns = (
         [c for c in splits["train"].column_names if c != "label"] if feature_columns is None else list(feature_columns)
@@ -147,9 +264,9 @@ def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None
         raise DataError(f"feature column(s) {missing} not found; columns are: {columns_message(splits['train'])}")
     if not columns:
         raise DataError("no feature columns: the data set has only a label column")
-    frames = {k: ds.select_columns([*columns, "label"]).to_pandas() for k, ds in splits.items() if ds is not None}
-    _check_stray_text(frames, columns)
-    extractor = fit_tabular_features(frames["train"], columns, standardize)
+    present = {k: ds for k, ds in splits.items() if ds is not None}
+    _check_stray_text(present, columns)
+    extractor = fit_tabular_features(present["train"], columns, standardize)
     width = len(extractor.feature_names)
     features = datasets.Features(
         {
@@ -157,11 +274,50 @@ def tabular_splits(splits: dict[str, Any], feature_columns: Sequence[str] | None
             "labels": datasets.ClassLabel(names=names),
         }
     )
-    out = {
-        k: datasets.Dataset.from_dict(
-            {"input_features": _as_data_error(extractor.transform, frame, k), "labels": frame["label"].to_numpy()},
-            features=features,
+    schema = features.arrow_schema
+    step = max(1024, BATCH_CELLS // max(1, len(columns)))
+    out = {}
+    for k, ds in present.items():
+        path = None if folder is None else Path(folder) / f"{k}.arrow"
+        infinite = np.zeros(width, dtype=np.int64)
+        with _SplitWriter(path, schema) as write:
+            for table in read_batches(ds, [*columns, "label"], step):
+                raw = extractor.encode(table.drop_columns(["label"]).to_pandas())  # (n, F) float32
+                infinite += np.isinf(raw).sum(0)
+                if infinite.any():  # refused once the split is counted
+                    continue
+                inputs = pa.FixedSizeListArray.from_arrays(pa.array(extractor.normalize(raw).reshape(-1)), width)
+                labels = table.column("label").combine_chunks().cast(pa.int64())
+                write(pa.Table.from_arrays([inputs, labels], schema=schema))
+        _as_data_error(extractor.refuse_infinite, infinite, k)
+        out[k] = (
+            datasets.Dataset.from_file(str(path)) if path is not None else datasets.Dataset(write.table)
         ).with_format("torch")
-        for k, frame in frames.items()
-    }
     return out, extractor
+
+
+class _SplitWriter(contextlib.AbstractContextManager):
+    """Collects Arrow tables of one schema into an Arrow stream file at ``path`` (``datasets``' cache format), or into
+    ``self.table`` (an in-memory ``datasets`` table) when ``path`` is ``None``."""
+
+    def __init__(self, path: Path | None, schema):
+        import pyarrow as pa
+
+        self.schema, self.parts = schema, []
+        self.writer = None if path is None else pa.ipc.new_stream(str(path), schema)
+        self.table = None
+
+    def __call__(self, table) -> None:
+        if self.writer is None:
+            self.parts.append(table)
+        else:
+            self.writer.write_table(table)
+
+    def __exit__(self, *exc) -> None:
+        import pyarrow as pa
+        from datasets.table import InMemoryTable
+
+        if self.writer is not None:
+            self.writer.close()
+        else:
+            self.table = InMemoryTable(pa.concat_tables(self.parts) if self.parts else self.schema.empty_table())

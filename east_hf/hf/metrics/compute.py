@@ -1,16 +1,22 @@
 """A Trainer ``compute_metrics`` over the functional core: accuracy, F-beta, MCC, precision and recall.
 
-``build_compute_metrics`` returns a callable for ``Trainer(compute_metrics=...)``. It builds the hard (argmax)
-confusion matrix with ``east_hf.core.hard_confusion_matrix`` and scores it with the core's metrics, in torch,
-without evaluate: the same code that defines the EAST surrogate defines the numbers it is judged by.
+``build_compute_metrics`` returns a callable for ``Trainer(compute_metrics=...)``. Every metric it reports is a
+function of three per-class counts of the hard (argmax) confusion matrix, TP, support and predicted
+(``east_hf.hf.metrics.counts``): a (3, C) int64 tensor that adds exactly over batches and processes, scored with the
+formulas of the core's metrics, in torch, without evaluate.
 
-Multi-process evaluation: the Trainer gathers predictions and labels across processes (``gather_for_metrics``, which
-also drops the samples the distributed sampler repeats to even out the last batch) before it calls
-``compute_metrics``, so every process scores the global evaluation set. With ``batch_eval_metrics=True`` each call
-receives one gathered batch and ``compute_result`` marks the last one: the callable adds each batch's confusion
-matrix to a running (C, C) sum (identical on every process) and returns the metrics, and starts afresh, when
-``compute_result`` is True; it returns ``{}`` for the batches before. The running sum lives in the callable, so use
-one callable per Trainer, and call ``reset()`` if an evaluation was interrupted.
+Three ways to feed it, all giving the same numbers:
+
+- ``EASTTrainer.evaluate`` asks the callable for each batch's counts (``counts``) on every process, sums them, and
+  scores the sum once (``from_counts``): no logit is gathered or kept, evaluation memory is O(C) whatever the size of
+  the evaluation set.
+- A plain ``Trainer`` (and ``EASTTrainer.predict``) gathers predictions and labels across processes
+  (``gather_for_metrics``, which also drops the samples the distributed sampler repeats to even out the last batch)
+  and calls it once on the whole set.
+- With ``batch_eval_metrics=True`` each call receives one gathered batch and ``compute_result`` marks the last one:
+  the callable adds each batch's counts to a running (3, C) sum (identical on every process) and returns the metrics,
+  and starts afresh, when ``compute_result`` is True; it returns ``{}`` for the batches before. The running sum lives
+  in the callable, so use one callable per Trainer, and call ``reset()`` if an evaluation was interrupted.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import torch.nn.functional as F
 from east_hf.core import (
     accuracy,
     beta_vector,
+    check_labels,
     class_index,
     fbeta,
     hard_confusion_matrix,
@@ -36,6 +43,7 @@ from east_hf.core import (
     safe_name,
 )
 from east_hf.core.validation import check_average, check_num_classes, check_pos_label, check_zero_division
+from east_hf.hf.metrics.counts import class_counts, scores_from_counts
 
 __all__ = ["METRIC_KEYS", "SUMMARY_KEYS", "ComputeMetrics", "build_compute_metrics", "safe_name"]
 
@@ -98,14 +106,14 @@ class ComputeMetrics:
                 report_classes = [report_classes]
             indices = {class_index(c, id2label, num_classes, what="report_classes") for c in report_classes}
         self.report: dict[int, str] = {k: names[k] for k in sorted(indices)}
-        self._confmat: torch.Tensor | None = None
+        self._counts: torch.Tensor | None = None
 
     def reset(self) -> None:
-        """Drop the running confusion matrix of ``batch_eval_metrics``."""
-        self._confmat = None
+        """Drop the running counts of ``batch_eval_metrics``."""
+        self._counts = None
 
-    def confusion_matrix(self, predictions: Any, labels: Any) -> torch.Tensor:
-        """The (C, C) float64 hard confusion matrix of logits (N, C) or class ids (N,); labels -100 are ignored."""
+    def _predictions_and_labels(self, predictions: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predictions and labels as tensors on one device, checked: scores (N, C) or class ids (N,), labels (N,)."""
         scores, labels = _as_tensor(predictions), _as_tensor(labels)
         if labels.is_floating_point():
             raise TypeError(f"Expected integer labels, got dtype {labels.dtype}")
@@ -123,14 +131,36 @@ class ComputeMetrics:
                 raise ValueError(
                     f"Expected predicted class ids in [0, {C - 1}], got {int(ids.min())}..{int(ids.max())}"
                 )
-            scores = F.one_hot(ids, C).float()  # (N, C)
+            return ids, labels
         if scores.ndim != 2 or scores.shape[1] != C:
             raise ValueError(
                 f"Expected predictions as logits (N, {C}) or class ids (N,), got shape {tuple(scores.shape)}"
             )
-        if not scores.is_floating_point():
+        return scores, labels
+
+    def confusion_matrix(self, predictions: Any, labels: Any) -> torch.Tensor:
+        """The (C, C) float64 hard confusion matrix of logits (N, C) or class ids (N,); labels -100 are ignored."""
+        scores, labels = self._predictions_and_labels(predictions, labels)
+        if scores.ndim == 1:
+            scores = F.one_hot(scores, self.num_classes).float()  # (N, C)
+        elif not scores.is_floating_point():
             scores = scores.float()
         return hard_confusion_matrix(scores, labels, ignore_index=IGNORE_INDEX).double().cpu()  # (C, C)
+
+    def counts(self, predictions: Any, labels: Any, validate_args: bool = True) -> torch.Tensor:
+        """The (3, C) int64 counts TP, support, predicted (``east_hf.hf.metrics.counts``) of logits (N, C) or class
+        ids (N,), on their device; labels -100 are ignored. They add over batches and processes; ``from_counts``
+        scores the sum. ``validate_args=False`` skips the check that the logits are finite (a caller that has
+        checked them already)."""
+        scores, labels = self._predictions_and_labels(predictions, labels)
+        if scores.ndim == 2:
+            if validate_args and not bool(torch.isfinite(scores).all()):  # argmax of a NaN row is a class
+                raise ValueError(
+                    f"Expected finite probs_or_logits, got NaN or inf in a tensor of shape {tuple(scores.shape)}"
+                )
+            scores = scores.argmax(dim=1)  # (N,) class ids
+        keep = check_labels(labels, labels.shape[0], self.num_classes, IGNORE_INDEX)  # (N,)
+        return class_counts(labels[keep], scores[keep], self.num_classes)
 
     def from_confusion_matrix(self, confmat: torch.Tensor) -> dict[str, float]:
         """All metric values of a (C, C) confusion matrix, rows true classes and columns predicted classes."""
@@ -148,24 +178,39 @@ class ComputeMetrics:
                 metrics.update({f"precision_{name}": p[k], f"recall_{name}": r[k], f"fbeta_{name}": f[k]})
         return {key: value.item() for key, value in metrics.items()}
 
+    def from_counts(self, counts: torch.Tensor) -> dict[str, float]:
+        """All metric values of (3, C) counts (``counts``, summed over batches and processes); equal to
+        ``from_confusion_matrix`` of the confusion matrix they count, bit for bit."""
+        scores = scores_from_counts(counts, self.betas, self.average, self.pos_label, self.zero_division)
+        metrics = {key: scores[key] for key in METRIC_KEYS}
+        for k, name in self.report.items():
+            metrics.update(
+                {
+                    f"precision_{name}": scores["precision_per_class"][k],
+                    f"recall_{name}": scores["recall_per_class"][k],
+                    f"fbeta_{name}": scores["fbeta_per_class"][k],
+                }
+            )
+        return {key: value.item() for key, value in metrics.items()}
+
     def __call__(self, eval_pred: Any, compute_result: bool | None = None) -> dict[str, float]:
         """Metrics of an ``EvalPrediction`` (or a ``(predictions, labels)`` pair).
 
         ``compute_result`` is None: score this call's predictions. True or False (``batch_eval_metrics=True``): add
-        them to the running confusion matrix, and score and reset it when True.
+        their counts to the running sum, and score and reset it when True.
         """
         if hasattr(eval_pred, "predictions"):
             predictions, labels = eval_pred.predictions, eval_pred.label_ids
         else:
             predictions, labels = eval_pred[0], eval_pred[1]
-        confmat = self.confusion_matrix(predictions, labels)
+        counts = self.counts(predictions, labels)
         if compute_result is None:
-            return self.from_confusion_matrix(confmat)
-        self._confmat = confmat if self._confmat is None else self._confmat + confmat
+            return self.from_counts(counts)
+        self._counts = counts if self._counts is None else self._counts + counts
         if not compute_result:
             return {}
-        confmat, self._confmat = self._confmat, None
-        return self.from_confusion_matrix(confmat)
+        counts, self._counts = self._counts, None
+        return self.from_counts(counts)
 
 
 def build_compute_metrics(num_classes: int, **settings: Any) -> ComputeMetrics:

@@ -43,9 +43,7 @@ class ModelArguments:
     )
     dropout: float | None = field(
         default=None,
-        metadata={
-            "help": "Dropout of tabular_mlp's hidden layers (default 0.25), or timm's drop_rate."
-        },
+        metadata={"help": "Dropout of tabular_mlp's hidden layers (default 0.25), or timm's drop_rate."},
     )
 
     def __post_init__(self):

@@ -38,6 +38,17 @@ def _is_missing(value: Any) -> bool:
     return type(value).__name__ in ("NAType", "NaTType")
 
 
+def _category_codes(values: Any, index: Mapping[str, int], n: int) -> np.ndarray:
+    """(N,) int64: the category of each value (its stripped text looked up in ``index``), -1 if missing or unseen.
+
+    A pandas Series is factorised first (in C), so Python looks up each distinct value once, not each row."""
+    if hasattr(values, "factorize"):
+        rows, distinct = values.factorize()  # rows: (N,) position in distinct, -1 where missing
+        code = np.array([index.get(str(v).strip(), -1) for v in distinct] + [-1], dtype=np.int64)
+        return code[rows]  # -1 indexes the trailing -1
+    return np.fromiter((-1 if _is_missing(v) else index.get(str(v).strip(), -1) for v in values), np.int64, count=n)
+
+
 def _is_column(values: Any) -> bool:
     return hasattr(values, "__len__") and not isinstance(values, (str, bytes, Mapping))
 
@@ -131,10 +142,7 @@ class TabularFeatureExtractor(FeatureExtractionMixin):
                 raise ValueError(f"Expected numbers in column {column!r}, got {bad!r}") from None
         at = len(self.numeric)
         for column, values in self.categories.items():
-            index = {v: k for k, v in enumerate(values)}
-            codes = np.fromiter(
-                (-1 if _is_missing(v) else index.get(str(v).strip(), -1) for v in table[column]), np.int64, count=n
-            )  # (N,), -1 for missing or unseen
+            codes = _category_codes(table[column], {v: k for k, v in enumerate(values)}, n)  # (N,), -1: none
             seen = np.flatnonzero(codes >= 0)
             out[seen, at + codes[seen]] = 1.0
             at += len(values)
@@ -147,17 +155,24 @@ class TabularFeatureExtractor(FeatureExtractionMixin):
             raise ValueError(f"Expected a fitted extractor with statistics for {width} features, got none")
         raw = self.encode(rows)
         self.check_finite(raw, split)
-        raw = np.where(np.isnan(raw), np.asarray(self.fill, dtype=np.float32), raw)
+        return self.normalize(raw)
+
+    def normalize(self, raw: np.ndarray) -> np.ndarray:
+        """``encode``'s (N, F) float32 made model inputs in place: a missing value (NaN) imputed, then standardised."""
+        np.copyto(raw, np.asarray(self.fill, dtype=np.float32), where=np.isnan(raw))
         raw -= np.asarray(self.mean, dtype=np.float32)
         raw /= np.asarray(self.std, dtype=np.float32)
         return raw
 
     def check_finite(self, raw: np.ndarray, split: str = "rows") -> None:
         """Refuse an inf (or -inf) in ``raw`` (N, F): it would make the training mean inf and every weight NaN."""
-        infinite = np.isinf(raw)  # (N, F)
-        if infinite.any():
-            per_column, names = infinite.sum(0), self.feature_names
-            columns = ", ".join(f"{names[j]!r} ({per_column[j]} rows)" for j in np.flatnonzero(per_column)[:5])
+        self.refuse_infinite(np.isinf(raw).sum(0), split)
+
+    def refuse_infinite(self, per_feature: np.ndarray, split: str = "rows") -> None:
+        """Refuse a split whose count of inf per feature ``per_feature`` (F,) is not all 0 (summed over its batches)."""
+        if per_feature.any():
+            names = self.feature_names
+            columns = ", ".join(f"{names[j]!r} ({per_feature[j]} rows)" for j in np.flatnonzero(per_feature)[:5])
             raise ValueError(
                 f"expected finite feature values, got inf in the {split} split: {columns}; fix or drop those rows, "
                 "or leave the column out of feature_columns"
