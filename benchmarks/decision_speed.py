@@ -15,6 +15,7 @@ Usage::
 
     python benchmarks/decision_speed.py --threads 1 --reference
     python benchmarks/decision_speed.py --threads 1 --reference --sizes 50000x10 50000x100 50000x1000 50000x10000
+    python benchmarks/decision_speed.py --threads 1 --sizes 50000x10000 --metrics fbeta --max-work 2e9
     python benchmarks/decision_speed.py --device cuda --sizes 50000x2 50000x100 200000x1000
 """
 
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from east_hf.core import decision
 from east_hf.core.decision import tune_logit_offsets
 
 REFERENCE_COMMIT = "1a31261"  # the last commit with the batched-state tuner
@@ -96,6 +98,7 @@ def main() -> None:
     parser.add_argument("--max-rounds", type=int, default=10)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--max-work", type=float, default=None, help="the tuner's work bound (default: its own)")
     parser.add_argument("--reference", action="store_true", help="also time the previous tuner")
     parser.add_argument("--reference-commit", default=REFERENCE_COMMIT)
     parser.add_argument("--reference-budget", type=float, default=150.0, help="seconds per reference run, at most")
@@ -103,6 +106,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes]
+    if args.max_work is not None:  # to show the stop at the bound on a size that fits it by default
+        decision._MAX_WORK = int(args.max_work)
     reference = load_reference(args.reference_commit) if args.reference else None
     tune_logit_offsets(*make_inputs(1000, 10, args.device))  # warm-up
     print(f"device={args.device} threads={torch.get_num_threads()} torch={torch.__version__}")
@@ -130,6 +135,8 @@ def main() -> None:
                 )
                 row += f" | {ref_seconds:>8.2f} {note}"
             print(row, flush=True)
+            if len(stops) > stopped:
+                print(f"    {stops[-1]}", flush=True)
         del logits, labels
 
 

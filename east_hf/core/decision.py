@@ -29,8 +29,21 @@ below and one above all.
   nothing or ``max_rounds``; of equally good offsets the one nearest the current wins. A change is kept only if the
   library's metric of the new ``argmax(logits + b)`` strictly improves (above ``_LIBRARY_CHECK_ELEMENTS`` matrix
   entries, the same metric of its exact (2C,) counts), so the tuned score is at least the argmax score. A class
-  whose last sweep changed nothing is skipped while no offset has moved since: its sweep would be the same. Cost per
-  round with a named metric: C sorts of N critical values and O(C (N + C)) more; with a callable, O(C (N + K C^2)).
+  whose last sweep changed nothing is skipped while no offset has moved since: its sweep would be the same.
+- A window of rows per sweep (more than two classes). A row whose t lies far above b_k joins k only at an offset
+  that also moves every row between, so a sweep keeps the rows currently predicted k (P_k of them) and the
+  W_k = ``_WINDOW_FACTOR`` (S_k + P_k) + ``_WINDOW_MIN_ROWS`` others of smallest t (S_k: k's support), found by an
+  O(N) partial selection and then sorted; the rows tied with the first one left out are left out too. One sweep can
+  thus lower b_k to any decision (down to nobody in k) but raise it by at most W_k rows, the next round continuing
+  from there; the candidates are those of the full sweep up to that point, and where P_k + W_k covers all N rows
+  they are all of them, the same rule as without a window. Every kept change still passes the library's check.
+- A work bound: past ``_MAX_WORK`` row and class visits (N + swept rows + C a sweep, N + C a check) the ascent
+  stops before the next sweep, keeps the best rule so far (never below argmax) and logs one line naming a
+  ``max_rounds`` or a subsample that fits; a count rather than a clock, so the rule stays deterministic.
+
+Cost per round with a named metric: C times O(N) for the critical values and their selection, a sort of
+P_k + W_k of them, and O(C) for the per-class terms, so O(C (N + C)) plus the sorts; with a callable,
+O(C (N + K C^2)). Memory: the logits, one transposed (C, N) copy, and (N,) or (C,) vectors per sweep.
 
 The tuned score is measured on the data it was tuned on, an optimistic estimate: report the metric on held-out data.
 
@@ -47,10 +60,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
 import torch
 from torch import nn
 
-from east_hf.core import METRICS, beta_vector, confusion_from_predictions, hard_confusion_matrix, valid_rows
+from east_hf.core import METRICS, beta_vector, confusion_from_predictions, valid_rows
 from east_hf.core.metrics import safe_divide
 from east_hf.core.validation import check_average, check_int, check_metric
 
@@ -63,7 +77,10 @@ _MAX_BINS = 256  # candidates of a coarse level, at most
 _MIN_BINS = 8  # ... and at least, however large a state
 _LIBRARY_CHECK_ELEMENTS = 1 << 22  # C * C up to which each change is checked on the library's (C, C) matrix
 _MAX_CALLABLE_CLASSES = 512  # a callable scores (C, C) matrices: about a minute a round at 50k rows and C = 512
-_NOTICE_ELEMENTS = 1 << 28  # N * C from which a round of the sweep takes about a minute on one CPU core
+_NOTICE_ELEMENTS = 1 << 30  # N * C from which a round of the sweep takes about a minute on one CPU core
+_WINDOW_FACTOR = 4  # a sweep moves at most this many times (support + predicted count) rows into its class ...
+_WINDOW_MIN_ROWS = 1024  # ... plus this many; where that covers every row, the sweep is the full one
+_MAX_WORK = 15 * 10**9  # row and class visits after which tuning stops: about four minutes on one CPU core
 _SUM_ROUNDING = 2.0**-40  # bound per summed candidate on the rounding of a float64 running sum of metric terms
 
 
@@ -97,7 +114,8 @@ def _check_inputs(logits, labels, ignore_index: int | None) -> tuple[torch.Tenso
     logits, labels, _ = valid_rows(logits, labels, ignore_index=ignore_index, name="logits")
     if labels.numel() == 0:
         raise ValueError(f"Expected at least one labelled row, got none (ignore_index={ignore_index})")
-    if not bool(torch.isfinite(logits).all()):
+    block = max(1, 4 * _BATCH_ELEMENTS // logits.shape[1])  # rows at a time: isfinite's temporaries stay small
+    if not bool(torch.stack([torch.isfinite(z).all() for z in logits.split(block)]).all()):
         raise ValueError(f"Expected finite logits, got NaN or inf in logits of shape {tuple(logits.shape)}")
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
     return logits.detach().to(dtype), labels.long()
@@ -300,27 +318,49 @@ def _stable_order(classes: torch.Tensor, num_classes: int) -> torch.Tensor:
 def _top2(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The largest entry of each row of z (N, C) and the largest of the others, values and indices (N,), in
     ``argmax``'s order (ties to the lower index): argmax over j != k is the first unless the first is k. In blocks of
-    rows, so that the masked copy stays one batch."""
-    rows = max(1, 4 * _BATCH_ELEMENTS // max(z.shape[1], 1))
-    if len(z) > rows:
-        blocks = [_top2(z[start : start + rows]) for start in range(0, len(z), rows)]
-        return tuple(torch.cat(parts) for parts in zip(*blocks))
-    i1 = z.argmax(dim=1)
-    v1 = z.gather(1, i1[:, None]).squeeze(1)
-    rest = z.scatter(1, i1[:, None], -torch.inf)
-    i2 = rest.argmax(dim=1)
-    return v1, i1, rest.gather(1, i2[:, None]).squeeze(1), i2
+    rows written into preallocated outputs, so that the masked copy stays one batch and no block's result outlives
+    it (on CPU, small survivors between freed batches fragment the heap by a batch each)."""
+    N, C = z.shape
+    rows = max(1, 4 * _BATCH_ELEMENTS // max(C, 1))
+    v1, v2 = z.new_empty(N), z.new_empty(N)
+    i1, i2 = torch.empty(N, dtype=torch.int64, device=z.device), torch.empty(N, dtype=torch.int64, device=z.device)
+    for start in range(0, N, rows):
+        block, out = z[start : start + rows], slice(start, start + rows)
+        first = block.argmax(dim=1, keepdim=True)
+        rest = block.scatter(1, first, -torch.inf)
+        second = rest.argmax(dim=1, keepdim=True)
+        i1[out], v1[out] = first.squeeze(1), block.gather(1, first).squeeze(1)
+        i2[out], v2[out] = second.squeeze(1), rest.gather(1, second).squeeze(1)
+    return v1, i1, v2, i2
 
 
-def _update_top2(top, zk: torch.Tensor, k: int, rows_of: Callable[[torch.Tensor], torch.Tensor]):
-    """``_top2(z)`` after column k of z changed to zk (N,): only rows where k was among the top two, or now enters
-    them, can change, and only those are recomputed from ``rows_of(rows)``, the rows (R, C) of the new z."""
+def _update_top2(
+    top,
+    zk: torch.Tensor,
+    k: int,
+    rows_of: Callable[[torch.Tensor], torch.Tensor],
+    raised: bool | None = None,
+    block_rows: int | None = None,
+):
+    """``_top2(z)`` after column k of z changed to zk (N,). ``raised``: zk is nowhere below the old column, so k
+    only climbs and the new top two follow from the old and zk alone; otherwise the rows where k was among the top
+    two, or now enters them, are recomputed from ``rows_of(rows)``, the rows (R, C) of the new z, ``block_rows`` at
+    a time."""
     v1, i1, v2, i2 = top
-    enters = (zk > v2) | ((zk == v2) & (k < i2))  # argmax's order: (value, -index)
-    rows = torch.nonzero(enters | (i1 == k) | (i2 == k)).flatten()
+    was1, was2 = i1 == k, i2 == k
+    if raised:  # argmax's order: (value, -index)
+        first = was1 | (zk > v1) | ((zk == v1) & (k < i1))  # k leads
+        second = ~first & (was2 | (zk > v2) | ((zk == v2) & (k < i2)))  # k follows the old leader
+        drop = first & ~was1  # the old leader becomes the runner-up
+        k_ = torch.full_like(i1, k)
+        v2, i2 = torch.where(drop, v1, torch.where(second, zk, v2)), torch.where(drop, i1, torch.where(second, k_, i2))
+        return torch.where(first, zk, v1), torch.where(first, k_, i1), v2, i2
+    enters = (zk > v2) | ((zk == v2) & (k < i2))
+    rows = torch.nonzero(enters | was1 | was2).flatten()
     v1, i1, v2, i2 = v1.clone(), i1.clone(), v2.clone(), i2.clone()
-    for mine, fresh in zip((v1, i1, v2, i2), _top2(rows_of(rows))):
-        mine[rows] = fresh
+    for block in rows.split(block_rows or max(len(rows), 1)):
+        for mine, fresh in zip((v1, i1, v2, i2), _top2(rows_of(block))):
+            mine[block] = fresh
     return v1, i1, v2, i2
 
 
@@ -334,31 +374,70 @@ def _sort_by(t: torch.Tensor, *payload: torch.Tensor) -> tuple[torch.Tensor, ...
     return (t, *(x[order] for x in payload))
 
 
+def _smallest(t: torch.Tensor, n: int) -> torch.Tensor:
+    """The indices (n,) of the n smallest entries of t (N,), in no order: an O(N) partial selection (numpy's
+    introselect on CPU, ``torch.topk`` elsewhere)."""
+    if t.device.type == "cpu":
+        return torch.from_numpy(np.argpartition(t.numpy(), n - 1)[:n])
+    return torch.topk(t, n, largest=False, sorted=False).indices
+
+
 class _Coordinate:
     """The decisions reachable through b_k: sample n predicts k iff b_k > t_n, else its runner-up a_n.
 
-    Samples sorted by t; candidate position i (0..N) lets the first i join k, distinct where t[i - 1] < t[i].
+    Samples sorted by t; candidate position i (0..L) lets the first i join k, distinct where t[i - 1] < t[i]. With a
+    ``window`` smaller than N the sweep keeps only the rows whose t lies below the (window + 1)-th smallest t, the
+    ``cap`` (every row predicted k among them, else the window is dropped): the others keep their runner-up, and the
+    last candidate lies midway between the largest kept t and the cap. ``state``: the counts of the current
+    decisions (``scorer.count``), from which the state with nobody in k follows in O(window + C).
     """
 
-    def __init__(self, columns, labels, top, k: int, scorer):
+    def __init__(self, columns, labels, top, k: int, scorer, window: int | None = None, state=None):
         v1, i1, v2, i2 = top
         is_k = i1 == k
         self.m = torch.where(is_k, v2, v1)  # m_n = max_{j != k} (l_nj + b_j)
-        self.alt = torch.where(is_k, i2, i1)  # a_n
+        self._runner_up = partial(torch.where, is_k, i2, i1)  # a_n, (N,) when asked for
         t = self.m.double() - columns[k].double()  # (N,); columns: the logits transposed, (C, N)
-        self.t, self.y, self.alt_sorted = _sort_by(t, labels, self.alt)
-        self.base = scorer.count(labels, self.alt)  # nobody predicts k
+        self.cap, rows = None, None
+        if window is not None and window + 1 < len(t):
+            rows = _smallest(t, window + 1)
+            t_rows = t.index_select(0, rows)
+            cap = t_rows.max()
+            inside = t_rows < cap
+            rows = rows[inside]
+            if len(rows) and int(is_k.index_select(0, rows).sum()) == int(is_k.sum()):
+                self.cap = float(cap)
+            else:  # ties at the cap hide a row predicted k, or every kept t equals it: the full sweep
+                rows = None
+        if rows is None:
+            self.t, self.y, self.alt_sorted = _sort_by(t, labels, self.alt)
+            self.base = scorer.count(labels, self.alt)  # nobody predicts k
+        else:
+            y, alt = labels.index_select(0, rows), i1.index_select(0, rows)
+            alt = torch.where(is_k.index_select(0, rows), i2.index_select(0, rows), alt)
+            # The rows outside predict their runner-up already: moving the kept ones to theirs empties k.
+            self.base = state - scorer.count(y, i1.index_select(0, rows)) + scorer.count(y, alt)
+            self.t, self.y, self.alt_sorted = _sort_by(t.index_select(0, rows), y, alt)
         cuts = torch.nonzero(self.t[1:] > self.t[:-1]).flatten() + 1
-        self.positions = torch.cat([cuts.new_zeros(1), cuts, cuts.new_full((1,), len(t))])
+        self.positions = torch.cat([cuts.new_zeros(1), cuts, cuts.new_full((1,), len(self.t))])
         self.k, self.scorer = k, scorer
+
+    @property
+    def alt(self) -> torch.Tensor:
+        """a_n (N,): the class each sample predicts while it does not predict k."""
+        if not hasattr(self, "_alt"):
+            self._alt = self._runner_up()
+        return self._alt
 
     def values(self, idx: torch.Tensor) -> torch.Tensor:
         """The offsets (float64) of candidates ``idx``: midway between the t of the last sample that joins k and the
-        t of the first that does not; below or above all t by a margin clear of float rounding at any logit scale."""
+        t of the first that does not (the cap after the last kept row); below or above all t by a margin clear of
+        float rounding at any logit scale."""
         t, P, N = self.t, self.positions[idx], len(self.t)
         margin = 1.0 + float(max(-t[0], t[-1])) * 2.0**-10
         inner = (t[(P - 1).clamp(min=0)] + t[P.clamp(max=N - 1)]) / 2
-        return torch.where(P == 0, t[0] - margin, torch.where(P == N, t[-1] + margin, inner))
+        last = t[-1] + margin if self.cap is None else (t[-1] + self.cap) / 2
+        return torch.where(P == 0, t[0] - margin, torch.where(P == N, last, inner))
 
     def scores(self, idx: torch.Tensor) -> torch.Tensor:
         """Scores of the candidates ``idx`` (K,), sorted, in batches of ``_BATCH_ELEMENTS``."""
@@ -443,8 +522,9 @@ def tune_logit_offsets(
     logits: (N, C) validation logits (or any scores: log-probabilities give the same rule); labels: (N,) integer
     classes, rows labelled ``ignore_index`` are dropped. ``metric``, ``beta``, ``average``, ``pos_label`` and
     ``zero_division`` are those of ``EASTLoss``: a name in ``METRICS`` or a callable (C, C) -> scalar to maximise.
-    Exact for two classes, coordinate ascent for more (see the module docstring); deterministic. ``score`` and
-    ``baseline_score`` are ``metric(hard_confusion_matrix(logits + offsets, labels))`` as the library computes it.
+    Exact for two classes, coordinate ascent for more, each sweep over a window of rows and the whole within a work
+    bound (see the module docstring); deterministic. ``score`` and ``baseline_score`` are
+    ``metric(hard_confusion_matrix(logits + offsets, labels))`` as the library computes it.
     """
     check_metric(metric, METRICS)
     check_average(average)
@@ -465,15 +545,22 @@ def tune_logit_offsets(
     if N * C >= _NOTICE_ELEMENTS:
         minutes = N * C / _NOTICE_ELEMENTS
         logger.warning(
-            f"Tuning {C} offsets on {N} rows sorts N critical values per class, about {minutes:.0f} min a round on one "
-            f"CPU core, up to max_rounds={max_rounds} rounds; max_rounds=1 or a subsample of the rows bounds it"
+            f"Tuning {C} offsets on {N} rows takes about {minutes:.0f} min a round on one CPU core, up to "
+            f"max_rounds={max_rounds} rounds; max_rounds=1 or a subsample of the rows bounds it"
         )
+    block = max(1, 4 * _BATCH_ELEMENTS // C)  # rows of (logits + b) at a time: no (N, C) copy
 
-    def score_of(z: torch.Tensor) -> float:
-        return float(metric_fn(hard_confusion_matrix(z, labels, ignore_index=None)))
+    def score_of(offsets: torch.Tensor | None = None) -> float:
+        """The library's metric of the hard confusion matrix of argmax(logits + offsets) (``hard_confusion_matrix``
+        on the checked rows: the argmax, then ``confusion_from_predictions``)."""
+        pred = torch.empty(N, dtype=torch.int64, device=device)
+        for start in range(0, N, block):
+            z = logits[start : start + block]
+            torch.argmax(z if offsets is None else z + offsets, dim=1, out=pred[start : start + block])
+        return float(metric_fn(confusion_from_predictions(labels, pred, C)))
 
     with torch.no_grad():
-        baseline = current = score_of(logits)  # also validates beta, pos_label and the callable
+        baseline = current = score_of()  # also validates beta, pos_label and the callable
         if callable(metric):
             scorer = _MatrixScorer(metric, C)
         else:
@@ -482,7 +569,10 @@ def tune_logit_offsets(
         offsets = torch.zeros(C, dtype=logits.dtype, device=device)
         columns = logits.T.contiguous()  # (C, N): a class's logits in one run of memory
         top = _top2(logits)
-        current64 = float(scorer(scorer.count(labels, top[1])[None])[0])
+        state = scorer.count(labels, top[1])  # the counts of the current decisions
+        current64 = float(scorer(state[None])[0])
+        support = torch.bincount(labels, minlength=C).tolist()
+        predicted = torch.bincount(top[1], minlength=C)  # (C,) the current predicted counts
         # Each change is checked on the library's (C, C) matrix while it is small; beyond, on its exact counts.
         library_check = callable(metric) or C * C <= _LIBRARY_CHECK_ELEMENTS
         if not library_check:
@@ -491,15 +581,23 @@ def tune_logit_offsets(
         classes = [1] if C == 2 else range(C)
         exhaustive = C == 2 or N + 1 <= _BATCH_ELEMENTS // scorer.dim
         changes, unchanged_at = 0, [-1] * C  # unchanged_at[k]: changes made when k's last sweep changed nothing
-        rounds = 0
-        while rounds < max_rounds:
+        rounds, work, stopped = 0, 0, None
+        while rounds < max_rounds and stopped is None:
             rounds += 1
             changed = False
             for k in classes:
                 if unchanged_at[k] == changes:  # no offset moved since: the same sweep, the same answer
                     continue
+                if work >= _MAX_WORK:
+                    stopped = k
+                    break
                 unchanged_at[k] = changes
-                coord = _Coordinate(columns, labels, top, k, scorer)
+                window = None
+                if C > 2:
+                    p_k = int(predicted[k])
+                    window = p_k + _WINDOW_FACTOR * (support[k] + p_k) + _WINDOW_MIN_ROWS
+                coord = _Coordinate(columns, labels, top, k, scorer, window, state)
+                work += N + len(coord.t) + C
                 if callable(metric):
                     value, proposed = _best_offset(coord, float(offsets[k]), exhaustive)
                 else:
@@ -512,18 +610,32 @@ def tune_logit_offsets(
                 zk = columns[k] + value
                 pred = torch.where((zk > coord.m) | ((zk == coord.m) & (k < coord.alt)), k, coord.alt)
                 counts = scorer.count(labels, pred)
+                work += N + C
                 if library_check:
                     score = float(metric_fn(confusion_from_predictions(labels, pred, C)))
                 else:
                     score = float(scorer(counts[None])[0])
                 if score > current:
-                    offsets[k], current, changed = value, score, True
+                    current, changed = score, True
                     changes += 1
-                    top = _update_top2(top, zk, k, lambda rows: logits.index_select(0, rows) + offsets)
-                    current64 = float(scorer(counts[None])[0])
+                    raised = bool(value > offsets[k])
+                    offsets[k] = value
+                    top = _update_top2(top, zk, k, lambda rows: logits.index_select(0, rows) + offsets, raised, block)
+                    state, current64 = counts, float(scorer(counts[None])[0])
+                    predicted = torch.bincount(pred, minlength=C)
             if not changed or C == 2:
                 break
-        score = score_of(logits + offsets)  # == current: the same decisions, recounted by the library
+        if stopped is not None:
+            swept = list(classes).index(stopped)
+            cheaper = (
+                f"max_rounds={rounds - 1}" if rounds > 1 else f"a subsample of about {max(N * swept // C, 1)} rows"
+            )
+            logger.warning(
+                f"Stopped tuning {C} offsets on {N} rows at the work bound ({_MAX_WORK:.3g} row and class visits) "
+                f"in round {rounds} before class {stopped}, with the best rule so far ({baseline:.4g} -> "
+                f"{current:.4g}); {cheaper} fits it"
+            )
+        score = score_of(offsets)  # == current: the same decisions, recounted by the library
     return DecisionRule(offsets=offsets, score=score, baseline_score=baseline, rounds=rounds)
 
 
