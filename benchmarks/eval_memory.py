@@ -150,6 +150,8 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.classes < 1024:  # the synthetic rows label 1024 feature vectors with classes 0, step, 2 step, ...
+        parser.error(f"Expected --classes >= 1024, got {args.classes}")
     if args.child:
         return child(args)
     old = old_tree(args.old_tree)

@@ -40,7 +40,7 @@ FULL = {
 QUICK = {
     "rows": ["data_scale.py", "--rows", "1e4", "1e5"],
     "classes": ["class_scale.py", "--threads", "1", "--classes", "2", "100", "1000", "--repeats", "3"],
-    "evaluation": ["eval_memory.py", "--threads", "1", "--classes", "1000", "--sizes", "2000", "--max-old", "0"],
+    "evaluation": ["eval_memory.py", "--threads", "1", "--classes", "2048", "--sizes", "4000", "--max-old", "0"],
     "tuner": ["decision_speed.py", "--threads", "1", "--sizes", "5000x10", "5000x100"],
 }
 WRITES_MARKDOWN = {"rows", "classes", "evaluation"}  # decision_speed.py prints its table
