@@ -875,3 +875,24 @@ def test_two_process_evaluation_from_counts_equals_the_full_gather(tmp_path, los
     assert new == old
     assert result["gathers"]["counted"] <= 1  # a flag at most (a non-finite training step), never a logit
     assert result["gathers"]["gathered"] >= 4 * 3  # a batch of logits
+
+
+@pytest.mark.parametrize("floor", [1.0, 0.0])
+def test_a_precision_leaning_beta_is_tuned_at_the_beta_floor(tmp_path, floor):
+    """F0.25 on a small validation set: the rule is tuned at max(0.25, east_beta_floor), as the surrogate trains;
+    with the floor at 0, at 0.25 itself. The offsets equal tune_logit_offsets' on the same validation logits."""
+    from east_hf.core.decision import tune_logit_offsets
+
+    torch.manual_seed(0)
+    model = tiny_vit(num_labels=2)
+    args = east_args(tmp_path, east_average="binary", east_beta=0.25, east_beta_floor=floor, max_steps=4)
+    valid = TinyImages(40, num_classes=2, seed=1)
+    trainer = EASTTrainer(model=model, args=args, train_dataset=TinyImages(32, num_classes=2), eval_dataset=valid)
+    trainer.train()
+    logits = torch.as_tensor(trainer.predict(valid).predictions).float()
+    labels = torch.as_tensor([int(valid[i]["labels"]) for i in range(len(valid))])
+    rule = trainer.tune_decision_rule()
+    assert trainer.decision_beta == max(0.25, floor)
+    expected = tune_logit_offsets(logits, labels, "fbeta", beta=max(0.25, floor), average="binary", pos_label=1)
+    torch.testing.assert_close(rule.offsets, expected.offsets)
+    assert rule.score == pytest.approx(expected.score)

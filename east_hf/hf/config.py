@@ -83,8 +83,8 @@ class EASTConfig(TrainingArguments):
         east_beta (`float`, `list[float]` or `dict[str, float]`, defaults to `1.0`): F-beta's beta, one for all
             classes, one per class, or a mapping from class name (``id2label``) to beta, the rest 1.0.
         east_beta_floor (`float`, defaults to `1.0`): the surrogate trains each class at ``max(beta_k, floor)``;
-            ``east_beta`` still defines the metric the model is judged by (validation, annealing, best model, test,
-            decision-rule tuning). Why: on a class that is hard to separate, the training-set optimum of F-beta < 1
+            ``east_beta`` still defines the metric the model is judged by (validation, annealing, best model, test);
+            the decision-rule tuner uses the floor too (``EASTTrainer.tune_decision_rule``). Why: on a class that is hard to separate, the training-set optimum of F-beta < 1
             is reached by memorising a pure subset of the training positives and pushing the others to p ~ 0, where
             softmax gives them almost no gradient; recall-leaning betas (> 1) are left as given. ``0`` trains the
             configured beta, as the paper (evidence: the documentation's "Per-class beta" results page).

@@ -239,6 +239,8 @@ def _tune_decision_rule(trainer, data, eval_metrics: dict[str, float], test_metr
         "metric": trainer.args.east_metric,
         "target_key": key,
         "offsets": {name: round(float(b), 6) for name, b in zip(data.label_names, rule.offsets.tolist())},
+        # the F-beta tuned for: a precision-leaning beta at east_beta_floor
+        "tuned_beta": trainer.decision_beta if trainer.args.east_metric == "fbeta" else None,
         "validation_argmax": rule.baseline_score,
         "validation_tuned": rule.score,
         "test_as_trained": test_metrics.get(f"test_{key}"),
