@@ -58,6 +58,7 @@ __all__ = [
     "build_loss",
     "class_weights_from_counts",
     "describe_losses",
+    "floored_beta",
     "logit_adjustment_from_counts",
 ]
 
@@ -277,6 +278,22 @@ class SoftDiceLoss(SetLoss):
         return stats[2].sum() == 0  # sum_n y_nk over the classes: the labelled rows' total weight
 
 
+def floored_beta(beta: float | Sequence[float] | torch.Tensor, floor: float) -> float | list[float] | torch.Tensor:
+    """Each beta raised to ``floor`` (``beta`` itself where the floor is 0): the beta a precision-leaning class is
+    trained at (``EASTLoss(beta_floor=...)``) and tuned at (``EASTTrainer.tune_decision_rule``).
+
+    >>> floored_beta([0.25, 2.0], 1.0)
+    [1.0, 2.0]
+    """
+    if floor == 0:
+        return beta
+    if isinstance(beta, (int, float)):
+        return max(float(beta), floor)
+    if isinstance(beta, torch.Tensor):
+        return beta.clamp(min=floor)
+    return [max(float(b), floor) for b in beta]
+
+
 class EASTLoss(SetLoss):
     """The EAST surrogate loss ``1 - M(C_T(softmax(logits), labels))`` (paper Sec. 4).
 
@@ -428,14 +445,14 @@ class EASTLoss(SetLoss):
         (see the class docstring); ``validate_args`` as ``SetLoss.statistics``."""
         logits, labels, sample_weight = self._east_rows(logits, labels, sample_weight, validate_args)
         temperature = check_temperature(self.temperature)
-        of_logits = soft_counts_from_logits if self._uses_counts(logits.shape[1]) else soft_confusion_from_logits
+        of_logits = soft_counts_from_logits if self._uses_counts else soft_confusion_from_logits
         return of_logits(logits, labels, sample_weight, temperature, self.threshold_grad)
 
-    def _uses_counts(self, num_classes: int) -> bool:
-        """Whether the statistics of C classes are the (3, C) counts or the (C, C) matrix (C is the last dimension of
-        either). The counts for every built-in metric at every C: in a training step (CPU, batch 512, a linear head;
-        ``benchmarks/class_scale.py``) they cost the same as the matrix at C <= 100, where a step's cost is its
-        count of small operations, and less from C = 1,000 on."""
+    @property
+    def _uses_counts(self) -> bool:
+        """Whether the statistics are the (3, C) counts or the (C, C) matrix (C is the last dimension of either): the
+        counts for every built-in metric, which reads the matrix only through its diagonal and its row and column
+        sums (O(C) memory, never slower than the matrix); the matrix for a metric callable."""
         return isinstance(self.metric, str)
 
     def _east_rows(self, logits, labels, sample_weight, validate_args):
@@ -505,13 +522,7 @@ class EASTLoss(SetLoss):
 
     def _trained_beta(self) -> float | list[float] | torch.Tensor:
         """The beta the surrogate trains: ``beta`` itself, or each value raised to ``beta_floor``."""
-        if self.beta_floor == 0:
-            return self.beta
-        if isinstance(self.beta, (int, float)):
-            return max(float(self.beta), self.beta_floor)
-        if isinstance(self.beta, torch.Tensor):
-            return self.beta.clamp(min=self.beta_floor)
-        return [max(float(b), self.beta_floor) for b in self.beta]
+        return floored_beta(self.beta, self.beta_floor)
 
     def _metric_kwargs(self) -> dict:
         return {"metric": self.metric, "beta": self._trained_beta(), "average": self.average,
@@ -542,14 +553,14 @@ class EASTLoss(SetLoss):
     def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
         """``loss_from_counts`` (or ``loss_from_confusion`` for a metric callable), and 0 for statistics without
         labelled rows (not 1 - M of an empty matrix; the fused metric loss applies that rule itself)."""
-        if self._uses_counts(stats.shape[-1]):
+        if self._uses_counts:
             return self._loss_from_counts(stats, zero_if_empty=True)
         return self._nothing_if_empty(stats, self.loss_from_confusion(stats))
 
     def is_empty(self, stats):
         # the labelled rows' total weight: the counts' support, or the matrix's sum (each row of memberships sums
         # to its weight)
-        return (stats[1] if self._uses_counts(stats.shape[-1]) else stats).sum() == 0
+        return (stats[1] if self._uses_counts else stats).sum() == 0
 
 
 @dataclass(frozen=True)

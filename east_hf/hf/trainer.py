@@ -51,7 +51,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.utils import logging as hf_logging
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
-from east_hf.core.loss import EASTLoss, MixedSetLoss, SetLoss
+from east_hf.core.loss import EASTLoss, MixedSetLoss, SetLoss, floored_beta
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.cards import hub_preflight, write_model_card
 from east_hf.hf.checkpoints import checkpoint_problem, last_complete_checkpoint
@@ -592,11 +592,7 @@ class EASTTrainer(Trainer):
         beta = getattr(self.east_loss, "beta", None)
         if beta is None:  # a baseline: resolve the configured beta as EASTLoss would
             beta = resolve_beta(args.east_beta, getattr(config, "id2label", None), logits.shape[1])
-        floor = args.east_beta_floor
-        if isinstance(beta, (int, float)):
-            beta = max(float(beta), floor)
-        else:
-            beta = [max(float(b), floor) for b in (beta.tolist() if isinstance(beta, torch.Tensor) else beta)]
+        beta = floored_beta(beta.tolist() if isinstance(beta, torch.Tensor) else beta, args.east_beta_floor)
         self.decision_beta = beta
         rule = tune_logit_offsets(
             logits.float(),
