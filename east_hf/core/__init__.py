@@ -1,8 +1,9 @@
 """The core of east_hf: pure torch, no transformers, timm or evaluate imports.
 
 The soft confusion matrix and its metrics (``surrogate``, ``fused``, ``fused_metric``, ``metrics``), the losses
-(``loss``), the annealing schedule (``annealing``), the decision-rule tuner (``decision``) and the checks of every
-setting (``validation``)."""
+(``set_loss``: their interface; ``east_loss``; ``baselines``; ``loss``: the registry and the cross-entropy mix), the
+annealing schedule (``annealing``), the decision-rule tuner (``decision``) and the checks of every setting
+(``validation``)."""
 
 from east_hf.core.baselines import soft_dice_loss
 from east_hf.core.classes import class_index, class_names, resolve_beta, safe_name
