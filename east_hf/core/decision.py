@@ -65,7 +65,7 @@ import torch
 from torch import nn
 
 from east_hf.core import METRICS, beta_vector, confusion_from_predictions, valid_rows
-from east_hf.core.metrics import safe_divide
+from east_hf.core.metrics import metric_from_counts, safe_divide
 from east_hf.core.validation import check_average, check_int, check_metric
 
 __all__ = ["DecisionRule", "tune_logit_offsets", "fold_offsets_into_bias"]
@@ -135,13 +135,14 @@ class _StatsScorer:
     """The named metrics from their sufficient statistics, batched: state (K, 2C) = [TP_k | predicted_k].
 
     Every metric of ``METRICS`` reads a confusion matrix only through its diagonal, row sums (the support, fixed by
-    the labels) and column sums, so a candidate needs 2C numbers instead of C^2. The formulas are those of
-    ``east_hf.core.metrics``, term for term; ``tests/test_decision.py`` checks them against it. They only rank
-    candidates: every score the tuner keeps or reports is the library's metric of a hard confusion matrix.
+    the labels) and column sums, so a candidate needs 2C numbers instead of C^2, scored by the core's own
+    ``metrics.metric_from_counts``. ``sweep`` scores a whole coordinate's sweep incrementally from running counts
+    (``tests/test_decision.py`` checks it against the candidates' scores); every score the tuner keeps or reports is
+    the library's metric of a hard confusion matrix.
     """
 
     def __init__(self, metric: str, kwargs: dict, labels: torch.Tensor, num_classes: int):
-        self.metric, self.C = metric, num_classes
+        self.metric, self.C, self.kwargs = metric, num_classes, kwargs
         self.average = kwargs.get("average", "macro")
         self.pos_label = kwargs.get("pos_label", 1)
         self.zero_division = kwargs.get("zero_division", 0.0)
@@ -241,35 +242,10 @@ class _StatsScorer:
         return total / C
 
     def __call__(self, states: torch.Tensor) -> torch.Tensor:
-        tp, pred, s = states[:, : self.C], states[:, self.C :], self.support  # (K, C), (K, C), (C,)
-        zd, average = self.zero_division, self.average
-        if self.metric == "accuracy":
-            return safe_divide(tp.sum(1), s.sum(), 0.0)
-        if self.metric == "mcc":
-            S = s.sum()
-            cov_tp = tp.sum(1) * S - (s * pred).sum(1)
-            cov_pp = S * S - (pred * pred).sum(1)
-            cov_tt = S * S - (s * s).sum()
-            den = cov_pp * cov_tt
-            return safe_divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
-        if self.metric in ("fbeta", "f1"):
-            b2 = self.beta2
-            if average == "micro":
-                return safe_divide((1 + b2[0]) * tp.sum(1), b2[0] * s.sum() + pred.sum(1), zd)
-            per_class = safe_divide((1 + b2) * tp, b2 * s + pred, zd)
-        elif self.metric == "precision":
-            if average == "micro":
-                return safe_divide(tp.sum(1), pred.sum(1), zd)
-            per_class = safe_divide(tp, pred, zd)
-        else:  # recall
-            if average == "micro":
-                return safe_divide(tp.sum(1), s.sum().expand(len(tp)), zd)
-            per_class = safe_divide(tp, s.expand_as(tp), zd)
-        if average == "binary":
-            return per_class[:, self.pos_label]
-        if average == "weighted":
-            return safe_divide((per_class * s).sum(1), s.sum(), 0.0)
-        return per_class.mean(1)
+        """The metric of each candidate state (K, 2C): ``metrics.metric_from_counts`` of its (3, C) counts."""
+        tp, pred = states[:, : self.C], states[:, self.C :]  # (K, C) each
+        counts = torch.stack([tp, self.support.expand_as(tp), pred], dim=1)  # (K, 3, C)
+        return metric_from_counts(counts, self.metric, **self.kwargs)
 
 
 class _MatrixScorer:

@@ -112,24 +112,30 @@ def confusion_counts(confmat: torch.Tensor) -> torch.Tensor:
     return torch.stack(_stats(_check_confmat(confmat)))  # (3, C)
 
 
-def _check_counts(counts: torch.Tensor) -> torch.Tensor:
+def _check_counts(counts: torch.Tensor, batched: bool = False) -> torch.Tensor:
+    """``counts`` as a floating (3, C) tensor, or with ``batched`` also (K, 3, C)."""
+    shape = "(3, C) or (K, 3, C)" if batched else "(3, C)"
     if not isinstance(counts, torch.Tensor):
-        raise TypeError(f"Expected counts as a (3, C) torch.Tensor, got {type(counts).__name__}")
-    if counts.ndim != 2 or counts.shape[0] != 3 or counts.shape[1] < 2:
+        raise TypeError(f"Expected counts as a {shape} torch.Tensor, got {type(counts).__name__}")
+    if counts.ndim not in ((2, 3) if batched else (2,)) or counts.shape[-2] != 3 or counts.shape[-1] < 2:
         raise ValueError(
-            f"Expected (3, C) counts (TP, support, predicted) with C >= 2, got shape {tuple(counts.shape)}"
+            f"Expected {shape} counts (TP, support, predicted) with C >= 2, got shape {tuple(counts.shape)}"
         )
     return counts if counts.is_floating_point() else counts.float()
+
+
+# The functions of (TP, support, predicted) below reduce over the last dimension, the classes, so the same formulas
+# score one set of counts (C,) or K of them at once ((K, C); ``metric_from_counts`` of (K, 3, C) counts).
 
 
 def _average(per_class: torch.Tensor, support: torch.Tensor, average: str | None, pos_label: int) -> torch.Tensor:
     if average is None:
         return per_class
     if average == "binary":
-        return per_class[pos_label]
+        return per_class[..., pos_label]
     if average == "weighted":
-        return safe_divide((per_class * support).sum(), support.sum(), 0.0)
-    return per_class.mean()
+        return safe_divide((per_class * support).sum(-1), support.sum(-1), 0.0)
+    return per_class.mean(-1)
 
 
 def precision_recall_fbeta(
@@ -149,18 +155,18 @@ def precision_recall_fbeta(
 
 def _fbeta_per_class(tp, support, predicted, beta, zero_division: float) -> torch.Tensor:
     """(C,) F-beta from TP, FN, FP alone: the loss's path, a dozen operations (no precision or recall)."""
-    b2 = beta_vector(beta, tp.shape[0], tp) ** 2
+    b2 = beta_vector(beta, tp.shape[-1], tp) ** 2
     return safe_divide((1 + b2) * tp, b2 * support + predicted, zero_division)
 
 
 def _fbeta(tp, support, predicted, beta=1.0, average="macro", pos_label=1, zero_division=0.0) -> torch.Tensor:
-    check_average(average, tp.shape[0], pos_label, allow_none=True)
+    check_average(average, tp.shape[-1], pos_label, allow_none=True)
     if average == "micro":
-        b = beta_vector(beta, tp.shape[0], tp)
+        b = beta_vector(beta, tp.shape[-1], tp)
         if not bool((b == b[0]).all()):
             raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {b.tolist()}")
         b2 = b[0] ** 2
-        return safe_divide((1 + b2) * tp.sum(), b2 * support.sum() + predicted.sum(), zero_division)
+        return safe_divide((1 + b2) * tp.sum(-1), b2 * support.sum(-1) + predicted.sum(-1), zero_division)
     return _average(_fbeta_per_class(tp, support, predicted, beta, zero_division), support, average, pos_label)
 
 
@@ -182,10 +188,10 @@ def fbeta(
 
 def _rate(tp, support, predicted, of: str, average: str | None, pos_label: int, zero_division: float):
     """TP / (TP + FP) (``of="predicted"``, precision) or TP / (TP + FN) (``of="support"``, recall)."""
-    check_average(average, tp.shape[0], pos_label, allow_none=True)
+    check_average(average, tp.shape[-1], pos_label, allow_none=True)
     denominator = predicted if of == "predicted" else support
     if average == "micro":
-        return safe_divide(tp.sum(), denominator.sum(), zero_division)
+        return safe_divide(tp.sum(-1), denominator.sum(-1), zero_division)
     return _average(safe_divide(tp, denominator, zero_division), support, average, pos_label)
 
 
@@ -208,7 +214,7 @@ def recall(confmat: torch.Tensor, average: str | None = "macro", pos_label: int 
 
 
 def _accuracy(tp, support, predicted, **_: object) -> torch.Tensor:
-    return safe_divide(tp.sum(), support.sum(), 0.0)
+    return safe_divide(tp.sum(-1), support.sum(-1), 0.0)
 
 
 def accuracy(confmat: torch.Tensor, **_: object) -> torch.Tensor:
@@ -221,11 +227,11 @@ def accuracy(confmat: torch.Tensor, **_: object) -> torch.Tensor:
 
 
 def _mcc(tp, support, predicted, **_: object) -> torch.Tensor:
-    c, s = tp.sum(), support.sum()  # the trace and the total
+    c, s = tp.sum(-1), support.sum(-1)  # the trace and the total
     t, p = support, predicted
-    cov_tp = c * s - (t * p).sum()
-    cov_pp = s * s - (p * p).sum()
-    cov_tt = s * s - (t * t).sum()
+    cov_tp = c * s - (t * p).sum(-1)
+    cov_pp = s * s - (p * p).sum(-1)
+    cov_tt = s * s - (t * t).sum(-1)
     den = cov_pp * cov_tt
     return safe_divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
 
@@ -250,6 +256,7 @@ _FROM_COUNTS = {"fbeta": _fbeta, "f1": _fbeta, "accuracy": _accuracy, "mcc": _mc
 def metric_from_counts(counts: torch.Tensor, metric: str = "fbeta", **kwargs: object) -> torch.Tensor:
     """``METRICS[metric]`` of the matrix whose (3, C) counts (TP, support, predicted; ``confusion_counts``) these
     are: the same value and gradient, read from O(C) numbers. ``kwargs`` as the metric's (beta, average, ...).
+    (K, 3, C) counts score K matrices at once, one value each (K,) (``average=None``: (K, C)).
 
     >>> counts = confusion_counts(torch.tensor([[5.0, 1.0], [2.0, 2.0]]))
     >>> round(metric_from_counts(counts, "fbeta").item(), 4), round(metric_from_counts(counts, "mcc").item(), 4)
@@ -257,7 +264,7 @@ def metric_from_counts(counts: torch.Tensor, metric: str = "fbeta", **kwargs: ob
     """
     if metric not in _FROM_COUNTS:
         raise ValueError(f"Expected metric in {tuple(_FROM_COUNTS)}, got {metric!r}")
-    return _FROM_COUNTS[metric](*_check_counts(counts), **kwargs)
+    return _FROM_COUNTS[metric](*_check_counts(counts, batched=True).unbind(-2), **kwargs)
 
 
 def target_metric_key(metric: str) -> str:
