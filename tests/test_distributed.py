@@ -37,7 +37,8 @@ def test_two_process_gradient_equals_single_process_on_global_batch(tmp_path):
 
 def test_torchrun_without_use_cpu_on_a_machine_without_accelerator_is_one_distributed_run(tmp_path):
     """The README's `torchrun --nproc_per_node 2 -m east_hf.scripts.east_train ...` with no flag for the CPU: EASTConfig switches to
-    the CPU backend (gloo) itself instead of letting each process train alone."""
+    the CPU backend (gloo) itself instead of letting each process train alone; EASTTrainer refuses uneven batch counts
+    across the processes."""
     import torch
 
     if torch.accelerator.is_available():
@@ -48,8 +49,18 @@ def test_torchrun_without_use_cpu_on_a_machine_without_accelerator_is_one_distri
         "import json, os, sys\n"
         "from east_hf.hf.config import EASTConfig\n"
         "args = EASTConfig(output_dir=sys.argv[1], report_to=[])\n"
+        "import torch\n"
+        "from east_hf import EASTTrainer\n"
+        "uneven = EASTConfig(output_dir=sys.argv[1], report_to=[], accelerator_config={'even_batches': False},\n"
+        "                    east_annealing=False, eval_strategy='no', load_best_model_at_end=False)\n"
+        "try:\n"
+        "    EASTTrainer(torch.nn.Linear(2, 2), uneven)\n"
+        "    refused = ''\n"
+        "except ValueError as error:\n"
+        "    refused = str(error)\n"
         "path = os.path.join(sys.argv[1], f\"rank{os.environ['RANK']}.json\")\n"
-        "json.dump({'world_size': args.world_size, 'mode': str(args.parallel_mode), 'cpu': args.use_cpu}, open(path, 'w'))\n"
+        "json.dump({'world_size': args.world_size, 'mode': str(args.parallel_mode), 'cpu': args.use_cpu,\n"
+        "           'refused': refused}, open(path, 'w'))\n"
         "import torch.distributed as dist\n"
         "dist.destroy_process_group()\n"  # exiting with gloo's group alive aborts now and then at shutdown
     )
@@ -64,4 +75,7 @@ def test_torchrun_without_use_cpu_on_a_machine_without_accelerator_is_one_distri
     assert proc.returncode == 0, proc.stderr[-3000:]
     for rank in (0, 1):
         seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        refused = seen.pop("refused")
         assert seen == {"world_size": 2, "mode": "ParallelMode.DISTRIBUTED", "cpu": True}, seen
+        # uneven batch counts would leave a process waiting at a collective forever: refused before training
+        assert refused.startswith("Expected accelerator_config={'even_batches': True} with 2 processes"), refused

@@ -151,6 +151,18 @@ def _check_warm_start_length(callbacks: list, train_dataset: Any) -> None:
         )
 
 
+def _check_even_batches(num_processes: int, even_batches: bool) -> None:
+    """Refuse uneven batch counts across processes: every training step all-reduces the loss statistics and every
+    evaluation batch its finiteness check, so a process that runs out of batches first would leave the others waiting
+    at a collective forever. ``even_batches=True`` (accelerate's default) pads the last batches instead."""
+    if num_processes > 1 and not even_batches:
+        raise ValueError(
+            f"Expected accelerator_config={{'even_batches': True}} with {num_processes} processes (EASTTrainer sums "
+            "statistics across processes at every step and evaluation batch, so uneven batch counts would hang), "
+            "got even_batches=False"
+        )
+
+
 def _check_early_stopping(callbacks: list) -> None:
     """Refuse transformers' ``EarlyStoppingCallback`` beside the annealing callback: it watches
     ``metric_for_best_model`` with its own patience and ends training inside a stage, before the annealing's stopping
@@ -280,6 +292,7 @@ class EASTTrainer(Trainer):
         _check_warm_start_length(callbacks, train_dataset)
         _check_early_stopping(callbacks)
         super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
+        _check_even_batches(self.accelerator.num_processes, self.accelerator.even_batches)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
 
     def add_callback(self, callback) -> None:
