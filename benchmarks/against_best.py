@@ -21,15 +21,9 @@ import json
 import statistics
 from pathlib import Path
 
+from paired import difference_text  # benchmarks/paired.py, beside this script
+
 from east_hf.scripts.east_compare import paired_differences
-
-
-def difference_text(diff) -> str:
-    """``+0.0123 ± 0.0045 · 7/0/3`` (Unicode minus), or "-" where the two share no seed."""
-    if diff is None:
-        return "-"
-    mean, se, wins, ties, losses, _ = diff
-    return f"{mean:+.4f} ± {se:.4f} · {wins}/{ties}/{losses}".replace("-", "−")
 
 
 def task_row(spec: str, variants: list[str]) -> str:
