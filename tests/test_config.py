@@ -1,5 +1,5 @@
 """EASTConfig (east_hf.hf.config): its TrainingArguments defaults (the same as east-train's), the east_* fields' checks
-and defaults, and the loss and callback they build."""
+and defaults, and the loss and callback the builder (east_hf.hf.build) makes of them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import torch
 from helpers import PlainClassifier, TinyImages, TinyTabular, east_args, tiny_vit
 
 from east_hf import EASTConfig, EASTTrainer
+from east_hf.hf.build import build_annealing_callback, build_east_loss, build_schedule, class_priors
 from east_hf.scripts.arguments import EASTArgumentParser, load_recipe
 
 BETA = [1.0, 0.25]  # F0.25 of class 1: precision weighs 16 times recall
@@ -36,7 +37,7 @@ def test_from_config_maps_the_east_fields(tmp_path):
         east_warm_start_steps=10,
         east_restore_best_per_stage=False,
     )
-    assert args.annealing_callback().state()["args"] == dict(
+    assert build_annealing_callback(args).state()["args"] == dict(
         schedule=dict(
             temperature=0.1,
             decay=0.8,
@@ -59,22 +60,22 @@ def test_from_config_maps_the_east_fields(tmp_path):
         anneal_monitor="eval_mcc",
         restore_best_per_stage=False,
     )
-    default = EASTConfig(output_dir=str(tmp_path), report_to=[]).annealing_callback().schedule
+    default = build_schedule(EASTConfig(output_dir=str(tmp_path), report_to=[]))
     assert (default.warm_start, default.warm_start_epochs, default.warm_start_steps) == ("ce", 2.0, None)
     own_stop = EASTConfig(output_dir=str(tmp_path), report_to=[], east_warm_start_epochs=-1)
-    assert own_stop.annealing_schedule().warm_start_epochs is None  # its own early stopping
+    assert build_schedule(own_stop).warm_start_epochs is None  # its own early stopping
     baseline = EASTConfig(
         output_dir=str(tmp_path), report_to=[], east_loss="ce", east_warm_start="ce", east_anneal_monitor="loss"
     )
-    callback = baseline.annealing_callback()
+    callback = build_annealing_callback(baseline)
     assert (callback.schedule.warm_start, callback.schedule.max_stages) == ("none", 1)  # cross-entropy throughout
     assert (callback.anneal_monitor, callback.schedule.anneal_mode) == ("eval_loss", "min")  # the paper's letter
 
 
 def test_config_floors_precision_leaning_beta_by_default(tmp_path):
-    loss = EASTConfig(output_dir=str(tmp_path), east_beta=BETA, report_to="none").build_loss(2)
+    loss = build_east_loss(EASTConfig(output_dir=str(tmp_path), east_beta=BETA, report_to="none"), 2)
     assert loss.beta_floor == 1.0 and loss.beta == BETA
-    paper = EASTConfig(output_dir=str(tmp_path), east_beta=BETA, east_beta_floor=0, report_to="none").build_loss(2)
+    paper = build_east_loss(EASTConfig(output_dir=str(tmp_path), east_beta=BETA, east_beta_floor=0, report_to="none"), 2)
     assert paper.beta_floor == 0.0 and paper.beta == BETA
     with pytest.raises(ValueError, match="east_beta_floor"):
         EASTConfig(output_dir=str(tmp_path), east_beta_floor=-1, report_to="none")
@@ -178,22 +179,22 @@ def test_class_priors_from_a_list_a_mapping_by_class_name_or_a_file(tmp_path):
     csv_file.write_text("class,count\ncat,60\ndog,30\nfrog,10\n")  # a header row is skipped
     for given in ([60, 30, 10], "[60, 30, 10]", {"dog": 30, "cat": 60, "2": 10}, str(json_file), str(csv_file)):
         args = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_class_priors=given)
-        assert args.class_priors(3, names) == [60.0, 30.0, 10.0], given
+        assert class_priors(args, 3, names) == [60.0, 30.0, 10.0], given
     # a file is read when the config is made: the arguments saved with a run hold its values, not its path
     args = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_class_priors=str(csv_file))
     assert args.east_class_priors == {"cat": 60.0, "dog": 30.0, "frog": 10.0}
     fractions = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="wce", east_class_priors=[0.75, 0.25])
-    assert fractions.class_priors() == [0.75, 0.25]  # a list sets the number of classes of a model without config
-    assert EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la").class_priors(3, names) is None
+    assert class_priors(fractions) == [0.75, 0.25]  # a list sets the number of classes of a model without config
+    assert class_priors(EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la"), 3, names) is None
     # east-train reads the flag as YAML, as the Python field takes it
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("dataset_name: sklearn:iris\neast_loss: la\n")
     for flag in ("{cat: 60, dog: 30, 2: 10}", "[60, 30, 10]", str(json_file)):
         cli = EASTArgumentParser().parse([str(recipe), "--output_dir", str(tmp_path), "--east_class_priors", flag])
-        assert cli.training.class_priors(3, names) == [60.0, 30.0, 10.0], flag
+        assert class_priors(cli.training, 3, names) == [60.0, 30.0, 10.0], flag
     recipe.write_text(f"dataset_name: sklearn:iris\neast_loss: la\neast_class_priors: {csv_file}\n")
     cli = EASTArgumentParser().parse([str(recipe), "--output_dir", str(tmp_path)])
-    assert cli.training.class_priors(3, names) == [60.0, 30.0, 10.0]
+    assert class_priors(cli.training, 3, names) == [60.0, 30.0, 10.0]
 
 
 @pytest.mark.parametrize(
@@ -220,13 +221,13 @@ def test_class_priors_that_do_not_fit_the_models_classes_are_refused(tmp_path):
         return EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_class_priors=given)
 
     with pytest.raises(ValueError, match=r"^Expected east_class_priors for 3 classes, got 2 values$"):
-        priors([60, 40]).class_priors(3, names)
+        class_priors(priors([60, 40]), 3, names)
     with pytest.raises(ValueError, match=r"^Expected east_class_priors for every class, got none for \['frog'\]$"):
-        priors({"cat": 60, "dog": 40}).class_priors(3, names)
+        class_priors(priors({"cat": 60, "dog": 40}), 3, names)
     with pytest.raises(ValueError, match=r"Expected east_class_priors keys among the class names .* got 'fox'"):
-        priors({"cat": 60, "dog": 30, "fox": 10}).class_priors(3, names)
+        class_priors(priors({"cat": 60, "dog": 30, "fox": 10}), 3, names)
     with pytest.raises(ValueError, match=r"^Expected each class once in east_class_priors, got class 0 twice"):
-        priors({"cat": 60, "0": 30, "frog": 10}).class_priors(3, names)
+        class_priors(priors({"cat": 60, "0": 30, "frog": 10}), 3, names)
     bad_row = tmp_path / "bad.csv"
     bad_row.write_text("cat,60\ndog,thirty\n")
     with pytest.raises(ValueError, match=r"^Expected a number in .*bad.csv' row 2, got 'thirty'$"):

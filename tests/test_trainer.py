@@ -26,6 +26,7 @@ import east_hf
 from east_hf import EASTLoss, EASTTrainer
 from east_hf.core.annealing import AnnealingSchedule, Decision
 from east_hf.hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
+from east_hf.hf.build import anneal_threshold, needs_class_counts
 from east_hf.hf.config import EASTConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -363,14 +364,14 @@ def test_the_default_across_stage_gain_is_two_validation_samples_worth(tmp_path)
     noise-sized bests of the sequence below end the annealing, which with 0 runs on."""
     config = EASTConfig(output_dir=str(tmp_path), report_to=[])
     assert config.east_anneal_threshold is None
-    assert config.resolved_anneal_threshold(288) == pytest.approx(2 / 288)
-    assert config.resolved_anneal_threshold(None) == 0.0  # size unknown (an iterable validation set)
+    assert anneal_threshold(config, 288) == pytest.approx(2 / 288)
+    assert anneal_threshold(config, None) == 0.0  # size unknown (an iterable validation set)
     paper = EASTConfig(
         output_dir=str(tmp_path), report_to=[], east_warm_start="none", east_ce_weight=0, east_anneal_monitor="loss"
     )
-    assert paper.resolved_anneal_threshold(288) == 0.0  # a loss across stages: the paper's letter
+    assert anneal_threshold(paper, 288) == 0.0  # a loss across stages: the paper's letter
     explicit = EASTConfig(output_dir=str(tmp_path), report_to=[], east_anneal_threshold=0.0)
-    assert explicit.resolved_anneal_threshold(288) == 0.0
+    assert anneal_threshold(explicit, 288) == 0.0
     with pytest.raises(ValueError, match="east_anneal_threshold"):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_anneal_threshold=-0.01)
 
@@ -386,7 +387,7 @@ def test_the_default_across_stage_gain_is_two_validation_samples_worth(tmp_path)
                 return s.stage, s.best_anneal
         return None, s.best_anneal
 
-    assert stages(config.resolved_anneal_threshold(288)) == (3, 0.90)  # three stages without a real gain: stop
+    assert stages(anneal_threshold(config, 288)) == (3, 0.90)  # three stages without a real gain: stop
     assert stages(0.0) == (None, 0.95)  # every new best resets the count: the annealing goes on
 
     # EASTTrainer resolves it from the evaluation set it is given (a mapping: the set the anneal monitor names)
@@ -429,17 +430,17 @@ def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
     # the default: the annealed logit-adjusted cross-entropy for every class count; the baselines have none
     default = EASTConfig(output_dir=str(tmp_path), report_to=[])
     assert default.east_ce_weight is None and default.east_ce_loss is None
-    assert (default.resolved_ce_weight(), default.resolved_ce_loss) == (1.0, "la")
+    assert (default.resolved_ce_weight, default.resolved_ce_loss) == (1.0, "la")
     paper = EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight=0, east_warm_start="none")
-    assert paper.resolved_ce_weight() == 0.0 and not paper.needs_class_counts  # no cross-entropy trains: no priors
+    assert paper.resolved_ce_weight == 0.0 and not needs_class_counts(paper)  # no cross-entropy trains: no priors
     baseline = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce")
-    assert (baseline.resolved_ce_weight(), baseline.resolved_ce_loss, baseline.needs_class_counts) == (
+    assert (baseline.resolved_ce_weight, baseline.resolved_ce_loss, needs_class_counts(baseline)) == (
         0.0,
         "ce",
         False,
     )
     dice = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="dice")
-    assert (dice.resolved_ce_weight(), dice.resolved_ce_loss) == (0.0, "ce")  # dice's warm start stays plain
+    assert (dice.resolved_ce_weight, dice.resolved_ce_loss) == (0.0, "ce")  # dice's warm start stays plain
     with pytest.raises(ValueError, match="east_ce_weight 0 for east_loss='ce'"):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce", east_ce_weight=1.0)
     with pytest.raises(ValueError, match="east_ce_weight_decay in \\[0, 1\\]"):
@@ -453,10 +454,10 @@ def test_inf_in_a_training_row_is_blamed_on_the_training_data_not_the_evaluation
     non-finite loss has already spoilt: the error names the training data and the step, not the evaluation inputs."""
     import datasets
     import numpy as np
-    from east_hf.models import TabularMLPConfig, TabularMLPForClassification
     from sklearn.datasets import load_breast_cancer
 
     from east_hf import build_compute_metrics
+    from east_hf.hf.models import TabularMLPConfig, TabularMLPForClassification
 
     X, y = load_breast_cancer(return_X_y=True)
     X = (X - X.mean(0)) / X.std(0)

@@ -2,6 +2,7 @@
 
 Rendered with ``huggingface_hub.ModelCard.from_template`` from the template in ``east_hf/hub_cards/`` (the
 top-level ``hub_cards/`` folder of the repository, installed as package data). Written on the main process only.
+No secret reaches a card: ``mask_secrets`` (``east_hf.hf.secret_masking``, re-exported here) masks the recipe.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from east_hf.core.loss import LOSSES
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
+from east_hf.hf.secret_masking import is_secret, mask_secrets
 
 __all__ = [
     "CITATION",
@@ -106,55 +108,6 @@ def _metric_identity(key: str, args, id2label: dict) -> tuple[str, str, dict[str
     if key == "fbeta" and not plain_f1:
         metric_args["beta"] = beta
     return metric_type, name, metric_args
-
-
-# the word token, password or secret in a name (hub_token, HF_TOKEN, --api-token), not tokens or tokenizer
-_SECRET = re.compile(r"(?<![a-z0-9])(?:token|password|passwd|secret)(?![a-z0-9])", re.IGNORECASE)
-_FLAG_VALUE = re.compile(r"(?<![\w-])(--?[\w-]+)(=|\s+)(?!-)(\S+)")
-MASK = "***"
-
-
-def is_secret(name: str) -> bool:
-    """True for a setting, flag or environment variable named like a secret (``hub_token``, ``HF_TOKEN``, ...).
-
-    >>> is_secret("hub_token"), is_secret("--api-token"), is_secret("include_num_input_tokens_seen")
-    (True, True, False)
-    """
-    return _SECRET.search(str(name)) is not None
-
-
-def _environment_secrets() -> list[str]:
-    """The values of environment variables named like a secret (``HF_TOKEN``); short ones (flags, ``1``) are not."""
-    return [v for k, v in os.environ.items() if is_secret(k) and len(v) >= 8]
-
-
-def mask_secrets(value: Any) -> Any:
-    """``value`` with every secret replaced by ``***``, so that no file or log east_hf writes holds one.
-
-    Masked: the string value of a mapping key named like a secret (token, password, secret), the argument after
-    such a flag in a list of arguments (``["--hub_token", "hf_x"]``) or after ``=`` (``--hub_token=hf_x``), the same
-    inside a command-line string, and the value of an environment secret (``HF_TOKEN``) wherever it appears.
-    Lists, tuples and mappings are masked throughout; other values are returned as they are.
-
-    >>> mask_secrets(["--hub_token", "hf_x", "--seed", "1", "--api-token=abc"])
-    ['--hub_token', '***', '--seed', '1', '--api-token=***']
-    >>> mask_secrets({"hub_token": "hf_x", "average_tokens_across_devices": True, "cmd": "east-train r.yaml --hub_token hf_x"})
-    {'hub_token': '***', 'average_tokens_across_devices': True, 'cmd': 'east-train r.yaml --hub_token ***'}
-    """
-    if isinstance(value, str):
-        value = _FLAG_VALUE.sub(lambda m: m[1] + m[2] + MASK if is_secret(m[1]) else m[0], value)
-        for secret in _environment_secrets():
-            value = value.replace(secret, MASK)
-        return value
-    if isinstance(value, dict):
-        return {k: MASK if is_secret(k) and isinstance(v, str) and v else mask_secrets(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        out = [mask_secrets(v) for v in value]
-        for i, arg in enumerate(value[:-1]):
-            if isinstance(arg, str) and arg.startswith("-") and "=" not in arg and is_secret(arg):
-                out[i + 1] = MASK
-        return type(value)(out)
-    return value
 
 
 def hub_preflight(args) -> None:
@@ -393,7 +346,7 @@ def card_context(
     betas = [(id2label.get(i, str(i)), b) for i, b in enumerate(beta)] if isinstance(beta, (list, tuple)) else None
     east = args.east_loss == "east"  # a baseline's card has no temperature, stages or surrogate
     loss_description = LOSSES[args.east_loss].describe(target_key)
-    ce_weight = args.resolved_ce_weight()
+    ce_weight = args.resolved_ce_weight
     if ce_weight > 0:
         ce_name = getattr(getattr(trainer, "warm_start_loss", None), "name", args.resolved_ce_loss)  # after a fallback
         loss_description += (
@@ -401,7 +354,8 @@ def card_context(
             f", its weight x{args.east_ce_weight_decay:g} at every stage"
         )
     warm_start = "none"
-    if args.east_annealing and args.annealing_schedule().has_warm_start:
+    annealing = getattr(trainer, "annealing", None)  # the schedule the run trained with
+    if annealing is not None and annealing.schedule.has_warm_start:
         steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
         warm_start = "cross-entropy for " + (
             f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"

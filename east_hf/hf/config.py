@@ -1,13 +1,17 @@
-"""EASTConfig: ``TrainingArguments`` plus the surrogate's and the annealing's settings.
+"""EASTConfig: ``TrainingArguments`` plus the surrogate's and the annealing's settings, as plain data.
 
-The ``east_*`` fields are the settings of two core objects, and those objects validate them: ``build_loss`` makes
-the loss (``east_hf.core.loss``: ``EASTLoss`` or a baseline) and ``annealing_schedule`` the ``AnnealingSchedule``
-(``east_hf.core.annealing``). ``__post_init__`` builds both once, so a bad value fails when the config is made, with the
-error of the object that owns the setting (its parameter shown under its ``east_`` field name).
+The ``east_*`` fields are the settings of two core objects, which own their defaults and their checks: the loss
+(``east_hf.core.loss``: ``EASTLoss`` or a baseline) and the ``AnnealingSchedule`` (``east_hf.core.annealing``).
+A field meant to share its object's default reads it from the object's signature (``LOSS_FIELDS`` and
+``SCHEDULE_FIELDS`` name the pairs), and ``__post_init__`` makes each object once with the fields' values, so a bad
+value fails when the config is made, with the error of the object that owns the setting (its parameter shown under its
+``east_`` field name). The config builds nothing for training: ``east_hf.hf.build`` turns it into the loss, the
+schedule and the callback that ``EASTTrainer`` uses.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import re
@@ -21,21 +25,69 @@ from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_availab
 
 from east_hf.core import AVERAGES, METRICS, target_metric_key
 from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, monitor_mode
-from east_hf.core.classes import resolve_class_priors
-from east_hf.core.loss import LOSSES, PRIOR_LOSSES, SetLoss, build_loss, describe_losses
+from east_hf.core.east_loss import EASTLoss
+from east_hf.core.loss import LOSSES, PRIOR_LOSSES, build_loss, describe_losses
 from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
-from east_hf.hf.callbacks import TemperatureAnnealingCallback, check_evaluates
+from east_hf.hf.callbacks import check_evaluates
 
-__all__ = ["EASTConfig"]
+__all__ = ["LOSS_FIELDS", "SCHEDULE_FIELDS", "EASTConfig"]
 
 logger = logging.getLogger(__name__)
 
+LOSS_FIELDS = {
+    "east_metric": "metric",
+    "east_beta": "beta",
+    "east_beta_floor": "beta_floor",
+    "east_average": "average",
+    "east_pos_label": "pos_label",
+    "east_temperature": "temperature",
+    "east_threshold_grad": "threshold_grad",
+    "east_confusion_memory": "confusion_memory",
+}
+"""``EASTConfig`` field -> the ``EASTLoss`` parameter it sets."""
+SCHEDULE_FIELDS = {
+    "east_temperature": "temperature",
+    "east_decay": "decay",
+    "east_patience": "patience",
+    "east_stage_patience": "stage_patience",
+    "east_min_temperature": "min_temperature",
+    "east_max_stages": "max_stages",
+    "east_threshold": "threshold",
+    "east_threshold_mode": "threshold_mode",
+    "east_warm_start_steps": "warm_start_steps",
+    "east_ce_weight_decay": "ce_weight_decay",
+}
+"""``EASTConfig`` field -> the ``AnnealingSchedule`` parameter it sets as it is (the others are resolved by the
+builder: ``east_warm_start``, ``east_warm_start_epochs``, ``east_ce_weight``, ``east_anneal_threshold``)."""
+_RESOLVED_SCHEDULE_FIELDS = {
+    "east_warm_start": "warm_start",
+    "east_warm_start_epochs": "warm_start_epochs",
+    "east_ce_weight": "ce_weight",
+    "east_anneal_threshold": "anneal_threshold",
+}
+OWN_DEFAULTS = {"east_beta_floor", "east_warm_start", "east_ce_weight"}
+"""Fields whose default is the config's own, not the core object's: what the Trainer layer trains by default (the
+floored beta, the cross-entropy warm start and the annealed cross-entropy weight) where the core's default is the
+paper's letter."""
 
-def _field_error(error: Exception, fields: set[str]) -> ValueError:
-    """A core object's one-line error with its parameter named as the ``east_`` field that set it."""
+
+def _core_default(owner: Any, param: str) -> Any:
+    """The default of ``param`` in the signature of a core object: the one place that default is written."""
+    return inspect.signature(owner).parameters[param].default
+
+
+def _value(strategy: Any) -> str:
+    """A strategy given as a string or as transformers' enum, as its string."""
+    return str(getattr(strategy, "value", strategy))
+
+
+def _field_error(error: Exception, fields: Mapping[str, str]) -> ValueError:
+    """A core object's one-line error with its parameter named as the ``east_`` field that set it (``fields``: field
+    -> parameter)."""
+    names = {param: name for name, param in fields.items()}
     message = re.sub(
         r"\b(Expected )(\w+)",
-        lambda m: f"{m.group(1)}east_{m.group(2)}" if m.group(2) in fields else m.group(0),
+        lambda m: f"{m.group(1)}{names[m.group(2)]}" if m.group(2) in names else m.group(0),
         str(error),
         count=1,
     )
@@ -64,8 +116,11 @@ class EASTConfig(TrainingArguments):
       stopping reads a validation result every epoch, and every evaluation has a checkpoint to return to. With
       ``eval_strategy="steps"`` the checkpoints follow the evaluations (``save_strategy="steps"``, ``save_steps`` =
       ``eval_steps``) unless ``save_strategy`` is set to ``"steps"`` explicitly.
-    - ``load_best_model_at_end=True`` with ``metric_for_best_model`` = the anneal monitor (``east_anneal_key``, e.g.
-      ``eval_fbeta``): the model kept is the one the annealing judged best, by the metric it is trained for.
+    - ``load_best_model_at_end``: left unset, on wherever every evaluation has a checkpoint to return to (the save
+      strategy follows the evaluation strategy, or is ``"best"``), with ``metric_for_best_model`` = the anneal monitor
+      (``east_anneal_key``, e.g. ``eval_fbeta``): the model kept is the one the annealing judged best, by the metric it
+      is trained for. Where the strategies keep no such checkpoint (``save_strategy="no"``, or strategies that
+      differ) it is off, with one info line, and training ends with the last weights; set explicitly, it is yours.
     - ``save_total_limit=1``: the best checkpoint and the last one are kept.
     - ``optim="adamw_torch"``: AdamW, as the paper.
     - ``label_names=["labels"]``: plain ``nn.Module`` models have no ``labels`` argument for the Trainer to find.
@@ -94,7 +149,7 @@ class EASTConfig(TrainingArguments):
         east_sync_across_processes (`bool`, defaults to `True`): all-reduce the soft confusion matrix across
             processes so every process optimises the surrogate of the global batch.
 
-    Parameters that control the annealing (paper Sec. 4.3; the schedule is ``annealing_schedule()``):
+    Parameters that control the annealing (paper Sec. 4.3; the schedule is ``east_hf.hf.build.build_schedule``):
         east_temperature (`float`, defaults to `0.2`): T0.
         east_decay (`float`, defaults to `0.9`): r in T_k = T0 * r^k.
         east_patience (`int`, defaults to `5`): evaluations without improvement of the stage monitor before the
@@ -113,7 +168,7 @@ class EASTConfig(TrainingArguments):
             the best so far to count as an improvement across temperature decreases. None: two validation samples'
             worth, 2 / len(eval_dataset), for a hard metric (one sample moves accuracy by 1 / n, so on a small
             validation set chance bests of one sample would reset ``east_stage_patience`` again and again), and 0 for
-            a loss watched across stages (the paper's letter); see ``resolved_anneal_threshold``.
+            a loss watched across stages (the paper's letter); see ``east_hf.hf.build.anneal_threshold``.
         east_stage_monitor / east_anneal_monitor: the metric keys watched within and across stages; see
             ``TemperatureAnnealingCallback``. ``east_stage_monitor="eval_fbeta"`` gives shorter stages.
         east_warm_start (`str`, defaults to `"ce"`): ``"ce"`` trains a short cross-entropy stage before EAST;
@@ -146,7 +201,7 @@ class EASTConfig(TrainingArguments):
             ``.json`` (list or mapping) or ``.csv`` (``class,count`` rows) file. Counts or probabilities: only the
             ratios matter. Why: an ``IterableDataset`` (a stream) cannot be counted, and counting a data set without
             a label column runs every sample through its transforms. None: count the training split's ``labels`` /
-            ``label`` column (``training_class_counts``).
+            ``label`` column (``east_hf.hf.dataset_stats.training_class_counts``).
         east_confusion_memory (`float`, defaults to `0.0`): d in [0, 1): train on the batch's soft confusion matrix
             plus a detached memory of the stage's earlier batches, m <- d * (m + C_batch), so rare-class rates are
             not estimated from one batch's few positives. The memory holds about 1 / (1 - d) batches, is emptied
@@ -155,7 +210,9 @@ class EASTConfig(TrainingArguments):
         east_annealing (`bool`, defaults to `True`): install the temperature annealing callback.
 
     Every setting is validated once, by the core object that owns it (``build_loss`` and ``AnnealingSchedule``,
-    through ``east_hf.core.validation``), when the config is made. The evidence behind each default is in the
+    through ``east_hf.core.validation``), when the config is made; a field that shares its object's default reads it
+    from that object (``LOSS_FIELDS``, ``SCHEDULE_FIELDS``). ``EASTTrainer`` builds its loss, schedule and callback
+    from the config once, with ``east_hf.hf.build.build_components``. The evidence behind each default is in the
     documentation's results pages.
     """
 
@@ -168,8 +225,12 @@ class EASTConfig(TrainingArguments):
         default="epoch", metadata={"help": "When to save a checkpoint; follows eval_strategy 'steps' unless set."}
     )
     logging_strategy: str = field(default="epoch", metadata={"help": "When to log training metrics."})
-    load_best_model_at_end: bool = field(
-        default=True, metadata={"help": "Load the checkpoint the anneal monitor judged best when training ends."}
+    load_best_model_at_end: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Load the checkpoint the anneal monitor judged best when training ends; default: on where every "
+            "evaluation has a checkpoint (save_strategy follows eval_strategy), off otherwise."
+        },
     )
     metric_for_best_model: str | None = field(
         default=None, metadata={"help": "Key that picks the best checkpoint; default: the anneal monitor."}
@@ -183,9 +244,11 @@ class EASTConfig(TrainingArguments):
         default="east",
         metadata={"help": f"Loss: {describe_losses()}."},
     )
-    east_metric: str = field(default="fbeta", metadata={"help": f"Metric to train for, one of {sorted(METRICS)}."})
+    east_metric: str = field(
+        default=_core_default(EASTLoss, "metric"), metadata={"help": f"Metric to train for, one of {sorted(METRICS)}."}
+    )
     east_beta: Any = field(
-        default=1.0,
+        default=_core_default(EASTLoss, "beta"),
         metadata={
             "help": "F-beta's beta: a float, a per-class list, or a JSON mapping {class name: beta} (others 1.0)."
         },
@@ -196,31 +259,52 @@ class EASTConfig(TrainingArguments):
             "help": "Train each class's F-beta at max(beta_k, floor); east_beta stays the metric judged (0: as given)."
         },
     )
-    east_average: str = field(default="macro", metadata={"help": f"Averaging over classes, one of {AVERAGES}."})
-    east_pos_label: int = field(default=1, metadata={"help": "Positive class index for east_average='binary'."})
+    east_average: str = field(
+        default=_core_default(EASTLoss, "average"), metadata={"help": f"Averaging over classes, one of {AVERAGES}."}
+    )
+    east_pos_label: int = field(
+        default=_core_default(EASTLoss, "pos_label"),
+        metadata={"help": "Positive class index for east_average='binary'."},
+    )
     east_threshold_grad: bool = field(
-        default=True, metadata={"help": "Let gradients flow through the dynamic threshold."}
+        default=_core_default(EASTLoss, "threshold_grad"),
+        metadata={"help": "Let gradients flow through the dynamic threshold."},
     )
     east_sync_across_processes: bool = field(
         default=True,
         metadata={"help": "All-reduce the soft confusion matrix across processes (surrogate of the global batch)."},
     )
     # --- the annealing ---
-    east_temperature: float = field(default=0.2, metadata={"help": "Initial temperature T0 in (0, 0.4)."})
+    east_temperature: float = field(
+        default=_core_default(AnnealingSchedule, "temperature"),
+        metadata={"help": "Initial temperature T0 in (0, 0.4)."},
+    )
     east_decay: float = field(
-        default=0.9, metadata={"help": "Decay rate r of T_k = T0 * r^k, in (0, 1); the paper uses 0.8 or 0.9."}
+        default=_core_default(AnnealingSchedule, "decay"),
+        metadata={"help": "Decay rate r of T_k = T0 * r^k, in (0, 1); the paper uses 0.8 or 0.9."},
     )
-    east_patience: int = field(default=5, metadata={"help": "Evaluations without improvement before a stage ends."})
+    east_patience: int = field(
+        default=_core_default(AnnealingSchedule, "patience"),
+        metadata={"help": "Evaluations without improvement before a stage ends."},
+    )
     east_stage_patience: int = field(
-        default=3, metadata={"help": "Temperature decreases without improvement before stopping."}
+        default=_core_default(AnnealingSchedule, "stage_patience"),
+        metadata={"help": "Temperature decreases without improvement before stopping."},
     )
-    east_min_temperature: float = field(default=0.005, metadata={"help": "Stop after the stage at this temperature."})
-    east_max_stages: int | None = field(default=None, metadata={"help": "Maximum number of temperature stages."})
+    east_min_temperature: float = field(
+        default=_core_default(AnnealingSchedule, "min_temperature"),
+        metadata={"help": "Stop after the stage at this temperature."},
+    )
+    east_max_stages: int | None = field(
+        default=_core_default(AnnealingSchedule, "max_stages"),
+        metadata={"help": "Maximum number of temperature stages."},
+    )
     east_threshold: float = field(
-        default=1e-2, metadata={"help": "Minimum change of the stage monitor that counts as an improvement."}
+        default=_core_default(AnnealingSchedule, "threshold"),
+        metadata={"help": "Minimum change of the stage monitor that counts as an improvement."},
     )
     east_threshold_mode: str = field(
-        default="rel",
+        default=_core_default(AnnealingSchedule, "threshold_mode"),
         metadata={"help": "'rel': east_threshold is a fraction of the best value so far; 'abs': an absolute change."},
     )
     east_anneal_threshold: float | None = field(
@@ -246,7 +330,7 @@ class EASTConfig(TrainingArguments):
         metadata={"help": "Length of the warm start in epochs; -1: until its own early stopping."},
     )
     east_warm_start_steps: int | None = field(
-        default=None,
+        default=_core_default(AnnealingSchedule, "warm_start_steps"),
         metadata={"help": "Length of the warm start in optimiser steps; overrides east_warm_start_epochs."},
     )
     east_ce_weight: float | None = field(
@@ -256,7 +340,7 @@ class EASTConfig(TrainingArguments):
         },
     )
     east_ce_weight_decay: float = field(
-        default=0.5,
+        default=_core_default(AnnealingSchedule, "ce_weight_decay"),
         metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."},
     )
     east_ce_loss: str | None = field(
@@ -274,7 +358,7 @@ class EASTConfig(TrainingArguments):
         },
     )
     east_confusion_memory: float = field(
-        default=0.0,
+        default=_core_default(EASTLoss, "confusion_memory"),
         metadata={"help": "Decay in [0, 1) of a memory of earlier batches' soft confusion matrices (0: none)."},
     )
     east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
@@ -285,13 +369,7 @@ class EASTConfig(TrainingArguments):
 
     def __post_init__(self):
         self._validate_east()
-        if self.load_best_model_at_end and self.metric_for_best_model is None:
-            self.metric_for_best_model = self.east_anneal_key  # keep the model the annealing judged best
-        if self.load_best_model_at_end and self.eval_strategy == "steps" and self.save_strategy == "epoch":
-            # A checkpoint at every evaluation (load_best_model_at_end needs one); "epoch" is this class's default.
-            self.save_strategy = "steps"
-            if self.eval_steps is not None:
-                self.save_steps = self.eval_steps
+        self._follow_strategies()
         if self.label_names is None:
             self.label_names = ["labels"]  # plain nn.Modules have no `labels` argument for the Trainer to find
         if self.dataloader_pin_memory and not torch.accelerator.is_available():
@@ -320,6 +398,30 @@ class EASTConfig(TrainingArguments):
             self.use_cpu = True
         super().__post_init__()
 
+    def _follow_strategies(self) -> None:
+        """Checkpoints follow the evaluations, and the best one is loaded at the end where they can: a
+        ``load_best_model_at_end`` left unset (None) is on when every evaluation has a checkpoint to return to and
+        off (with one info line) otherwise, e.g. with ``save_strategy="no"``; set explicitly, it is the user's."""
+        evaluation, save = _value(self.eval_strategy), _value(self.save_strategy)
+        if evaluation == "steps" and save == "epoch" and self.load_best_model_at_end is not False:
+            # A checkpoint at every evaluation (the best model needs one); "epoch" is this class's default.
+            self.save_strategy = save = "steps"
+            if self.eval_steps is not None:
+                self.save_steps = self.eval_steps
+        if self.load_best_model_at_end is None:
+            every = self.eval_steps or self.logging_steps
+            steps_match = evaluation != "steps" or (
+                every is not None and every >= 1 and self.save_steps >= 1 and self.save_steps % every == 0
+            )
+            self.load_best_model_at_end = save == "best" or (save == evaluation != "no" and steps_match)
+            if not self.load_best_model_at_end:
+                logger.info(
+                    f"load_best_model_at_end=False: save_strategy={save!r} does not keep a checkpoint of every "
+                    f"evaluation (eval_strategy={evaluation!r}), so training ends with the last weights"
+                )
+        if self.load_best_model_at_end and self.metric_for_best_model is None:
+            self.metric_for_best_model = self.east_anneal_key  # keep the model the annealing judged best
+
     def _validate_east(self) -> None:
         check_choice("east_loss", self.east_loss, tuple(LOSSES))
         self.east_beta = parse_beta(self.east_beta, "east_beta")
@@ -338,34 +440,32 @@ class EASTConfig(TrainingArguments):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
         if self.east_annealing:
             check_evaluates(self.eval_strategy)
-        self.check_loss_anneal_monitor()
-        # Validation is the core objects' own: build them once (class names are not known yet, so a beta mapping is
-        # checked for its values; the trainer resolves its names against the model's id2label).
-        beta = list(self.east_beta.values()) if isinstance(self.east_beta, Mapping) else self.east_beta
+        self._check_loss_anneal_monitor()
+        # The checks are the core objects' own: each is made once with the fields' values (class names are not known
+        # yet, so a beta mapping is checked for its values; the trainer resolves its names against the model's
+        # id2label). Nothing made here is kept: the builder (east_hf.hf.build) makes what the trainer uses.
+        loss_settings = {param: getattr(self, name) for name, param in LOSS_FIELDS.items()}
+        if isinstance(self.east_beta, Mapping):
+            loss_settings["beta"] = list(self.east_beta.values())
         try:
-            build_loss("east", **{**self._loss_settings(), "beta": beta})
+            build_loss("east", **loss_settings)
         except (ValueError, TypeError) as e:
-            raise _field_error(
-                e, {"metric", "beta", "beta_floor", "average", "pos_label", "temperature", "confusion_memory"}
-            ) from None
+            raise _field_error(e, LOSS_FIELDS) from None
+        epochs = self.east_warm_start_epochs
         try:
-            self.annealing_schedule()
+            AnnealingSchedule(
+                **{param: getattr(self, name) for name, param in SCHEDULE_FIELDS.items()},
+                anneal_threshold=self.east_anneal_threshold or 0.0,
+                stage_mode=monitor_mode(self.east_stage_monitor),
+                anneal_mode=monitor_mode(self.east_anneal_key),
+                warm_start=self.east_warm_start,
+                warm_start_epochs=None if epochs == -1 else epochs,
+                ce_weight=self.resolved_ce_weight,
+            )
         except (ValueError, TypeError) as e:
-            raise _field_error(e, set(AnnealingSchedule().settings())) from None
+            raise _field_error(e, {**SCHEDULE_FIELDS, **_RESOLVED_SCHEDULE_FIELDS}) from None
 
-    def _loss_settings(self) -> dict[str, Any]:
-        return dict(
-            metric=self.east_metric,
-            beta=self.east_beta,
-            beta_floor=self.east_beta_floor,
-            average=self.east_average,
-            pos_label=self.east_pos_label,
-            temperature=self.east_temperature,
-            threshold_grad=self.east_threshold_grad,
-            confusion_memory=self.east_confusion_memory,
-        )
-
-    def check_loss_anneal_monitor(self) -> None:
+    def _check_loss_anneal_monitor(self) -> None:
         """An anneal monitor that is the validation loss compares the loss of different stages, so every stage must
         train the same kind of loss: not after a cross-entropy warm start (its loss is cross-entropy, far below any
         surrogate, so it would be the best "stage" and the model kept), nor with a cross-entropy weight that changes
@@ -383,13 +483,14 @@ class EASTConfig(TrainingArguments):
                 "cross-entropy would be compared with EAST's surrogate and kept as the best stage), got "
                 f"east_warm_start={self.east_warm_start!r}; or watch a hard metric across stages (the default)"
             )
-        ce_weight = self.resolved_ce_weight()
-        if ce_weight > 0:
+        if self.resolved_ce_weight > 0:
             raise ValueError(
                 f"Expected east_ce_weight 0 with east_anneal_monitor={self.east_anneal_key!r} (the loss changes with "
-                f"the weight from stage to stage), got {ce_weight:g}; or watch a hard metric across stages (the default)"
+                f"the weight from stage to stage), got {self.resolved_ce_weight:g}; or watch a hard metric across "
+                "stages (the default)"
             )
 
+    @property
     def resolved_ce_weight(self) -> float:
         """The cross-entropy weight of EAST's stage 0: ``east_ce_weight``, by default 1.0; 0 for the baselines."""
         if self.east_loss != "east":
@@ -405,113 +506,14 @@ class EASTConfig(TrainingArguments):
         return "la" if self.east_loss == "east" else "ce"
 
     @property
-    def trains_cross_entropy(self) -> bool:
-        """Whether EAST's (or dice's) cross-entropy trains: in a warm start, or as the annealed weight."""
-        warm_start = self.east_annealing and self.east_warm_start != "none" and self.east_loss in ("east", "dice")
-        return warm_start or self.resolved_ce_weight() > 0
-
-    @property
-    def needs_class_counts(self) -> bool:
-        """Whether building the losses needs class counts or priors (``wce`` or ``la``, as the loss or as the
-        cross-entropy that trains beside EAST): ``class_priors``, else the training split's counts."""
-        ce_counts = self.trains_cross_entropy and self.resolved_ce_loss in PRIOR_LOSSES
-        return self.east_loss in PRIOR_LOSSES or ce_counts
-
-    @property
-    def needs_only_ce_counts(self) -> bool:
-        """Whether only EAST's (or dice's) cross-entropy needs the class priors, which it can do without."""
-        return self.east_loss not in PRIOR_LOSSES and self.needs_class_counts
-
-    def class_priors(self, num_classes: int | None = None, class_names: Any = None) -> list[float] | None:
-        """``east_class_priors`` as one value per class (``class_names``, a list or an ``id2label`` mapping, resolves
-        a mapping by class name), or None when they are to be counted from the training split."""
-        if self.east_class_priors is None:
-            return None
-        return resolve_class_priors(self.east_class_priors, class_names, num_classes, "east_class_priors")
-
-    def build_ce_loss(self, class_counts: Any = None, warn: bool = True) -> SetLoss:
-        """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``). Without
-        ``class_counts`` a ``wce`` / ``la`` falls back to the plain cross-entropy, with a warning (``warn``): the
-        default trains on any data set, a stream without ``east_class_priors`` included."""
-        name = self.resolved_ce_loss
-        if class_counts is None and name in PRIOR_LOSSES and not (warn and self.trains_cross_entropy):
-            return build_loss("ce")  # it never trains: no priors needed, nothing to say
-        if class_counts is None and name in PRIOR_LOSSES:
-            logger.warning(
-                f"east_ce_loss={name!r} without class priors (a training set that cannot be counted and "
-                "no east_class_priors): EAST's cross-entropy is the plain one ('ce'); pass east_class_priors to "
-                "adjust it"
-            )
-            return build_loss("ce")
-        return build_loss(name, class_counts=class_counts)
-
-    def build_loss(self, num_classes: int | None = None, class_names: Any = None, class_counts: Any = None) -> SetLoss:
-        """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``) or none (the baselines).
-
-        ``class_names`` (a list or an ``id2label`` mapping) resolves an ``east_beta`` given by class name;
-        ``class_counts`` (training samples per class) are the priors of ``wce`` and ``la``.
-        """
-        if self.east_loss != "east":
-            return build_loss(self.east_loss, class_counts=class_counts)
-        return build_loss("east", num_classes=num_classes, class_names=class_names, **self._loss_settings())
-
-    @property
     def east_anneal_key(self) -> str:
         """The metric key watched across stages: ``east_anneal_monitor``, or ``eval_<target metric>``."""
         return anneal_key(self.east_metric, self.east_anneal_monitor)
 
-    def resolved_anneal_threshold(self, eval_size: int | None = None) -> float:
-        """The minimum across-stage improvement: ``east_anneal_threshold``, or by default 2 / ``eval_size`` (two
-        validation samples' worth) when the anneal monitor is maximised (a hard metric), and 0 when it is minimised
-        (a loss, the paper's letter) or the validation set's size is unknown (None, or an iterable dataset)."""
-        if self.east_anneal_threshold is not None:
-            return float(self.east_anneal_threshold)
-        if monitor_mode(self.east_anneal_key) == "min" or not eval_size:
-            return 0.0
-        return 2.0 / eval_size
-
-    def annealing_schedule(self, eval_size: int | None = None, streamed: bool = False) -> AnnealingSchedule:
-        """The ``AnnealingSchedule`` of the ``east_*`` fields, for a validation set of ``eval_size`` samples (it sets
-        the default across-stage threshold, ``resolved_anneal_threshold``). Baselines get one stage (their early
-        stopping, with the same patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start.
-        ``streamed``: the training set has no length (an ``IterableDataset``), so a warm start measured in epochs
-        runs until its own early stopping instead, with a warning (``east_warm_start_steps`` sets its length)."""
-        warm_start = self.east_warm_start if self.east_loss in ("east", "dice") else "none"
-        epochs = self.east_warm_start_epochs
-        if streamed and warm_start != "none" and self.east_warm_start_steps is None and epochs != -1:
-            logger.warning(
-                f"east_warm_start_epochs={epochs:g} on a training set without a length: the warm start runs until its "
-                "own early stopping (east_warm_start_epochs=-1); set east_warm_start_steps to give it a length"
-            )
-            epochs = -1
-        return AnnealingSchedule(
-            temperature=self.east_temperature,
-            decay=self.east_decay,
-            patience=self.east_patience,
-            stage_patience=self.east_stage_patience,
-            min_temperature=self.east_min_temperature,
-            max_stages=self.east_max_stages if self.east_loss == "east" else 1,
-            threshold=self.east_threshold,
-            threshold_mode=self.east_threshold_mode,
-            anneal_threshold=self.resolved_anneal_threshold(eval_size),
-            stage_mode=monitor_mode(self.east_stage_monitor),
-            anneal_mode=monitor_mode(self.east_anneal_key),
-            warm_start=warm_start,
-            warm_start_steps=self.east_warm_start_steps,
-            warm_start_epochs=None if epochs == -1 else epochs,  # -1: the warm start's own early stopping
-            ce_weight=self.resolved_ce_weight(),
-            ce_weight_decay=self.east_ce_weight_decay,
-        )
-
-    def annealing_callback(self, eval_size: int | None = None, streamed: bool = False):
-        """The ``TemperatureAnnealingCallback`` that ``EASTTrainer`` installs from this config, for a validation set
-        of ``eval_size`` samples and a training set with (or, ``streamed``, without) a length."""
-        return TemperatureAnnealingCallback(
-            self.annealing_schedule(eval_size, streamed),
-            stage_monitor=self.east_stage_monitor,
-            anneal_monitor=self.east_anneal_key,
-            restore_best_per_stage=self.east_restore_best_per_stage,
-        )
+    @property
+    def east_target_key(self) -> str:
+        """The hard metric key (without the ``eval_`` prefix) of the metric the surrogate targets."""
+        return target_metric_key(self.east_metric)
 
     def __getstate__(self):
         # transformers pickles the arguments into training_args.bin beside every checkpoint and pushes that file to the
@@ -519,8 +521,3 @@ class EASTConfig(TrainingArguments):
         state = self.__dict__.copy()
         state["hub_token"] = None
         return state
-
-    @property
-    def east_target_key(self) -> str:
-        """The hard metric key (without the ``eval_`` prefix) of the metric the surrogate targets."""
-        return target_metric_key(self.east_metric)

@@ -1,0 +1,236 @@
+"""The builder: from an ``EASTConfig`` and the facts of the data, everything ``EASTTrainer`` trains with.
+
+``EASTConfig`` is data (fields, their docs, their validation). This module turns it into objects, once, when the
+trainer is made: the loss ``east_loss`` names, the cross-entropy of the warm start and of the annealed weight (and
+EAST's mix with it), the ``AnnealingSchedule`` and its ``TemperatureAnnealingCallback``, and the hard metrics an
+evaluation reports when the user passes no ``compute_metrics``. What the config cannot know comes from the data: the
+number of classes and their names (the model's ``config``), the training split's class counts (the priors of ``wce``
+and ``la``), whether the training set is a stream, and the size of the validation set (the default across-stage
+threshold). Control flows one way: trainer -> builder -> core; nothing here calls back into the trainer.
+
+>>> from east_hf.hf.config import EASTConfig
+>>> args = EASTConfig(output_dir="out", report_to="none")
+>>> schedule = build_schedule(args, eval_size=400)
+>>> schedule.temperature, schedule.warm_start, schedule.ce_weight, schedule.anneal_threshold
+(0.2, 'ce', 1.0, 0.005)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from east_hf.core.annealing import AnnealingSchedule, monitor_mode
+from east_hf.core.classes import resolve_class_priors
+from east_hf.core.loss import PRIOR_LOSSES, EASTLoss, MixedSetLoss, SetLoss, build_loss
+from east_hf.hf.callbacks import TemperatureAnnealingCallback
+from east_hf.hf.config import LOSS_FIELDS, SCHEDULE_FIELDS, EASTConfig
+from east_hf.hf.dataset_stats import dataset_length, training_class_counts, validation_size
+from east_hf.hf.metrics.compute import ComputeMetrics
+
+__all__ = [
+    "EASTComponents",
+    "anneal_threshold",
+    "build_annealing_callback",
+    "build_ce_loss",
+    "build_components",
+    "build_compute_metrics",
+    "build_east_loss",
+    "build_schedule",
+    "class_counts",
+    "class_priors",
+    "needs_class_counts",
+    "trains_cross_entropy",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EASTComponents:
+    """What ``build_components`` makes for one trainer.
+
+    Attributes:
+        loss: the loss ``east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``).
+        ce_loss: the cross-entropy of the warm start and of the annealed weight (``east_ce_loss``).
+        mixed_loss: EAST plus the annealed cross-entropy (``MixedSetLoss``), for the stages whose weight is > 0;
+            None for the baselines.
+        annealing: the ``TemperatureAnnealingCallback`` to install, or None (``east_annealing=False``, or the caller
+            brings its own).
+        compute_metrics: the hard metrics of the configured target, or None where the caller passed its own (or the
+            number of classes is unknown until the first evaluation batch).
+        num_classes: C from the model's ``config.num_labels``, or None.
+    """
+
+    loss: SetLoss
+    ce_loss: SetLoss
+    mixed_loss: MixedSetLoss | None
+    annealing: TemperatureAnnealingCallback | None
+    compute_metrics: ComputeMetrics | None
+    num_classes: int | None
+
+
+def trains_cross_entropy(args: EASTConfig) -> bool:
+    """Whether EAST's (or dice's) cross-entropy trains: in a warm start, or as the annealed weight."""
+    warm_start = args.east_annealing and args.east_warm_start != "none" and args.east_loss in ("east", "dice")
+    return warm_start or args.resolved_ce_weight > 0
+
+
+def needs_class_counts(args: EASTConfig) -> bool:
+    """Whether the losses need class counts or priors (``wce`` or ``la``, as the loss or as the cross-entropy that
+    trains beside EAST): ``east_class_priors``, else the training split's counts."""
+    return args.east_loss in PRIOR_LOSSES or (trains_cross_entropy(args) and args.resolved_ce_loss in PRIOR_LOSSES)
+
+
+def class_priors(args: EASTConfig, num_classes: int | None = None, class_names: Any = None) -> list[float] | None:
+    """``east_class_priors`` as one value per class (``class_names``, a list or an ``id2label`` mapping, resolves a
+    mapping by class name), or None when they are to be counted from the training split."""
+    if args.east_class_priors is None:
+        return None
+    return resolve_class_priors(args.east_class_priors, class_names, num_classes, "east_class_priors")
+
+
+def class_counts(
+    args: EASTConfig, train_dataset: Any, num_classes: int | None = None, class_names: Any = None
+) -> list[float] | None:
+    """The class counts (or priors) the losses are built from: ``east_class_priors`` resolved by class name
+    (``class_names``, a list or an ``id2label`` mapping), else the training split's counts; None where no loss needs
+    them, or where only EAST's cross-entropy does and the training set cannot be counted (a stream, or none): that
+    cross-entropy falls back to the plain one (``build_ce_loss``). A baseline that needs them on such a set is a
+    one-line error naming ``east_class_priors``."""
+    if not needs_class_counts(args):
+        return None
+    if args.east_class_priors is not None:
+        return class_priors(args, num_classes, class_names)
+    uncountable = train_dataset is None or dataset_length(train_dataset) is None
+    if uncountable and args.east_loss not in PRIOR_LOSSES:
+        return None
+    return training_class_counts(train_dataset, num_classes)
+
+
+def build_east_loss(
+    args: EASTConfig, num_classes: int | None = None, class_names: Any = None, counts: Sequence[float] | None = None
+) -> SetLoss:
+    """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``) or none (the baselines).
+
+    ``class_names`` (a list or an ``id2label`` mapping) resolves an ``east_beta`` given by class name; ``counts``
+    (training samples per class) are the priors of ``wce`` and ``la``."""
+    if args.east_loss != "east":
+        return build_loss(args.east_loss, class_counts=counts)
+    settings = {param: getattr(args, name) for name, param in LOSS_FIELDS.items()}
+    return build_loss("east", num_classes=num_classes, class_names=class_names, **settings)
+
+
+def build_ce_loss(args: EASTConfig, counts: Sequence[float] | None = None, warn: bool = True) -> SetLoss:
+    """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``). Without ``counts`` a
+    ``wce`` / ``la`` falls back to the plain cross-entropy, with a warning (``warn``) where it trains: the default
+    trains on any data set, a stream without ``east_class_priors`` included."""
+    name = args.resolved_ce_loss
+    if counts is None and name in PRIOR_LOSSES:
+        if warn and trains_cross_entropy(args):
+            logger.warning(
+                f"east_ce_loss={name!r} without class priors (a training set that cannot be counted and "
+                "no east_class_priors): EAST's cross-entropy is the plain one ('ce'); pass east_class_priors to "
+                "adjust it"
+            )
+        return build_loss("ce")
+    return build_loss(name, class_counts=counts)
+
+
+def anneal_threshold(args: EASTConfig, eval_size: int | None = None) -> float:
+    """The minimum across-stage improvement: ``east_anneal_threshold``, or by default 2 / ``eval_size`` (two
+    validation samples' worth) when the anneal monitor is maximised (a hard metric), and 0 when it is minimised (a
+    loss, the paper's letter) or the validation set's size is unknown (None, or an iterable dataset)."""
+    if args.east_anneal_threshold is not None:
+        return float(args.east_anneal_threshold)
+    if monitor_mode(args.east_anneal_key) == "min" or not eval_size:
+        return 0.0
+    return 2.0 / eval_size
+
+
+def build_schedule(args: EASTConfig, eval_size: int | None = None, streamed: bool = False) -> AnnealingSchedule:
+    """The ``AnnealingSchedule`` of the ``east_*`` fields, for a validation set of ``eval_size`` samples (the default
+    across-stage threshold, ``anneal_threshold``). Baselines get one stage (their early stopping, with the same
+    patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start. ``streamed``: the training set
+    has no length (an ``IterableDataset``), so a warm start measured in epochs runs until its own early stopping
+    instead, with a warning (``east_warm_start_steps`` sets its length)."""
+    settings = {param: getattr(args, name) for name, param in SCHEDULE_FIELDS.items()}
+    warm_start = args.east_warm_start if args.east_loss in ("east", "dice") else "none"
+    epochs = args.east_warm_start_epochs
+    if streamed and warm_start != "none" and args.east_warm_start_steps is None and epochs != -1:
+        logger.warning(
+            f"east_warm_start_epochs={epochs:g} on a training set without a length: the warm start runs until its "
+            "own early stopping (east_warm_start_epochs=-1); set east_warm_start_steps to give it a length"
+        )
+        epochs = -1
+    if args.east_loss != "east":
+        settings["max_stages"] = 1
+    return AnnealingSchedule(
+        **settings,
+        anneal_threshold=anneal_threshold(args, eval_size),
+        stage_mode=monitor_mode(args.east_stage_monitor),
+        anneal_mode=monitor_mode(args.east_anneal_key),
+        warm_start=warm_start,
+        warm_start_epochs=None if epochs == -1 else epochs,  # -1: the warm start's own early stopping
+        ce_weight=args.resolved_ce_weight,
+    )
+
+
+def build_annealing_callback(
+    args: EASTConfig, eval_size: int | None = None, streamed: bool = False
+) -> TemperatureAnnealingCallback:
+    """The ``TemperatureAnnealingCallback`` of ``build_schedule(args, eval_size, streamed)``."""
+    return TemperatureAnnealingCallback(
+        build_schedule(args, eval_size, streamed),
+        stage_monitor=args.east_stage_monitor,
+        anneal_monitor=args.east_anneal_key,
+        restore_best_per_stage=args.east_restore_best_per_stage,
+    )
+
+
+def build_compute_metrics(
+    args: EASTConfig, num_classes: int, id2label: Mapping[int, str] | None = None
+) -> ComputeMetrics:
+    """The hard metrics of the configured target (``east_beta``, ``east_average``, ``east_pos_label``):
+    ``accuracy``, ``fbeta``, ``mcc``, ``precision``, ``recall`` and the per-class keys of
+    ``east_hf.hf.metrics.build_compute_metrics``'s default, scored from the evaluation's counts."""
+    return ComputeMetrics(
+        num_classes, beta=args.east_beta, average=args.east_average, pos_label=args.east_pos_label, id2label=id2label
+    )
+
+
+def build_components(
+    args: EASTConfig,
+    model: Any = None,
+    train_dataset: Any = None,
+    eval_dataset: Any = None,
+    callbacks: Sequence[Any] = (),
+    compute_metrics: Any = None,
+) -> EASTComponents:
+    """Everything a trainer of ``model`` on ``train_dataset`` / ``eval_dataset`` trains and evaluates with, built
+    once. The annealing callback is built unless ``callbacks`` holds one; the hard metrics unless
+    ``compute_metrics`` is given."""
+    config = getattr(model, "config", None)
+    num_classes, id2label = getattr(config, "num_labels", None), getattr(config, "id2label", None)
+    if (
+        num_classes is None
+        and isinstance(args.east_beta, Mapping)
+        and not all(str(k).isdigit() for k in args.east_beta)
+    ):
+        raise ValueError(
+            "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
+        )
+    counts = class_counts(args, train_dataset, num_classes, id2label)
+    loss = build_east_loss(args, num_classes, id2label, counts)
+    ce_loss = build_ce_loss(args, counts, warn=train_dataset is not None)  # no training set: nothing trains
+    mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if isinstance(loss, EASTLoss) else None
+    annealing = None
+    if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
+        streamed = train_dataset is not None and dataset_length(train_dataset) is None
+        annealing = build_annealing_callback(args, validation_size(eval_dataset, args.east_anneal_key), streamed)
+    metrics = None
+    if compute_metrics is None and num_classes is not None:
+        metrics = build_compute_metrics(args, num_classes, id2label)
+    return EASTComponents(loss, ce_loss, mixed, annealing, metrics, num_classes)

@@ -1,0 +1,182 @@
+"""Evaluation from additive statistics: ``eval_loss`` and the hard metrics of the whole set, without keeping logits.
+
+Every loss is a function of additive statistics (``east_hf.core.loss``), and every hard metric of
+``ComputeMetrics`` a function of (3, C) per-class counts. ``EvaluationFromCounts`` (a mixin of ``EASTTrainer``) sums
+both over the batches of each process (leaving out the samples that uneven sharding repeats), adds the sums across
+processes once, and scores them once: for EAST the surrogate of the whole set at the current temperature (one soft
+confusion matrix), for cross-entropy the mean over the set, for Dice the soft Dice of the set, and the hard metrics
+bit for bit equal to those of the gathered logits. Memory is that of one batch plus the statistics, whatever the size
+of the set. ``predict`` (and so the decision-rule tuner) and a ``compute_metrics`` of the user's receive every logit,
+gathered once by the Trainer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from east_hf.hf.metrics.compute import ComputeMetrics
+
+__all__ = ["EvaluationFromCounts", "logits_of"]
+
+
+def logits_of(outputs: Any) -> torch.Tensor:
+    """The (N, C) logits of a model's output: ``.logits``, a ``"logits"`` key, a tensor, or the first element."""
+    if isinstance(outputs, torch.Tensor):
+        return outputs
+    if getattr(outputs, "logits", None) is not None:
+        return outputs.logits
+    if isinstance(outputs, dict) and "logits" in outputs:
+        return outputs["logits"]
+    if isinstance(outputs, (tuple, list)) and outputs and isinstance(outputs[0], torch.Tensor):
+        return outputs[0]
+    raise TypeError(f"Expected model outputs with .logits or a logits tensor, got {type(outputs).__name__}")
+
+
+def split_inputs(inputs: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor]:
+    """A batch's model inputs and its labels (the model's own loss is not computed: ``labels`` are not passed)."""
+    if "labels" not in inputs:
+        raise ValueError(f"Expected a 'labels' entry in the batch, got keys {sorted(inputs)}")
+    inputs = dict(inputs)
+    return inputs, inputs.pop("labels")
+
+
+class EvaluationFromCounts:
+    """``prediction_step`` and ``evaluation_loop`` of ``EASTTrainer``: see the module docstring.
+
+    The trainer provides ``_current_loss()`` (the loss of the current stage), ``_raise_if_nonfinite()`` and
+    ``_default_metrics(num_classes)`` (its hard metrics when no ``compute_metrics`` was given)."""
+
+    # Evaluation state: the hard metrics' (3, C) counts summed over batches, the loss statistics, and whether the
+    # running loop scores from them instead of handing logits to the Trainer.
+    _eval_counts: torch.Tensor | None = None
+    _eval_stats: Any = None
+    _eval_counts_only: bool = False
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        """One evaluation batch: add this process's loss statistics (and, in ``evaluate``, the hard metrics' counts)
+        to the running sums, leaving out the rows ``gather_for_metrics`` drops (the repeats that even out the last
+        batch of several processes). Returns no logits while ``evaluation_loop`` scores from counts; the batch's
+        logits and labels otherwise (``predict``, a ``compute_metrics`` of the user's)."""
+        inputs = self._prepare_inputs(inputs)
+        inputs, labels = split_inputs(inputs)
+        loss_fn = self._current_loss()
+        with torch.no_grad():
+            logits = logits_of(model(**inputs)).detach()
+            kept = self._unrepeated_rows(len(logits))
+            own_logits, own_labels = logits[:kept], labels[:kept]  # (kept, C), (kept,)
+            self._check_eval_logits(own_logits)
+            stats = loss_fn.statistics(own_logits, own_labels)  # this process's rows of the batch
+            loss = None if self._eval_counts_only else loss_fn.loss_from_statistics(stats)
+            self._eval_stats = stats if self._eval_stats is None else self._eval_stats.add_(stats)
+            if self._eval_counts_only and not prediction_loss_only:
+                self._add_eval_counts(own_logits, own_labels)
+        if self._eval_counts_only or prediction_loss_only:
+            return loss, None, None
+        return loss, logits, labels
+
+    def _unrepeated_rows(self, n: int) -> int:
+        """How many leading rows of this process's batch of ``n`` rows are evaluation samples: all but in the last
+        batch of an uneven split over several processes, whose tail repeats samples to even out the processes.
+        ``gather_for_metrics`` keeps the first ``remainder`` rows of the batches concatenated in process order, so
+        process r keeps its rows below ``remainder - r n``."""
+        state = self.accelerator.gradient_state
+        if self.accelerator.num_processes == 1 or not state.end_of_dataloader or state.remainder <= 0:
+            return n
+        return max(0, min(n, state.remainder - self.accelerator.process_index * n))
+
+    def _add_eval_counts(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        """Add a batch's hard-metric counts (``ComputeMetrics.counts``, (3, C) int64) to the running sum, on the
+        device: scores of ``preprocess_logits_for_metrics`` where given, as the Trainer would pass them. Without a
+        ``compute_metrics`` the trainer's own hard metrics count them, made for the logits' width on first use."""
+        if self.preprocess_logits_for_metrics is not None:
+            logits = self.preprocess_logits_for_metrics(logits, labels)
+        if self.compute_metrics is None:
+            self.compute_metrics = self._default_metrics(logits.shape[-1])
+        counts = self.compute_metrics.counts(logits, labels, validate_args=False)  # finite: checked above
+        self._eval_counts = counts if self._eval_counts is None else self._eval_counts.add_(counts)
+
+    def evaluation_loop(
+        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
+    ):
+        """The Trainer's loop, with ``eval_loss`` the loss of the whole set. ``evaluate`` with east_hf's
+        ``ComputeMetrics`` (the trainer's own when none is given) keeps no logits: each process sums its batches'
+        loss statistics and (3, C) hard-metric counts, the sums are added across processes once at the end, and the
+        metrics are scored from them, equal to those of the gathered logits. ``predict`` (and a ``compute_metrics``
+        of the user's, which needs the logits) gathers the logits as the Trainer does."""
+        # A model trained on a non-finite loss has non-finite weights: name the training step that caused it before
+        # an evaluation reports the non-finite logits as a fault of the evaluation data.
+        self._raise_if_nonfinite()
+        self._eval_stats = self._eval_counts = None
+        self._eval_counts_only = description != "Prediction" and (
+            self.compute_metrics is None or isinstance(self.compute_metrics, ComputeMetrics)
+        )
+        if self._eval_counts_only and self.compute_metrics is None:
+            prediction_loss_only = None  # evaluate() asks for the loss alone without compute_metrics: count anyway
+        try:
+            output = super().evaluation_loop(
+                dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix
+            )
+        finally:
+            stats, counts = self._eval_stats, self._eval_counts
+            self._eval_stats = self._eval_counts = None
+            self._eval_counts_only = False
+        if self.accelerator.num_processes > 1:  # every process holds its own rows' sums: add them, once
+            stats, counts = (None if t is None else self.accelerator.reduce(t, "sum") for t in (stats, counts))
+        if stats is not None:
+            self._put_loss(output.metrics, stats, metric_key_prefix)
+        if counts is not None:  # after the loss, in the order the Trainer leaves compute_metrics' keys
+            scored = self.compute_metrics.from_counts(counts)
+            output.metrics.update({f"{metric_key_prefix}_{key}": value for key, value in scored.items()})
+        if metric_key_prefix == "eval":
+            self._check_best_metric_key(output.metrics)
+        return output
+
+    def _put_loss(self, metrics: dict[str, float], stats: Any, prefix: str) -> None:
+        """Put the loss of the whole set first in ``metrics``, where the Trainer puts its mean of the batch losses
+        (which it replaces). A training batch without labels contributes nothing, but a whole set without them has no
+        loss and no metric: its loss of 0 would read as a perfect model. An evaluation (which the annealing and the
+        best checkpoint read) is refused; predictions on placeholder labels come back without a loss."""
+        loss_key, loss_fn = f"{prefix}_loss", self._current_loss()
+        if bool(loss_fn.is_empty(stats)):
+            if prefix == "eval":
+                raise ValueError(
+                    f"Expected labelled rows in the {prefix} set, got none: every label is the ignore_index "
+                    f"{loss_fn.ignore_index}, so {prefix}_loss and the metrics are undefined"
+                )
+            metrics.pop(loss_key, None)
+            return
+        loss = loss_fn.loss_from_statistics(stats).item()
+        if not math.isfinite(loss):  # finite logits (checked per batch) but a loss that overflowed
+            raise FloatingPointError(f"Expected a finite {loss_key}, got {loss} at step {self.state.global_step}")
+        ordered = {loss_key: loss, **metrics}
+        ordered[loss_key] = loss
+        metrics.clear()
+        metrics.update(ordered)
+
+    def _check_eval_logits(self, logits: torch.Tensor) -> None:
+        """An evaluation batch with NaN or inf logits is an error, never a silent 'no improvement' (one sync per
+        evaluation batch; evaluation is off the training hot path). Several processes count their rows together, so
+        every process raises, or none."""
+        finite = torch.isfinite(logits).all(dim=1)  # (N,)
+        bad, rows = (~finite).sum(), torch.tensor(len(finite), device=finite.device)
+        if self.accelerator.num_processes > 1:
+            bad, rows = self.accelerator.reduce(torch.stack([bad, rows]), "sum")
+        if bool(bad):
+            raise ValueError(
+                f"Expected finite logits in evaluation, got NaN or inf in {int(bad)} of {int(rows)} rows of a batch "
+                f"at step {self.state.global_step}: check the evaluation inputs for NaN or inf"
+            )
+
+    def _check_best_metric_key(self, metrics: dict[str, float]) -> None:
+        """``metric_for_best_model`` must name a key this evaluation reports (the Trainer would raise a KeyError)."""
+        name = self.args.metric_for_best_model
+        if not name:
+            return
+        key = name if name.startswith("eval_") else f"eval_{name}"
+        later = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "epoch")  # added by evaluate()
+        if key not in metrics and key not in later:
+            known = ", ".join(k.removeprefix("eval_") for k in sorted(metrics))
+            raise ValueError(f"Expected metric_for_best_model among the evaluation metrics ({known}), got {name!r}")

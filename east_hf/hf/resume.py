@@ -1,0 +1,95 @@
+"""Checks before ``EASTTrainer.train`` runs a step: the checkpoint to resume from, its saved annealing schedule, and
+one collated mini-batch of the training data.
+
+``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last *complete* checkpoint of
+``output_dir`` (``east_hf.hf.checkpoints``), skipping each one whose save was cut off or whose files are truncated or
+corrupt; a path to such a checkpoint is refused in one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers.trainer import TRAINER_STATE_NAME
+
+from east_hf.hf.callbacks import TemperatureAnnealingCallback
+from east_hf.hf.checkpoints import checkpoint_problem, last_complete_checkpoint
+from east_hf.hf.evaluation import logits_of, split_inputs
+
+__all__ = ["check_saved_schedule", "first_batch_logits", "resolve_checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_checkpoint(resume: str | bool | None, output_dir: str) -> str | None:
+    """The checkpoint ``resume_from_checkpoint`` names: None (start afresh), the last complete checkpoint of
+    ``output_dir`` (True, ``"true"``, ``"last"``), or a path, checked to be complete."""
+    if isinstance(resume, str) and resume.strip().lower() in ("true", "last", "false", "none", ""):
+        resume = resume.strip().lower() in ("true", "last")
+    if resume is False or resume is None:
+        return None
+    if resume is True:
+        checkpoint = last_complete_checkpoint(output_dir)
+        if checkpoint is None:
+            raise ValueError(f"Expected a complete checkpoint-* folder in {output_dir} to resume from, got none")
+        logger.warning(f"resuming from {checkpoint}")
+        return str(checkpoint)
+    problem = checkpoint_problem(resume)
+    if problem is not None:
+        raise ValueError(
+            f"Expected resume_from_checkpoint to be a complete checkpoint, got {str(resume)!r}: {problem}; pass "
+            "'true' to resume from the last complete one"
+        )
+    return str(resume)
+
+
+def check_saved_schedule(checkpoint: str, annealing: TemperatureAnnealingCallback | None, restores: bool) -> None:
+    """Refuse a checkpoint whose saved annealing schedule does not record the cross-entropy weight this run anneals
+    (``annealing``; ``restores``: the callback's state is restored from checkpoints): resuming it would restore a
+    schedule without the weight and train EAST alone."""
+    if annealing is None or annealing.schedule.ce_weight0 == 0 or not restores:
+        return
+    file = Path(checkpoint) / TRAINER_STATE_NAME
+    try:
+        state = json.loads(file.read_text())
+    except (OSError, ValueError) as e:  # ValueError: JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"Expected a readable JSON {file}, got {type(e).__name__}: {e}") from None
+    callbacks = state.get("stateful_callbacks") if isinstance(state, dict) else None
+    saved = callbacks.get(type(annealing).__name__) if isinstance(callbacks, dict) else None
+    for entry in saved if isinstance(saved, list) else [saved]:
+        saved_args = entry.get("args") if isinstance(entry, dict) else None
+        schedule = saved_args.get("schedule") if isinstance(saved_args, dict) else None
+        if entry and not (isinstance(schedule, dict) and "ce_weight" in schedule):
+            raise ValueError(
+                f"Expected a checkpoint whose annealing schedule records the cross-entropy weight, got {checkpoint} "
+                f"without it (an older east_hf): resume it with east_ce_weight 0, or train anew"
+            )
+
+
+def first_batch_logits(trainer: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The logits and labels of one collated mini-batch of the training set (two rows), computed in eval mode without
+    gradients; None for a training set that cannot be indexed. Refuses a batch without labels and non-finite logits."""
+    dataset = trainer.train_dataset
+    if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__") or len(dataset) == 0:
+        return None
+    batch = trainer.data_collator([dataset[i] for i in range(min(2, len(dataset)))])
+    if "labels" not in batch:
+        raise ValueError(f"Expected a 'labels' column in the training data, got columns {sorted(batch)}")
+    inputs, labels = split_inputs(trainer._prepare_inputs(batch))
+    model = trainer.model
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = logits_of(model(**inputs))
+    finally:
+        model.train(was_training)
+    if not bool(torch.isfinite(logits).all()):
+        raise ValueError(
+            "Expected finite logits on the first training batch, got NaN or inf: check the inputs for NaN or inf"
+        )
+    return logits, labels
