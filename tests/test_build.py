@@ -15,7 +15,7 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from east_hf import EASTConfig, EASTLoss, EASTTrainer
 from east_hf.core.annealing import AnnealingSchedule
 from east_hf.hf.build import build_components
-from east_hf.hf.config import LOSS_FIELDS, OWN_DEFAULTS, SCHEDULE_FIELDS
+from east_hf.hf.config_fields import LOSS_FIELDS, OWN_DEFAULTS, SCHEDULE_FIELDS
 
 
 def _config_default(name: str):

@@ -26,7 +26,8 @@ from east_hf.core.annealing import AnnealingSchedule, monitor_mode
 from east_hf.core.classes import resolve_class_priors
 from east_hf.core.loss import PRIOR_LOSSES, EASTLoss, MixedSetLoss, SetLoss, build_loss
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
-from east_hf.hf.config import LOSS_FIELDS, SCHEDULE_FIELDS, EASTConfig
+from east_hf.hf.config import EASTConfig
+from east_hf.hf.config_fields import LOSS_FIELDS, SCHEDULE_FIELDS
 from east_hf.hf.dataset_stats import dataset_length, training_class_counts, validation_size
 from east_hf.hf.metrics.compute import ComputeMetrics
 

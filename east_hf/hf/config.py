@@ -11,17 +11,12 @@ schedule and the callback that ``EASTTrainer`` uses.
 
 from __future__ import annotations
 
-import inspect
 import logging
-import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from transformers import TrainingArguments
-from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 
 from east_hf.core import AVERAGES, METRICS, target_metric_key
 from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, monitor_mode
@@ -29,80 +24,19 @@ from east_hf.core.east_loss import EASTLoss
 from east_hf.core.loss import LOSSES, PRIOR_LOSSES, build_loss, describe_losses
 from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
 from east_hf.hf.callbacks import check_evaluates
+from east_hf.hf.config_fields import (
+    LOSS_FIELDS,
+    RESOLVED_SCHEDULE_FIELDS,
+    SCHEDULE_FIELDS,
+    core_default,
+    field_error,
+    strategy_name,
+)
+from east_hf.hf.launch import resolve_devices
 
-__all__ = ["LOSS_FIELDS", "SCHEDULE_FIELDS", "EASTConfig"]
+__all__ = ["EASTConfig"]
 
 logger = logging.getLogger(__name__)
-
-LOSS_FIELDS = {
-    "east_metric": "metric",
-    "east_beta": "beta",
-    "east_beta_floor": "beta_floor",
-    "east_average": "average",
-    "east_pos_label": "pos_label",
-    "east_temperature": "temperature",
-    "east_threshold_grad": "threshold_grad",
-    "east_confusion_memory": "confusion_memory",
-}
-"""``EASTConfig`` field -> the ``EASTLoss`` parameter it sets."""
-SCHEDULE_FIELDS = {
-    "east_temperature": "temperature",
-    "east_decay": "decay",
-    "east_patience": "patience",
-    "east_stage_patience": "stage_patience",
-    "east_min_temperature": "min_temperature",
-    "east_max_stages": "max_stages",
-    "east_threshold": "threshold",
-    "east_threshold_mode": "threshold_mode",
-    "east_warm_start_steps": "warm_start_steps",
-    "east_ce_weight_decay": "ce_weight_decay",
-}
-"""``EASTConfig`` field -> the ``AnnealingSchedule`` parameter it sets as it is (the others are resolved by the
-builder: ``east_warm_start``, ``east_warm_start_epochs``, ``east_ce_weight``, ``east_anneal_threshold``)."""
-_RESOLVED_SCHEDULE_FIELDS = {
-    "east_warm_start": "warm_start",
-    "east_warm_start_epochs": "warm_start_epochs",
-    "east_ce_weight": "ce_weight",
-    "east_anneal_threshold": "anneal_threshold",
-}
-OWN_DEFAULTS = {"east_beta_floor", "east_warm_start", "east_ce_weight"}
-"""Fields whose default is the config's own, not the core object's: what the Trainer layer trains by default (the
-floored beta, the cross-entropy warm start and the annealed cross-entropy weight) where the core's default is the
-paper's letter."""
-
-
-def _core_default(owner: Any, param: str) -> Any:
-    """The default of ``param`` in the signature of a core object: the one place that default is written."""
-    return inspect.signature(owner).parameters[param].default
-
-
-def _value(strategy: Any) -> str:
-    """A strategy given as a string or as transformers' enum, as its string."""
-    return str(getattr(strategy, "value", strategy))
-
-
-def _field_error(error: Exception, fields: Mapping[str, str]) -> ValueError:
-    """A core object's one-line error with its parameter named as the ``east_`` field that set it (``fields``: field
-    -> parameter)."""
-    names = {param: name for name, param in fields.items()}
-    message = re.sub(
-        r"\b(Expected )(\w+)",
-        lambda m: f"{m.group(1)}{names[m.group(2)]}" if m.group(2) in names else m.group(0),
-        str(error),
-        count=1,
-    )
-    return ValueError(message)
-
-
-def _one_process_of_several() -> bool:
-    """True in the lone process ``accelerate launch --num_processes N`` (N > 1) starts without ``--multi_gpu``: its
-    plain launcher runs one process on this machine and sets ``MASTER_ADDR`` for the others, which never start. A
-    distributed launcher (``--multi_gpu``, torchrun, mpirun) gives the process a world size instead."""
-    env = os.environ
-    if "ACCELERATE_USE_CPU" not in env or "MASTER_ADDR" not in env:  # not accelerate's plain launcher asked for > 1
-        return False
-    sizes = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
-    return all(int(env.get(name) or 1) <= 1 for name in sizes)
 
 
 @dataclass
@@ -245,10 +179,10 @@ class EASTConfig(TrainingArguments):
         metadata={"help": f"Loss: {describe_losses()}."},
     )
     east_metric: str = field(
-        default=_core_default(EASTLoss, "metric"), metadata={"help": f"Metric to train for, one of {sorted(METRICS)}."}
+        default=core_default(EASTLoss, "metric"), metadata={"help": f"Metric to train for, one of {sorted(METRICS)}."}
     )
     east_beta: Any = field(
-        default=_core_default(EASTLoss, "beta"),
+        default=core_default(EASTLoss, "beta"),
         metadata={
             "help": "F-beta's beta: a float, a per-class list, or a JSON mapping {class name: beta} (others 1.0)."
         },
@@ -260,14 +194,14 @@ class EASTConfig(TrainingArguments):
         },
     )
     east_average: str = field(
-        default=_core_default(EASTLoss, "average"), metadata={"help": f"Averaging over classes, one of {AVERAGES}."}
+        default=core_default(EASTLoss, "average"), metadata={"help": f"Averaging over classes, one of {AVERAGES}."}
     )
     east_pos_label: int = field(
-        default=_core_default(EASTLoss, "pos_label"),
+        default=core_default(EASTLoss, "pos_label"),
         metadata={"help": "Positive class index for east_average='binary'."},
     )
     east_threshold_grad: bool = field(
-        default=_core_default(EASTLoss, "threshold_grad"),
+        default=core_default(EASTLoss, "threshold_grad"),
         metadata={"help": "Let gradients flow through the dynamic threshold."},
     )
     east_sync_across_processes: bool = field(
@@ -276,35 +210,35 @@ class EASTConfig(TrainingArguments):
     )
     # --- the annealing ---
     east_temperature: float = field(
-        default=_core_default(AnnealingSchedule, "temperature"),
+        default=core_default(AnnealingSchedule, "temperature"),
         metadata={"help": "Initial temperature T0 in (0, 0.4)."},
     )
     east_decay: float = field(
-        default=_core_default(AnnealingSchedule, "decay"),
+        default=core_default(AnnealingSchedule, "decay"),
         metadata={"help": "Decay rate r of T_k = T0 * r^k, in (0, 1); the paper uses 0.8 or 0.9."},
     )
     east_patience: int = field(
-        default=_core_default(AnnealingSchedule, "patience"),
+        default=core_default(AnnealingSchedule, "patience"),
         metadata={"help": "Evaluations without improvement before a stage ends."},
     )
     east_stage_patience: int = field(
-        default=_core_default(AnnealingSchedule, "stage_patience"),
+        default=core_default(AnnealingSchedule, "stage_patience"),
         metadata={"help": "Temperature decreases without improvement before stopping."},
     )
     east_min_temperature: float = field(
-        default=_core_default(AnnealingSchedule, "min_temperature"),
+        default=core_default(AnnealingSchedule, "min_temperature"),
         metadata={"help": "Stop after the stage at this temperature."},
     )
     east_max_stages: int | None = field(
-        default=_core_default(AnnealingSchedule, "max_stages"),
+        default=core_default(AnnealingSchedule, "max_stages"),
         metadata={"help": "Maximum number of temperature stages."},
     )
     east_threshold: float = field(
-        default=_core_default(AnnealingSchedule, "threshold"),
+        default=core_default(AnnealingSchedule, "threshold"),
         metadata={"help": "Minimum change of the stage monitor that counts as an improvement."},
     )
     east_threshold_mode: str = field(
-        default=_core_default(AnnealingSchedule, "threshold_mode"),
+        default=core_default(AnnealingSchedule, "threshold_mode"),
         metadata={"help": "'rel': east_threshold is a fraction of the best value so far; 'abs': an absolute change."},
     )
     east_anneal_threshold: float | None = field(
@@ -330,7 +264,7 @@ class EASTConfig(TrainingArguments):
         metadata={"help": "Length of the warm start in epochs; -1: until its own early stopping."},
     )
     east_warm_start_steps: int | None = field(
-        default=_core_default(AnnealingSchedule, "warm_start_steps"),
+        default=core_default(AnnealingSchedule, "warm_start_steps"),
         metadata={"help": "Length of the warm start in optimiser steps; overrides east_warm_start_epochs."},
     )
     east_ce_weight: float | None = field(
@@ -340,7 +274,7 @@ class EASTConfig(TrainingArguments):
         },
     )
     east_ce_weight_decay: float = field(
-        default=_core_default(AnnealingSchedule, "ce_weight_decay"),
+        default=core_default(AnnealingSchedule, "ce_weight_decay"),
         metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."},
     )
     east_ce_loss: str | None = field(
@@ -358,7 +292,7 @@ class EASTConfig(TrainingArguments):
         },
     )
     east_confusion_memory: float = field(
-        default=_core_default(EASTLoss, "confusion_memory"),
+        default=core_default(EASTLoss, "confusion_memory"),
         metadata={"help": "Decay in [0, 1) of a memory of earlier batches' soft confusion matrices (0: none)."},
     )
     east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
@@ -372,37 +306,14 @@ class EASTConfig(TrainingArguments):
         self._follow_strategies()
         if self.label_names is None:
             self.label_names = ["labels"]  # plain nn.Modules have no `labels` argument for the Trainer to find
-        if self.dataloader_pin_memory and not torch.accelerator.is_available():
-            self.dataloader_pin_memory = False  # nothing to pin for; torch warns on every data loader otherwise
-        if not self.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available():
-            # Under torchrun / accelerate launch without an accelerator, transformers would otherwise run every process
-            # as its own single-process run (no DDP, unsynchronised copies writing into one folder): use gloo on CPU.
-            logger.info(f"WORLD_SIZE={os.environ['WORLD_SIZE']} without an accelerator: use_cpu=True (gloo backend)")
-            self.use_cpu = True
-        if _one_process_of_several():
-            logger.warning(
-                "accelerate launch asked for several processes and started this one alone (without --multi_gpu it "
-                "runs one process): training runs in 1 process; launch with torchrun --nproc_per_node N, or add "
-                "--multi_gpu (on a CPU machine too)"
-            )
-        bf16 = self.bf16 or self.bf16_full_eval
-        if bf16 and not self.use_cpu and not (is_torch_bf16_gpu_available() or is_torch_xla_available()):
-            # transformers' own test fails: it would stop with a message about GPUs; resolve or explain it in one line
-            if torch.accelerator.is_available():
-                device = torch.accelerator.current_accelerator()
-                raise ValueError(
-                    f"Expected an accelerator with bf16 support for bf16=True, got {device} without it; use fp16=True, "
-                    "or use_cpu=True for bf16 autocast on the CPU"
-                )
-            logger.warning("bf16=True without an accelerator: bf16 autocast on the CPU (use_cpu=True)")
-            self.use_cpu = True
+        resolve_devices(self)
         super().__post_init__()
 
     def _follow_strategies(self) -> None:
         """Checkpoints follow the evaluations, and the best one is loaded at the end where they can: a
         ``load_best_model_at_end`` left unset (None) is on when every evaluation has a checkpoint to return to and
         off (with one info line) otherwise, e.g. with ``save_strategy="no"``; set explicitly, it is the user's."""
-        evaluation, save = _value(self.eval_strategy), _value(self.save_strategy)
+        evaluation, save = strategy_name(self.eval_strategy), strategy_name(self.save_strategy)
         if evaluation == "steps" and save == "epoch" and self.load_best_model_at_end is not False:
             # A checkpoint at every evaluation (the best model needs one); "epoch" is this class's default.
             self.save_strategy = save = "steps"
@@ -450,7 +361,7 @@ class EASTConfig(TrainingArguments):
         try:
             build_loss("east", **loss_settings)
         except (ValueError, TypeError) as e:
-            raise _field_error(e, LOSS_FIELDS) from None
+            raise field_error(e, LOSS_FIELDS) from None
         epochs = self.east_warm_start_epochs
         try:
             AnnealingSchedule(
@@ -463,7 +374,7 @@ class EASTConfig(TrainingArguments):
                 ce_weight=self.resolved_ce_weight,
             )
         except (ValueError, TypeError) as e:
-            raise _field_error(e, {**SCHEDULE_FIELDS, **_RESOLVED_SCHEDULE_FIELDS}) from None
+            raise field_error(e, {**SCHEDULE_FIELDS, **RESOLVED_SCHEDULE_FIELDS}) from None
 
     def _check_loss_anneal_monitor(self) -> None:
         """An anneal monitor that is the validation loss compares the loss of different stages, so every stage must

@@ -1,0 +1,60 @@
+"""What this process can run on, resolved into ``TrainingArguments`` before transformers checks them.
+
+Three cases transformers handles with an error or silently wrong: several processes without an accelerator (each would
+train alone, so they are joined over gloo on the CPU), ``accelerate launch --num_processes N`` without
+``--multi_gpu`` (one process starts: said in one line), and ``bf16=True`` without bf16 hardware (autocast on the CPU,
+or a one-line error on an accelerator without it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
+
+__all__ = ["resolve_devices"]
+
+logger = logging.getLogger(__name__)
+
+
+def _one_process_of_several() -> bool:
+    """True in the lone process ``accelerate launch --num_processes N`` (N > 1) starts without ``--multi_gpu``: its
+    plain launcher runs one process on this machine and sets ``MASTER_ADDR`` for the others, which never start. A
+    distributed launcher (``--multi_gpu``, torchrun, mpirun) gives the process a world size instead."""
+    env = os.environ
+    if "ACCELERATE_USE_CPU" not in env or "MASTER_ADDR" not in env:  # not accelerate's plain launcher asked for > 1
+        return False
+    sizes = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+    return all(int(env.get(name) or 1) <= 1 for name in sizes)
+
+
+def resolve_devices(args: Any) -> None:
+    """Set ``dataloader_pin_memory``, ``use_cpu`` of ``args`` (a ``TrainingArguments`` before its
+    ``__post_init__``) for this machine and launcher; see the module docstring."""
+    if args.dataloader_pin_memory and not torch.accelerator.is_available():
+        args.dataloader_pin_memory = False  # nothing to pin for; torch warns on every data loader otherwise
+    if not args.use_cpu and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available():
+        # Under torchrun / accelerate launch without an accelerator, transformers would otherwise run every process
+        # as its own single-process run (no DDP, unsynchronised copies writing into one folder): use gloo on CPU.
+        logger.info(f"WORLD_SIZE={os.environ['WORLD_SIZE']} without an accelerator: use_cpu=True (gloo backend)")
+        args.use_cpu = True
+    if _one_process_of_several():
+        logger.warning(
+            "accelerate launch asked for several processes and started this one alone (without --multi_gpu it "
+            "runs one process): training runs in 1 process; launch with torchrun --nproc_per_node N, or add "
+            "--multi_gpu (on a CPU machine too)"
+        )
+    bf16 = args.bf16 or args.bf16_full_eval
+    if bf16 and not args.use_cpu and not (is_torch_bf16_gpu_available() or is_torch_xla_available()):
+        # transformers' own test fails: it would stop with a message about GPUs; resolve or explain it in one line
+        if torch.accelerator.is_available():
+            device = torch.accelerator.current_accelerator()
+            raise ValueError(
+                f"Expected an accelerator with bf16 support for bf16=True, got {device} without it; use fp16=True, "
+                "or use_cpu=True for bf16 autocast on the CPU"
+            )
+        logger.warning("bf16=True without an accelerator: bf16 autocast on the CPU (use_cpu=True)")
+        args.use_cpu = True
