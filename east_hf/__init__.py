@@ -10,20 +10,20 @@ Three layers, each importing only from the ones before it:
 - ``east_hf.scripts``: the command-line scripts ``east-train``, ``east-compare`` and ``east-predict`` and their
   argument parsing.
 
-The names below are loaded on first access, so ``import east_hf`` stays a pure-torch import. The short paths
-``east_hf.models``, ``east_hf.loss``, ``east_hf.trainer``, ... name the same modules as their layer paths.
+The names below are loaded on first access, so ``import east_hf`` stays a pure-torch import. The old top-level
+paths (``east_hf.models``, ``east_hf.loss``, ``east_hf.trainer``, ...) are deprecated: each re-exports its layer
+module's public names and warns (FutureWarning) on import.
 
-Our architectures are registered where they are defined: importing ``east_hf.models`` (which the trainer and
+Our architectures are registered where they are defined: importing ``east_hf.hf.models`` (which the trainer and
 ``east-train`` do) registers ``darknet19`` / ``darknet19_tiny`` in timm's registry and the tabular MLP with
 transformers' ``AutoConfig`` / ``AutoModelForSequenceClassification``. To reload a saved model with the Auto classes
-in a fresh interpreter, ``import east_hf.models`` first.
+in a fresh interpreter, ``import east_hf.hf.models`` first, or pass ``trust_remote_code=True``.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from east_hf import _moved
 from east_hf.core import (
     accuracy,
     dynamic_threshold,
@@ -51,7 +51,6 @@ _LAZY = {
     "Predictor": "east_hf.hf.predict",
     "predict": "east_hf.hf.predict",
 }
-_moved.install()
 
 __all__ = [
     # the loss and its annealing
@@ -84,11 +83,8 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-    elif _moved.new_name(f"east_hf.{name}"):
-        value = importlib.import_module(f"east_hf.{name}")
-    else:
+    if name not in _LAZY:
         raise AttributeError(f"module 'east_hf' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
     globals()[name] = value
     return value

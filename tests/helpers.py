@@ -61,6 +61,14 @@ class TinyTabular(torch.utils.data.Dataset):
         return {"input_values": self.x[i], "labels": self.y[i]}
 
 
+class IgnoredRows(TinyTabular):
+    """A TinyTabular whose rows ``rows`` are labelled -100 (ignored)."""
+
+    def __init__(self, rows: slice, **kwargs):
+        super().__init__(**kwargs)
+        self.y[rows] = -100
+
+
 class PlainClassifier(nn.Module):
     """A plain nn.Module that returns a logits tensor (no config, no .logits)."""
 
@@ -234,3 +242,21 @@ def run_without_east_hf(script: str, tmp_path: Path, *args: str, timeout: int = 
         timeout=timeout,
         env=env,
     )
+
+
+def loss_spy():
+    """A callback that records, at every optimizer step, the stage and the cross-entropy weight of the loss in use
+    (set its ``trainer`` after building the trainer)."""
+    from transformers import TrainerCallback
+
+    class LossSpy(TrainerCallback):
+        """Records, at every optimizer step, the stage and the cross-entropy weight of the loss in use."""
+
+        def __init__(self):
+            self.trainer, self.weights = None, []
+
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            loss = self.trainer._current_loss()
+            self.weights.append((self.trainer.east_stage, getattr(loss, "weight", None)))
+
+    return LossSpy()

@@ -1,8 +1,9 @@
-"""From lists of labels to the functional core, with scikit-learn's label semantics.
+"""A test oracle: scikit-learn's label semantics over the functional core, for the evaluate metrics to match.
 
-The packaged evaluate metrics (``macro_fbeta``, ``mcc``) take lists of class labels, as scikit-learn does; the core
-(``east_hf.core``) takes a (C, C) confusion matrix. This module is the bridge, and its only job is the label
-bookkeeping scikit-learn does:
+The packaged evaluate metrics (``macro_fbeta``, ``mcc``) take lists of class labels, as scikit-learn does, and compute
+with numpy alone; the core (``east_hf.core``) takes a (C, C) confusion matrix. This module scores the same lists
+through the core, so the tests check the metric modules against scikit-learn and against the core. Its only job is
+the label bookkeeping scikit-learn does:
 
 - ``labels=None`` scores the sorted union of the labels present in ``references`` and ``predictions``;
 - ``labels`` given scores those labels in that order, absent ones included (their counts are zero);

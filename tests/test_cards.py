@@ -137,7 +137,8 @@ def test_push_uploads_weights_card_and_plot_without_leaking_the_token(tmp_path, 
 
 
 def test_one_masking_covers_argument_lists_commands_records_and_the_card_recipe(monkeypatch):
-    from east_hf.hf.cards import _clean_recipe, mask_secrets
+    from east_hf.hf.cards import _clean_recipe
+    from east_hf.hf.secret_masking import mask_secrets
 
     monkeypatch.setenv("HF_TOKEN", "hf_FROM_ENV")
     argv = ["r.yaml", "--hub_token", "hf_A1", "--api-token=hf_B2", "--seed", "1", "--", "--x", "hf_FROM_ENV"]

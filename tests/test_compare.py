@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from helpers import write_csv
 
-from east_hf.scripts.east_compare import main, markdown_table, parse_variants, redefining_flags, summarize
+from east_hf.scripts.compare_plan import parse_variants, redefining_flags
+from east_hf.scripts.compare_report import markdown_table, summarize
+from east_hf.scripts.east_compare import main
 
 RECIPE = str(Path(__file__).parents[1] / "recipes" / "digits_longtail_demo.yaml")
 TINY = [
@@ -111,13 +113,13 @@ def test_vary_split_gives_each_seed_its_own_split(tmp_path, monkeypatch):
 
     seen = []
     monkeypatch.setattr(east_hf.scripts.east_train, "main", lambda argv: seen.append(argv) or 1)
-    from east_hf.scripts.east_compare import _run_one
+    from east_hf.scripts.compare_runs import run_one
 
     with pytest.raises(RuntimeError, match="exited with 1"):
-        _run_one(RECIPE, tmp_path / "run", 3, ["--east_loss", "ce"], [], vary_split=True)
+        run_one(RECIPE, tmp_path / "run", 3, ["--east_loss", "ce"], [], vary_split=True)
     assert seen[0][-2:] == ["--split_seed", "3"] and seen[0][seen[0].index("--seed") + 1] == "3"
     with pytest.raises(RuntimeError):
-        _run_one(RECIPE, tmp_path / "run", 3, [], [])
+        run_one(RECIPE, tmp_path / "run", 3, [], [])
     assert "--split_seed" not in seen[1]
 
 
@@ -145,7 +147,8 @@ def test_compare_tuned_adds_tuned_rows_and_pairs_against_tuned_ce(tmp_path, caps
 
 
 def test_a_recipe_using_the_metric_alias_is_tabulated_on_its_anneal_key(tmp_path, monkeypatch):
-    import east_hf.scripts.east_compare as compare
+    import east_hf.scripts.compare_plan as compare
+    import east_hf.scripts.compare_runs as runs
 
     assert compare.recipe_metric({"metric": "mcc"}) == "mcc"
     assert compare.recipe_metric({"east_metric": "f1"}) == "fbeta"
@@ -158,8 +161,8 @@ def test_a_recipe_using_the_metric_alias_is_tabulated_on_its_anneal_key(tmp_path
         (run_dir / "test_results.json").write_text(json.dumps({"test_mcc": 0.5 + seed / 10, "test_fbeta": 0.4}))
         return {}
 
-    monkeypatch.setattr(compare, "run_settings", lambda argv: {})
-    monkeypatch.setattr(compare, "_run_one", fake_run)
+    monkeypatch.setattr(runs, "run_settings", lambda argv: {})
+    monkeypatch.setattr(runs, "run_one", fake_run)
     out = tmp_path / "cmp"
     assert main([str(recipe), "--losses", "east", "--seeds", "2", "--output_dir", str(out)]) == 0
     assert json.loads((out / "results.json").read_text())["metric"] == "mcc"
@@ -168,7 +171,7 @@ def test_a_recipe_using_the_metric_alias_is_tabulated_on_its_anneal_key(tmp_path
 
 # ---- a comparison is never stale: a changed default, an edited data file, another east_hf version ----
 def _fake_run(calls: list):
-    """An ``_run_one`` that records its mode and writes test results, so a comparison runs in a blink."""
+    """A ``run_one`` that records its mode and writes test results, so a comparison runs in a blink."""
 
     def run(recipe, run_dir, seed, flags, extra, vary_split=False, mode="fresh"):
         calls.append(mode)
@@ -183,29 +186,29 @@ def _change_default(monkeypatch, name: str, value) -> None:
     and the defaults a record is compared against."""
     import dataclasses
 
-    import east_hf.scripts.east_train as east_train
+    import east_hf.scripts.run_record as run_record
     from east_hf.hf.config import EASTConfig
 
     field = next(f for f in dataclasses.fields(EASTConfig) if f.name == name)
     monkeypatch.setattr(field, "default", value)
-    defaults = east_train.default_settings
+    defaults = run_record.default_settings
 
     def changed():
         out = defaults()
         out["training"][name] = value
         return out
 
-    monkeypatch.setattr(east_train, "default_settings", changed)
+    monkeypatch.setattr(run_record, "default_settings", changed)
 
 
 def test_a_changed_default_or_version_retrains_with_the_difference_printed(tmp_path, monkeypatch, capsys):
     import east_hf
-    import east_hf.scripts.east_compare as compare
+    import east_hf.scripts.compare_runs as runs
 
     recipe = tmp_path / "r.yaml"
     recipe.write_text("dataset_name: sklearn:iris\nmodel_name_or_path: tabular_mlp\n")
     calls: list = []
-    monkeypatch.setattr(compare, "_run_one", _fake_run(calls))
+    monkeypatch.setattr(runs, "run_one", _fake_run(calls))
     argv = [str(recipe), "--losses", "ce", "--seeds", "1", "--tuned", "false", "--output_dir", str(tmp_path / "cmp")]
     assert main(argv) == 0 and calls == ["fresh"]
     capsys.readouterr()
@@ -228,19 +231,19 @@ def test_a_changed_default_or_version_retrains_with_the_difference_printed(tmp_p
 
 
 def test_an_old_record_of_changed_fields_only_still_counts_as_unchanged(tmp_path, monkeypatch, capsys):
-    import east_hf.scripts.east_compare as compare
+    import east_hf.scripts.compare_runs as runs
     from east_hf.scripts.arguments import EASTArgumentParser
-    from east_hf.scripts.east_train import resolved_settings
+    from east_hf.scripts.run_record import resolved_settings
 
     calls: list = []
-    monkeypatch.setattr(compare, "_run_one", _fake_run(calls))
+    monkeypatch.setattr(runs, "run_one", _fake_run(calls))
     out = tmp_path / "cmp"
     run = out / "ce" / "seed-0"
     run.mkdir(parents=True)
     tiny = ["--max_steps", "2", "--disable_tqdm", "True"]
     # what east-compare recorded before records were complete: the fields that differ from the defaults, less where
     # the run writes; no version, no data fingerprint (benchmarks/results/*/results.json hold such records)
-    parsed = EASTArgumentParser().parse(compare._run_argv(RECIPE, run, 0, ["--east_loss", "ce"], tiny))
+    parsed = EASTArgumentParser().parse(runs.run_argv(RECIPE, run, 0, ["--east_loss", "ce"], tiny))
     old = {g: {k: v for k, v in kv.items() if k != "output_dir"} for g, kv in resolved_settings(parsed).items()}
     assert "east_temperature" not in old["training"] and old["training"]["disable_tqdm"] is True  # left out now
     (run / "run_settings.json").write_text(json.dumps(old, default=str))
@@ -308,7 +311,7 @@ def test_a_hub_token_never_reaches_a_file(tmp_path, monkeypatch, capsys, caplog)
 
 # ---- the honest comparison by default: the strongest baselines, each tuned and not, against tuned cross-entropy ----
 def _fake_tuned_run(calls: list):
-    """An ``_run_one`` that records its recipe and flags and writes test results with a tuned rule's scores."""
+    """A ``run_one`` that records its recipe and flags and writes test results with a tuned rule's scores."""
 
     def run(recipe, run_dir, seed, flags, extra, vary_split=False, mode="fresh"):
         calls.append((recipe, list(flags)))
@@ -323,6 +326,7 @@ def _fake_tuned_run(calls: list):
 def test_the_defaults_compare_east_with_ce_and_la_each_tuned_and_not_against_tuned_ce(tmp_path, monkeypatch, capsys):
     import re
 
+    import east_hf.scripts.compare_runs as runs
     import east_hf.scripts.east_compare as compare
 
     args = compare.build_parser().parse_args(["demo"])
@@ -335,7 +339,7 @@ def test_the_defaults_compare_east_with_ce_and_la_each_tuned_and_not_against_tun
     assert compare.build_parser().parse_args(["demo", "--tuned"]).tuned is True
 
     calls: list = []
-    monkeypatch.setattr(compare, "_run_one", _fake_tuned_run(calls))
+    monkeypatch.setattr(runs, "run_one", _fake_tuned_run(calls))
     recipe = tmp_path / "r.yaml"
     recipe.write_text("dataset_name: sklearn:iris\nmodel_name_or_path: tabular_mlp\n")
     out = tmp_path / "cmp"
@@ -370,11 +374,11 @@ def test_a_reference_that_is_not_compared_is_refused(tmp_path, capsys):
 
 
 def test_a_packaged_recipe_is_compared_by_name_into_its_own_folder(tmp_path, monkeypatch, capsys):
-    import east_hf.scripts.east_compare as compare
+    import east_hf.scripts.compare_runs as runs
     from east_hf.scripts.arguments import packaged_recipes
 
     calls: list = []
-    monkeypatch.setattr(compare, "_run_one", _fake_tuned_run(calls))
+    monkeypatch.setattr(runs, "run_one", _fake_tuned_run(calls))
     monkeypatch.chdir(tmp_path)
     assert main(["demo", "--losses", "ce", "--seeds", "1"]) == 0
     assert calls[0][0] == str(packaged_recipes()["demo"])
@@ -391,7 +395,7 @@ def test_a_packaged_recipe_is_compared_by_name_into_its_own_folder(tmp_path, mon
 def test_make_demo_and_east_train_demo_never_share_a_folder(tmp_path, monkeypatch, capsys):
     """``make demo``'s east-compare table and ``east-train demo``'s run go to different folders; east-train refuses
     the table's folder even when pointed at it."""
-    import east_hf.scripts.east_compare as compare
+    import east_hf.scripts.compare_runs as runs
     from east_hf.scripts.arguments import EASTArgumentParser
     from east_hf.scripts.east_train import main as east_train
 
@@ -399,7 +403,7 @@ def test_make_demo_and_east_train_demo_never_share_a_folder(tmp_path, monkeypatc
     command = next(line.split() for line in makefile.splitlines() if "/east-compare " in line)
     assert command[1:] == ["demo", "--seeds", "1"]  # the defaults: the honest comparison
     calls: list = []
-    monkeypatch.setattr(compare, "_run_one", _fake_tuned_run(calls))
+    monkeypatch.setattr(runs, "run_one", _fake_tuned_run(calls))
     monkeypatch.chdir(tmp_path)
     assert main(command[1:]) == 0
     table = tmp_path / "runs" / "compare-demo"
@@ -415,7 +419,7 @@ def test_make_demo_and_east_train_demo_never_share_a_folder(tmp_path, monkeypatc
 
 # ---- the plot does not exaggerate gaps ----
 def test_the_comparison_plot_starts_its_y_axis_at_zero():
-    from east_hf.scripts.east_compare import comparison_figure
+    from east_hf.scripts.compare_report import comparison_figure
 
     close = {"east": {"fbeta": (0.86, 0.01, 3)}, "ce": {"fbeta": (0.84, 0.01, 3)}}
     fig = comparison_figure(close, "fbeta")
@@ -427,7 +431,7 @@ def test_the_comparison_plot_starts_its_y_axis_at_zero():
 
 
 def test_the_card_license_is_no_reason_to_train_again():
-    from east_hf.scripts.east_compare import settings_changes
+    from east_hf.scripts.run_record import settings_changes
 
     old = {"script": {"license": "mit", "model_card": True}, "training": {"learning_rate": 0.01}}
     new = {"script": {"license": "apache-2.0", "model_card": False}, "training": {"learning_rate": 0.01}}

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 from helpers import run_without_east_hf
+from reference_metrics import fbeta_report, label_confusion_matrix, mcc_report
 from sklearn.metrics import accuracy_score, fbeta_score, matthews_corrcoef, precision_recall_fscore_support
 
 from east_hf.hf.metrics import METRIC_DIR, METRIC_NAMES, ComputeMetrics, build_compute_metrics, load_metric, safe_name
-from east_hf.hf.metrics.labels import fbeta_report, label_confusion_matrix, mcc_report
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning"),

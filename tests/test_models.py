@@ -36,6 +36,7 @@ from east_hf.hf.models import (
 from east_hf.hf.models.build import attach_data_config
 
 PUBLISHED_DARKNET19_PARAMS = 20.8e6  # YOLO9000 / darknet's reference Darknet-19 classifier, 1000 classes
+DARKNET19_PARAMS = 20_842_376  # ours with 1000 classes; saved runs' weights depend on it staying the same
 
 
 def _n_params(model: torch.nn.Module) -> int:
@@ -60,11 +61,26 @@ def test_darknet19_parameter_count_matches_the_paper():
     n = _n_params(model)
     print(f"darknet19 parameters (1000 classes): {n:,} ({n / PUBLISHED_DARKNET19_PARAMS:.4f} x 20.8M)")
     assert abs(n - PUBLISHED_DARKNET19_PARAMS) / PUBLISHED_DARKNET19_PARAMS < 0.05
+    assert n == DARKNET19_PARAMS and _n_params(timm.create_model("darknet19_tiny")) == 227_820
     assert isinstance(model, Darknet19) and model.num_features == 1024
     # 19 convs (18 in the backbone) + the 1x1 classifier conv, BatchNorm + LeakyReLU(0.1) after each backbone conv
     convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
     assert len(convs) == 19 and convs[-1] is model.get_classifier() and convs[-1].kernel_size == (1, 1)
-    assert all(m.negative_slope == 0.1 for m in model.modules() if isinstance(m, torch.nn.LeakyReLU))
+    blocks = [m for m in model.modules() if isinstance(m, timm.layers.ConvNormAct)]  # timm's conv-bn-act
+    assert len(blocks) == 18 and all(isinstance(b.bn, torch.nn.BatchNorm2d) for b in blocks)
+    slopes = [m.negative_slope for m in model.modules() if isinstance(m, torch.nn.LeakyReLU)]
+    assert slopes == [0.1] * 18
+    # the state-dict keys saved runs carry: stages.<stage>.<layer>.conv / .bn, then the head
+    keys = list(model.state_dict())
+    assert keys[:6] == [
+        "stages.0.0.conv.weight",
+        "stages.0.0.bn.weight",
+        "stages.0.0.bn.bias",
+        "stages.0.0.bn.running_mean",
+        "stages.0.0.bn.running_var",
+        "stages.0.0.bn.num_batches_tracked",
+    ]
+    assert keys[-2:] == ["head.weight", "head.bias"] and len(keys) == 18 * 6 + 2
 
 
 def test_darknet19_cifar_forward():
@@ -241,9 +257,16 @@ def test_saved_darknet19_run_carries_its_code(saved_darknet19_run):
 
 
 DARKNET_WITHOUT_EAST_HF = """
+import timm
 import torch
 from transformers import AutoImageProcessor, AutoModelForImageClassification
 run, out = sys.argv[1], sys.argv[2]
+try:  # timm alone: it cannot discover an architecture it does not ship
+    timm.create_model("local-dir:" + run, pretrained=True)
+except RuntimeError as error:
+    timm_refusal = str(error)
+else:
+    raise AssertionError("timm loaded darknet19 without east_hf")
 try:  # no trust_remote_code: transformers refuses to run the folder's code, and says how to allow it
     AutoModelForImageClassification.from_pretrained(run)
 except Exception as error:
@@ -256,7 +279,7 @@ with torch.no_grad():
     logits = model(pixel_values=torch.load(run + "/batch.pt")["x"]).logits
 assert not [name for name in sys.modules if name.split(".")[0] == "east_hf"], "east_hf was imported"
 torch.save(
-    {"refusal": refusal, "model": type(model).__name__, "timm_model": type(model.timm_model).__name__,
+    {"refusal": refusal, "timm_refusal": timm_refusal, "model": type(model).__name__, "timm_model": type(model.timm_model).__name__,
      "id2label": model.config.id2label, "state": model.state_dict(), "logits": logits,
      "data_config": processor.data_config},
     out,
@@ -267,7 +290,7 @@ torch.save(
 def test_saved_darknet19_run_loads_without_east_hf(saved_darknet19_run, tmp_path):
     """Where east_hf is not installed, the run's own code loads it with trust_remote_code=True (the same weights,
     the same logits, the same preprocessing), and without it transformers asks for trust_remote_code, never for a
-    newer timm."""
+    newer timm. timm's own local-dir loader needs east_hf (``import east_hf.hf.models``)."""
     path, out = saved_darknet19_run, tmp_path / "reloaded.pt"
     result = run_without_east_hf(DARKNET_WITHOUT_EAST_HF, tmp_path, path, out)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -278,6 +301,7 @@ def test_saved_darknet19_run_loads_without_east_hf(saved_darknet19_run, tmp_path
     assert reloaded["data_config"] == AutoImageProcessor.from_pretrained(path).data_config
     assert "trust_remote_code=True" in reloaded["refusal"]
     assert "timm" not in reloaded["refusal"], reloaded["refusal"]
+    assert reloaded["timm_refusal"] == "Unknown model (darknet19)"
 
 
 def test_darknet_config_takes_only_darknet_architectures():

@@ -17,30 +17,31 @@ One run: parse (``east_hf.scripts.arguments``), load and split the data (``east_
 the test split, and save into ``output_dir``: ``model.safetensors`` + ``config.json`` (+ the image processor or the
 tabular feature extractor, both ``preprocessor_config.json``), ``train_results.json``, ``eval_results.json``,
 ``test_results.json``, ``all_results.json``, ``trainer_state.json`` and, when ``east_hf.hf.cards`` is installed, the
-model card ``README.md``. Under several
-processes only the main one prints and writes.
+model card ``README.md``. Under several processes only the main one prints and writes.
+
+Beside this flow: ``east_hf.scripts.output_dir`` claims the folder, ``east_hf.scripts.interruptions`` writes the line a
+run cut short ends with, ``east_hf.scripts.run_record`` says what a run depends on (what ``--dry_run`` prints).
 """
 
 from __future__ import annotations
 
-import errno
-import functools
-import hashlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from east_hf.hf.data.arguments import DataArguments
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
+from east_hf.scripts.interruptions import disk_full_line, interrupted_line
+from east_hf.scripts.output_dir import DECISION_RULE_NAME, claim_output_dir
+from east_hf.scripts.run_record import data_fingerprint, default_settings, resolved_settings, run_record
 
 if TYPE_CHECKING:
     from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments
 
+# the record of a run lives in east_hf.scripts.run_record; its functions are importable from here too
 __all__ = [  # noqa: F822 - ScriptArguments comes from the module __getattr__ below
     "ScriptArguments",
     "data_fingerprint",
@@ -52,8 +53,6 @@ __all__ = [  # noqa: F822 - ScriptArguments comes from the module __getattr__ be
 
 logger = logging.getLogger(__name__)
 
-DECISION_RULE_NAME = "decision_rule.json"
-
 
 def __getattr__(name: str) -> Any:
     """``ScriptArguments`` from ``east_hf.scripts.arguments``, imported on first use: that module imports
@@ -63,149 +62,6 @@ def __getattr__(name: str) -> Any:
 
         return ScriptArguments
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def default_settings() -> dict[str, dict[str, Any]]:
-    """The default value of every field of each dataclass, by group (what ``resolved_settings`` leaves out)."""
-    from east_hf.hf.config import EASTConfig
-    from east_hf.hf.models.build import ModelArguments
-    from east_hf.scripts.arguments import ScriptArguments
-
-    out = {
-        title: {f.name: getattr(cls(), f.name) for f in fields(cls)}
-        for title, cls in (("script", ScriptArguments), ("data", DataArguments), ("model", ModelArguments))
-    }
-    out["training"] = EASTConfig(output_dir="x").to_dict()
-    return out
-
-
-RECORD_LEAVES_OUT = frozenset(
-    {"output_dir", "logging_dir", "run_name", "resume_from_checkpoint", "overwrite_output_dir", "dry_run"}
-    | {"report_to", "disable_tqdm", "project", "log_level", "log_level_replica", "log_on_each_node", "local_rank"}
-    | {"push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push"}
-    | {"hub_revision", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id", "skip_memory_metrics"}
-    | {"license", "model_card"}
-)
-"""Settings that do not change what a run trains or measures: where it writes and reports, how it resumes, where it
-pushes, how it launches, what its card says. A run record leaves them out, so changing one never makes east-compare train again."""
-
-
-def resolved_settings(parsed: ParsedArguments, full: bool = False) -> dict[str, dict[str, Any]]:
-    """The fields of each dataclass that differ from its defaults (what a dry run prints), by group; with ``full``
-    every field that affects training (all but ``RECORD_LEAVES_OUT``), so that a record stays exact when a default
-    changes. Secrets are masked (``east_hf.hf.cards.mask_secrets``)."""
-    from east_hf.hf.cards import mask_secrets
-
-    defaults = default_settings()
-    out = {
-        title: {f.name: getattr(obj, f.name) for f in fields(obj)}
-        for title, obj in (("script", parsed.script), ("data", parsed.data), ("model", parsed.model))
-    }
-    out["training"] = parsed.training.to_dict()
-    for title, values in out.items():
-        if full:
-            out[title] = {k: v for k, v in values.items() if k not in RECORD_LEAVES_OUT}
-        else:
-            out[title] = {k: v for k, v in values.items() if v != defaults[title].get(k)}
-    return mask_secrets(out)
-
-
-def data_fingerprint(dataset_name: str | None, dataset_config: str | None = None) -> dict[str, Any]:
-    """What identifies the data a run reads, so that an edit of it is noticed: for a local file its size, mtime and
-    SHA-256 of its bytes; for a local folder the same over every file in it (a missing path: its name only); for
-    ``sklearn:<name>`` the name and the generator's parameters; for a Hub id the id, configuration and revision."""
-    from east_hf.hf.data.sources import FILE_BUILDERS, SYNTHETIC_SETS
-
-    name = str(dataset_name)
-    if name.startswith("sklearn:"):
-        return {"kind": "sklearn", "name": name, "parameters": SYNTHETIC_SETS.get(name.split(":", 1)[1])}
-    path = Path(name).expanduser()
-    if path.is_file():
-        stat = path.stat()
-        digest = _sha256(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-        return {"kind": "file", "path": name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file())
-        combined, size = hashlib.sha256(), 0
-        for file in files:
-            stat = file.stat()
-            size += stat.st_size
-            digest = _sha256(str(file.resolve()), stat.st_size, stat.st_mtime_ns)
-            combined.update(f"{file.relative_to(path).as_posix()}\0{stat.st_size}\0{digest}\n".encode())
-        return {"kind": "folder", "path": name, "files": len(files), "size": size, "sha256": combined.hexdigest()}
-    if name.startswith(("/", "./", "../", "~")) or path.suffix.lower() in FILE_BUILDERS:
-        return {"kind": "missing", "path": name}  # a local path that is not there (yet): the run itself says so
-    # a Hub id: its own fingerprint would mean a download or a network call for every run; the data loads from
-    # the default branch, so no revision is pinned
-    return {"kind": "hub", "id": name, "config": dataset_config, "revision": None}
-
-
-@functools.lru_cache(maxsize=65536)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    """SHA-256 of a file's bytes, read in 1 MiB blocks; size and mtime key the cache, so an edited file is read again
-    and an unchanged one once per process (east-compare fingerprints the same file for every run)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def run_record(parsed: ParsedArguments) -> dict[str, Any]:
-    """What a finished run's results depend on: every setting that affects training (``resolved_settings(parsed,
-    full=True)``, by group), the east_hf version that trained it and the fingerprint of its data."""
-    from east_hf import __version__
-
-    return {
-        **resolved_settings(parsed, full=True),
-        "east_hf_version": __version__,
-        "data_fingerprint": data_fingerprint(parsed.data.dataset_name, parsed.data.dataset_config),
-    }
-
-
-def _claim_output_dir(output_dir: str, resume: str | None, overwrite: bool) -> None:
-    """Refuse to train into a folder holding another run unless resuming it or told to overwrite it: a new run would
-    replace its model and results and rotate away its checkpoints, best model included. With ``overwrite`` the
-    earlier run's checkpoints and results are deleted. The main process calls it, holding the folder's lock.
-
-    A folder holding files east_hf did not write (a project, a user's README.md or config.json, a downloaded model)
-    or east-compare's table is refused whatever the flags: east-train never replaces or deletes what it did not
-    write, so the only way out is another output_dir."""
-    import shutil
-
-    from east_hf.hf.checkpoints import comparison_files, foreign_files, run_files
-
-    table = comparison_files(output_dir)
-    if table:
-        raise ValueError(
-            f"Expected an output_dir for one run, got {output_dir}, which holds an east-compare comparison "
-            f"({', '.join(table)}); choose another output_dir (--overwrite_output_dir never replaces a comparison)"
-        )
-    foreign = foreign_files(output_dir)
-    if foreign:
-        raise ValueError(
-            f"Expected output_dir {output_dir} to be empty or to hold an east_hf run, got files east_hf did not write "
-            f"({', '.join(foreign[:4])}{', ...' if len(foreign) > 4 else ''}); choose another output_dir "
-            "(--overwrite_output_dir never replaces or deletes them)"
-        )
-    found = run_files(output_dir)
-    resuming = resume is not None and str(resume).strip().lower() not in ("false", "none", "")
-    if not found or resuming:
-        return
-    if not overwrite:
-        raise ValueError(
-            f"output_dir {output_dir} already holds a run ({', '.join(found[:4])}{', ...' if len(found) > 4 else ''}); "
-            "pass --resume_from_checkpoint true to resume it, --overwrite_output_dir true to replace it, or choose "
-            "another output_dir"
-        )
-    folder = Path(output_dir)
-    logger.warning(f"overwrite_output_dir: deleting the earlier run in {output_dir} ({', '.join(found)})")
-    for name in found:
-        path = folder / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
-    for name in ("eval_results.json", DECISION_RULE_NAME):  # results a new run might not write again
-        if (folder / name).is_file():
-            (folder / name).unlink()
 
 
 def _data_line(name: str, data) -> str:
@@ -344,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if training.process_index == 0:  # the other processes of a torchrun / accelerate launch write beside it
             try:
                 lock.acquire()
-                _claim_output_dir(training.output_dir, training.resume_from_checkpoint, script.overwrite_output_dir)
+                claim_output_dir(training.output_dir, training.resume_from_checkpoint, script.overwrite_output_dir)
             except ValueError as e:
                 refused = str(e)
         refused = _from_main_process(refused, training.world_size)  # the others wait for the folder to be claimed
@@ -356,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         if training.process_index == 0:
             args = list(sys.argv[1:] if argv is None else argv)
-            print(_interrupted_line(parser.prog, args, training.output_dir), file=sys.stderr, flush=True)
+            print(interrupted_line(parser.prog, args, training.output_dir), file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     finally:
         lock.release()
@@ -381,85 +237,6 @@ def _from_main_process(value: Any, world_size: int) -> Any:
     shared = [value]
     dist.broadcast_object_list(shared, src=0)
     return shared[0]
-
-
-def _resume_command(prog: str, argv: Sequence[str], restart: bool) -> str:
-    """The command line that continues an interrupted run: ``argv`` with ``--resume_from_checkpoint true``, or with
-    ``--overwrite_output_dir true`` where it has to ``restart`` (no complete checkpoint, but files of the run)."""
-    import shlex
-
-    bools = {"true", "false", "yes", "no", "t", "f", "y", "n", "1", "0"}  # what a boolean flag may take as its value
-    out, skip = [], False
-    for i, arg in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0].lstrip("-").replace("-", "_") if arg.startswith("--") else None
-        if name not in ("resume_from_checkpoint", "overwrite_output_dir"):
-            out.append(arg)
-        elif "=" not in arg and i + 1 < len(argv):  # drop its value too: any path, or a boolean
-            skip = name == "resume_from_checkpoint" or argv[i + 1].lower() in bools
-    flag = "--overwrite_output_dir" if restart else "--resume_from_checkpoint"
-    return shlex.join([prog, *out, flag, "true"])
-
-
-def _interrupted_line(prog: str, argv: Sequence[str], output_dir: str) -> str:
-    """What east-train prints on Ctrl-C: that training was interrupted, and the command that continues it."""
-    from east_hf.hf.checkpoints import complete_checkpoints, run_files
-
-    saved = complete_checkpoints(output_dir)
-    if saved:
-        return f"{prog}: interrupted; resume from {saved[-1]} with: {_resume_command(prog, argv, restart=False)}"
-    if run_files(output_dir):
-        return f"{prog}: interrupted before a checkpoint was saved; start again with: " + _resume_command(
-            prog, argv, restart=True
-        )
-    return f"{prog}: interrupted before a checkpoint was saved; start again with the same command"
-
-
-_DISK_FULL = {errno.ENOSPC: "ENOSPC", errno.EDQUOT: "EDQUOT"}
-
-
-def _disk_full(error: BaseException, output_dir: str) -> int | None:
-    """ENOSPC or EDQUOT where ``error`` or its cause says the disk is full or the quota spent, else ``None``. An
-    ``OSError`` carries the errno, safetensors says "No space left on device (os error 28)", and ``torch.save`` names
-    no cause ("PytorchStreamWriter failed", "inline_container"): then the free space left in ``output_dir`` tells."""
-    import shutil
-
-    chain = [error]
-    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
-        chain.append(nxt)
-    for e in chain:
-        if isinstance(e, OSError) and e.errno in _DISK_FULL:
-            return e.errno
-        text = str(e)
-        for code in _DISK_FULL:
-            if os.strerror(code) in text or f"os error {code})" in text:
-                return code
-        if isinstance(e, RuntimeError) and ("PytorchStreamWriter" in text or "inline_container" in text):
-            try:
-                return errno.ENOSPC if shutil.disk_usage(output_dir).free < 1 << 20 else None
-            except OSError:
-                return None
-    return None
-
-
-def _disk_full_line(error: BaseException, output_dir: str) -> str | None:
-    """The one line east-train ends with when a save finds the disk full (ENOSPC) or the quota spent (EDQUOT): the
-    folder, and how the run goes on once space is freed; ``None`` for any other error."""
-    from east_hf.hf.checkpoints import last_complete_checkpoint
-
-    code = _disk_full(error, output_dir)
-    if code is None:
-        return None
-    last = last_complete_checkpoint(output_dir)
-    then = (
-        f"resume from {last} with --resume_from_checkpoint true (a checkpoint cut short is skipped)"
-        if last is not None
-        else "start again with --overwrite_output_dir true (no checkpoint was complete)"
-    )
-    got = f"{os.strerror(code)} ({_DISK_FULL[code]})"
-    return f"Expected free disk space in {output_dir}, got {got}: free space, then {then}"
 
 
 def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
@@ -510,7 +287,7 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
     except (ValueError, FloatingPointError) as e:  # NaN / inf, an unknown metric key, a checkpoint to resume
         parser.error(str(e))
     except Exception as e:  # a full disk ends in one line saying how to go on; anything else as it is raised
-        line = _disk_full_line(e, training.output_dir)
+        line = disk_full_line(e, training.output_dir)
         if line is None:
             raise
         parser.error(line)

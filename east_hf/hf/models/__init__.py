@@ -7,7 +7,8 @@ Importing this package registers ``darknet19`` / ``darknet19_tiny`` in timm, mod
 ``AutoFeatureExtractor``. A checkpoint of either reloads with ``load_pretrained(path)``, or with transformers' Auto
 classes after ``import east_hf.hf.models``; where east_hf is not installed, with the Auto classes and
 ``trust_remote_code=True``, since ``save_pretrained`` copies the model's code beside its weights (see
-``east_hf.hf.models.darknet_hf`` and ``east_hf.hf.models.tabular``).
+``east_hf.hf.models.darknet_hf`` and ``east_hf.hf.models.tabular``). timm's own ``timm.create_model("local-dir:RUN")``
+has no such route: timm discovers no architecture it does not ship, so it needs ``import east_hf.hf.models`` first.
 """
 
 from collections.abc import Mapping, Sequence

@@ -1,9 +1,9 @@
 """Darknet-19
 
 The YOLOv2 classification network: 18 convolutions (3x3, with 1x1 bottlenecks between them), each followed by
-BatchNorm and LeakyReLU(0.1), five 2x2 max-pools, and the original classifier, the 19th conv: a 1x1 convolution to
-``num_classes`` on every cell of the last feature map, then global average pooling. 20.84 M parameters with 1000
-classes (the paper's ~20.8 M). No weights are published for it here.
+BatchNorm and LeakyReLU(0.1) (timm's ``ConvNormAct``), five 2x2 max-pools, and the original classifier, the 19th
+conv: a 1x1 convolution to ``num_classes`` on every cell of the last feature map, then global average pooling.
+20,842,376 parameters with 1000 classes (the paper's ~20.8 M). No weights are published for it here.
 
 Paper:
 * `YOLO9000: Better, Faster, Stronger` - https://arxiv.org/abs/1612.08242
@@ -31,8 +31,10 @@ reloads only after ``import east_hf.hf.models``. Without it, transformers' ``_cr
 upgrading timm does not help, importing ``east_hf.hf.models`` does. Neither timm (no entry-point discovery) nor the
 wrapper (a private module-level function) offers a hook to register the name lazily.
 
-With timm alone, once ``darknet19`` is registered (``import east_hf.hf.models``, or a folder's own code loaded as
-above): a folder saved by ``east-train`` or by ``create_image_model(...).save_pretrained`` is a timm ``local-dir``
+With timm alone, ``import east_hf.hf.models`` first: timm discovers no architecture it does not ship, so
+``timm.create_model("local-dir:out")`` stops with ``Unknown model (darknet19)`` until this file has registered it
+(the Auto classes with ``trust_remote_code=True`` need no import: they load the folder's own copy of this file). A
+folder saved by ``east-train`` or by ``create_image_model(...).save_pretrained`` is then a timm ``local-dir``
 checkpoint (its ``config.json`` carries ``architecture``, ``num_classes``,
 ``model_args`` and the ``pretrained_cfg`` it was trained with; ``checkpoint_filter_fn`` drops the wrapper's
 ``timm_model.`` key prefix)::
@@ -48,13 +50,12 @@ BatchNorm with (1, 0) (transformers' ``_init_weights``); ``timm.create_model`` k
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
 import torch.nn as nn
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.layers import SelectAdaptivePool2d, get_device_dtype
+from timm.layers import ConvNormAct, SelectAdaptivePool2d, get_device_dtype
 from timm.models import build_model_with_cfg, checkpoint_seq, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 
@@ -72,20 +73,6 @@ DARKNET19_LAYERS = (
     ((512, 3), (256, 1), (512, 3), (256, 1), (512, 3)),
     ((1024, 3), (512, 1), (1024, 3), (512, 1), (1024, 3)),
 )
-
-
-class ConvBnAct(nn.Sequential):
-    """Conv (no bias, 'same' padding) + BatchNorm + LeakyReLU(0.1), Darknet's only layer type."""
-
-    def __init__(self, in_chs: int, out_chs: int, kernel_size: int, device=None, dtype=None):
-        dd = {"device": device, "dtype": dtype}
-        super().__init__(
-            OrderedDict(
-                conv=nn.Conv2d(in_chs, out_chs, kernel_size, padding=kernel_size // 2, bias=False, **dd),
-                bn=nn.BatchNorm2d(out_chs, **dd),
-                act=nn.LeakyReLU(0.1, inplace=True),
-            )
-        )
 
 
 class Darknet19(nn.Module):
@@ -125,7 +112,12 @@ class Darknet19(nn.Module):
             modules = [nn.MaxPool2d(kernel_size=2, stride=2)] if stage_idx > 0 else []
             for out_chs, kernel_size in stage_layers:
                 out_chs = max(1, round(out_chs * width_multiplier))
-                modules.append(ConvBnAct(prev_chs, out_chs, kernel_size, **dd))
+                # timm's conv-bn-act; its norm keeps the name `bn`, so the keys are stages.i.j.conv / stages.i.j.bn
+                modules.append(
+                    ConvNormAct(
+                        prev_chs, out_chs, kernel_size, act_layer="leaky_relu", act_kwargs={"negative_slope": 0.1}, **dd
+                    )
+                )
                 prev_chs = out_chs
             stages.append(nn.Sequential(*modules))
             self.feature_info.append(dict(num_chs=prev_chs, reduction=2**stage_idx, module=f"stages.{stage_idx}"))

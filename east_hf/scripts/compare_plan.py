@@ -1,0 +1,105 @@
+"""What an ``east-compare`` compares: its variants (each a set of ``east-train`` flags), the test metric the runs are
+compared on, and the reference variant the others are paired against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from east_hf.core import target_metric_key
+from east_hf.core.annealing import anneal_key, monitor_mode
+from east_hf.core.loss import LOSSES
+
+__all__ = [
+    "DEFAULT_LOSSES",
+    "parse_variants",
+    "recipe_metric",
+    "redefining_flags",
+    "reference_variant",
+    "unpaired_variants",
+    "variant_rows",
+]
+
+DEFAULT_LOSSES = "east,ce,la"
+"""EAST and the strongest baselines: cross-entropy and logit-adjusted cross-entropy (with ``--tuned``, each tuned)."""
+TARGET_FLAGS = {"--east_beta", "--beta", "--east_metric", "--metric", "--east_average", "--east_pos_label"}
+AVERAGE_FLAGS = {"--east_average", "--east_pos_label"}
+
+
+def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[str, list[str]]:
+    """``--losses east,ce`` and ``--variants NAME:FLAGS`` -> {name: east-train flags}, in the order given."""
+    out: dict[str, list[str]] = {}
+    for loss in [x.strip() for x in (losses or "").split(",") if x.strip()]:
+        if loss not in LOSSES:
+            raise ValueError(f"Expected losses among {sorted(LOSSES)}, got {loss!r}")
+        out[loss] = ["--east_loss", loss]
+    for spec in variants or []:
+        name, sep, flags = spec.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"Expected a variant as NAME:FLAGS (e.g. 'warm:--east_warm_start ce'), got {spec!r}")
+        if name.strip() in out:
+            raise ValueError(f"Expected distinct variant names, got {name.strip()!r} twice")
+        out[name.strip()] = shlex.split(flags)
+    if not out:
+        raise ValueError("Expected at least one variant: pass --losses and/or --variants")
+    return out
+
+
+def variant_rows(variants: Mapping[str, list[str]], tuned: bool) -> list[str]:
+    """The rows of the comparison: each variant, followed by ``<name>+tuned`` (its decision rule tuned) if ``tuned``.
+
+    >>> variant_rows({"east": [], "ce": []}, tuned=True)
+    ['east', 'east+tuned', 'ce', 'ce+tuned']
+    """
+    return [row for n in variants for row in ([n, f"{n}+tuned"] if tuned else [n])]
+
+
+def recipe_metric(recipe: Mapping[str, Any]) -> str:
+    """The test metric a recipe's runs are compared on: the key of the anneal monitor (what the runs are judged by
+    across stages and their best checkpoint kept by) without ``eval_``, or the target metric where that monitor is a
+    loss. Aliases (``metric:``) are resolved and ``EASTConfig``'s defaults fill what the recipe leaves out.
+
+    >>> recipe_metric({"metric": "mcc"}), recipe_metric({}), recipe_metric({"east_anneal_monitor": "eval_loss"})
+    ('mcc', 'fbeta', 'fbeta')
+    """
+    from east_hf.hf.config import EASTConfig
+    from east_hf.scripts.arguments import ALIASES
+
+    fields = {ALIASES.get(key, key): value for key, value in recipe.items()}
+    metric = fields.get("east_metric", EASTConfig.east_metric)
+    key = anneal_key(metric, fields.get("east_anneal_monitor", EASTConfig.east_anneal_monitor))
+    return key.removeprefix("eval_") if monitor_mode(key) == "max" else target_metric_key(metric)
+
+
+def reference_variant(args: argparse.Namespace) -> str:
+    """The variant the others are paired against: ``--reference``, else cross-entropy with its decision rule tuned
+    (``ce+tuned``), the strongest simple baseline, or plain ``ce`` when the rules are not tuned."""
+    return args.reference or ("ce+tuned" if args.tuned else "ce")
+
+
+def redefining_flags(metric: str) -> set[str]:
+    """The flags that make a variant's ``metric`` another quantity than the reference's, so it is not paired.
+
+    An averaged key (``fbeta``) changes with the average; a per-class key (``fbeta_positive``) names its class and
+    does not, so a variant that trains another average can still be paired on it.
+
+    >>> sorted(redefining_flags("fbeta_positive"))
+    ['--beta', '--east_beta', '--east_metric', '--metric']
+    """
+    per_class = metric.startswith(("fbeta_", "precision_", "recall_"))
+    return TARGET_FLAGS - AVERAGE_FLAGS if per_class else TARGET_FLAGS
+
+
+def unpaired_variants(variants: Mapping[str, list[str]], metric: str) -> set[str]:
+    """The rows left out of the paired table: variants that redefine the target (another beta, metric or average)
+    score a different F-beta, and so do their ``+tuned`` rows.
+
+    >>> sorted(unpaired_variants({"east": ["--east_loss", "east"], "b2": ["--east_beta=2"]}, "fbeta"))
+    ['b2', 'b2+tuned']
+    """
+    flags_that_redefine = redefining_flags(metric)
+    redefines = {n for n, f in variants.items() if any(x.split("=")[0] in flags_that_redefine for x in f)}
+    return redefines | {f"{n}+tuned" for n in redefines}

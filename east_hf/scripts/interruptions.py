@@ -1,0 +1,89 @@
+"""The one line ``east-train`` ends with when a run stops early, and how the run goes on from there.
+
+Ctrl-C: the last complete checkpoint and the command that resumes it (``interrupted_line``). A full disk or a spent
+quota while saving: the folder, and whether to resume or to start again once space is freed (``disk_full_line``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import shutil
+from collections.abc import Sequence
+
+__all__ = ["disk_full_line", "interrupted_line", "resume_command"]
+
+_DISK_FULL = {errno.ENOSPC: "ENOSPC", errno.EDQUOT: "EDQUOT"}
+
+
+def resume_command(prog: str, argv: Sequence[str], restart: bool) -> str:
+    """The command line that continues an interrupted run: ``argv`` with ``--resume_from_checkpoint true``, or with
+    ``--overwrite_output_dir true`` where it has to ``restart`` (no complete checkpoint, but files of the run)."""
+    bools = {"true", "false", "yes", "no", "t", "f", "y", "n", "1", "0"}  # what a boolean flag may take as its value
+    out, skip = [], False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0].lstrip("-").replace("-", "_") if arg.startswith("--") else None
+        if name not in ("resume_from_checkpoint", "overwrite_output_dir"):
+            out.append(arg)
+        elif "=" not in arg and i + 1 < len(argv):  # drop its value too: any path, or a boolean
+            skip = name == "resume_from_checkpoint" or argv[i + 1].lower() in bools
+    flag = "--overwrite_output_dir" if restart else "--resume_from_checkpoint"
+    return shlex.join([prog, *out, flag, "true"])
+
+
+def interrupted_line(prog: str, argv: Sequence[str], output_dir: str) -> str:
+    """What east-train prints on Ctrl-C: that training was interrupted, and the command that continues it."""
+    from east_hf.hf.checkpoints import complete_checkpoints, run_files
+
+    saved = complete_checkpoints(output_dir)
+    if saved:
+        return f"{prog}: interrupted; resume from {saved[-1]} with: {resume_command(prog, argv, restart=False)}"
+    if run_files(output_dir):
+        return f"{prog}: interrupted before a checkpoint was saved; start again with: " + resume_command(
+            prog, argv, restart=True
+        )
+    return f"{prog}: interrupted before a checkpoint was saved; start again with the same command"
+
+
+def _disk_full(error: BaseException, output_dir: str) -> int | None:
+    """ENOSPC or EDQUOT where ``error`` or its cause says the disk is full or the quota spent, else ``None``. An
+    ``OSError`` carries the errno, safetensors says "No space left on device (os error 28)", and ``torch.save`` names
+    no cause ("PytorchStreamWriter failed", "inline_container"): then the free space left in ``output_dir`` tells."""
+    chain = [error]
+    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
+        chain.append(nxt)
+    for e in chain:
+        if isinstance(e, OSError) and e.errno in _DISK_FULL:
+            return e.errno
+        text = str(e)
+        for code in _DISK_FULL:
+            if os.strerror(code) in text or f"os error {code})" in text:
+                return code
+        if isinstance(e, RuntimeError) and ("PytorchStreamWriter" in text or "inline_container" in text):
+            try:
+                return errno.ENOSPC if shutil.disk_usage(output_dir).free < 1 << 20 else None
+            except OSError:
+                return None
+    return None
+
+
+def disk_full_line(error: BaseException, output_dir: str) -> str | None:
+    """The one line east-train ends with when a save finds the disk full (ENOSPC) or the quota spent (EDQUOT): the
+    folder, and how the run goes on once space is freed; ``None`` for any other error."""
+    from east_hf.hf.checkpoints import last_complete_checkpoint
+
+    code = _disk_full(error, output_dir)
+    if code is None:
+        return None
+    last = last_complete_checkpoint(output_dir)
+    then = (
+        f"resume from {last} with --resume_from_checkpoint true (a checkpoint cut short is skipped)"
+        if last is not None
+        else "start again with --overwrite_output_dir true (no checkpoint was complete)"
+    )
+    got = f"{os.strerror(code)} ({_DISK_FULL[code]})"
+    return f"Expected free disk space in {output_dir}, got {got}: free space, then {then}"

@@ -1,0 +1,224 @@
+"""A run's record: what a finished ``east-train`` run's results depend on, and what changed between two records.
+
+``run_record`` holds every setting that affects training (defaults included), the east_hf version and a fingerprint
+of the data. ``east-train --dry_run`` prints ``resolved_settings`` (the settings that differ from the defaults);
+``east-compare`` keeps each run's record beside it (``run_settings.json``) and trains a run again when
+``record_changes`` finds a difference, never when only a setting that does not affect training changed
+(``RECORD_LEAVES_OUT``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from east_hf.hf.data.arguments import DataArguments
+
+if TYPE_CHECKING:
+    from east_hf.scripts.arguments import ParsedArguments
+
+__all__ = [
+    "RECORD_LEAVES_OUT",
+    "SETTINGS_GROUPS",
+    "as_json",
+    "data_fingerprint",
+    "default_settings",
+    "record_changes",
+    "resolved_settings",
+    "run_record",
+    "settings_changes",
+    "unrecorded",
+]
+
+SETTINGS_GROUPS = ("script", "data", "model", "training")
+"""The groups of settings in a run record; beside them it holds ``east_hf_version`` and ``data_fingerprint``."""
+
+RECORD_LEAVES_OUT = frozenset(
+    {"output_dir", "logging_dir", "run_name", "resume_from_checkpoint", "overwrite_output_dir", "dry_run"}
+    | {"report_to", "disable_tqdm", "project", "log_level", "log_level_replica", "log_on_each_node", "local_rank"}
+    | {"push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push"}
+    | {"hub_revision", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id", "skip_memory_metrics"}
+    | {"license", "model_card"}
+)
+"""Settings that do not change what a run trains or measures: where it writes and reports, how it resumes, where it
+pushes, how it launches, what its card says. A run record leaves them out, so changing one never makes east-compare train again."""
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as it reads back from a JSON file (keys sorted, other objects as their ``str``): the form a record
+    is kept and compared in.
+
+    >>> as_json({"b": (1, 2), "a": Path("x")})
+    {'a': 'x', 'b': [1, 2]}
+    """
+    return json.loads(json.dumps(value, default=str, sort_keys=True))
+
+
+def default_settings() -> dict[str, dict[str, Any]]:
+    """The default value of every field of each dataclass, by group (what ``resolved_settings`` leaves out)."""
+    from east_hf.hf.config import EASTConfig
+    from east_hf.hf.models.build import ModelArguments
+    from east_hf.scripts.arguments import ScriptArguments
+
+    out = {
+        title: {f.name: getattr(cls(), f.name) for f in fields(cls)}
+        for title, cls in (("script", ScriptArguments), ("data", DataArguments), ("model", ModelArguments))
+    }
+    out["training"] = EASTConfig(output_dir="x").to_dict()
+    return out
+
+
+def resolved_settings(parsed: ParsedArguments, full: bool = False) -> dict[str, dict[str, Any]]:
+    """The fields of each dataclass that differ from its defaults (what a dry run prints), by group; with ``full``
+    every field that affects training (all but ``RECORD_LEAVES_OUT``), so that a record stays exact when a default
+    changes. Secrets are masked (``east_hf.hf.secret_masking.mask_secrets``)."""
+    from east_hf.hf.secret_masking import mask_secrets
+
+    defaults = default_settings()
+    out = {
+        title: {f.name: getattr(obj, f.name) for f in fields(obj)}
+        for title, obj in (("script", parsed.script), ("data", parsed.data), ("model", parsed.model))
+    }
+    out["training"] = parsed.training.to_dict()
+    for title, values in out.items():
+        if full:
+            out[title] = {k: v for k, v in values.items() if k not in RECORD_LEAVES_OUT}
+        else:
+            out[title] = {k: v for k, v in values.items() if v != defaults[title].get(k)}
+    return mask_secrets(out)
+
+
+def data_fingerprint(dataset_name: str | None, dataset_config: str | None = None) -> dict[str, Any]:
+    """What identifies the data a run reads, so that an edit of it is noticed: for a local file its size, mtime and
+    SHA-256 of its bytes; for a local folder the same over every file in it (a missing path: its name only); for
+    ``sklearn:<name>`` the name and the generator's parameters; for a Hub id the id, configuration and revision."""
+    from east_hf.hf.data.sources import FILE_BUILDERS, SYNTHETIC_SETS
+
+    name = str(dataset_name)
+    if name.startswith("sklearn:"):
+        return {"kind": "sklearn", "name": name, "parameters": SYNTHETIC_SETS.get(name.split(":", 1)[1])}
+    path = Path(name).expanduser()
+    if path.is_file():
+        stat = path.stat()
+        digest = _sha256(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        return {"kind": "file", "path": name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        combined, size = hashlib.sha256(), 0
+        for file in files:
+            stat = file.stat()
+            size += stat.st_size
+            digest = _sha256(str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+            combined.update(f"{file.relative_to(path).as_posix()}\0{stat.st_size}\0{digest}\n".encode())
+        return {"kind": "folder", "path": name, "files": len(files), "size": size, "sha256": combined.hexdigest()}
+    if name.startswith(("/", "./", "../", "~")) or path.suffix.lower() in FILE_BUILDERS:
+        return {"kind": "missing", "path": name}  # a local path that is not there (yet): the run itself says so
+    # a Hub id: its own fingerprint would mean a download or a network call for every run; the data loads from
+    # the default branch, so no revision is pinned
+    return {"kind": "hub", "id": name, "config": dataset_config, "revision": None}
+
+
+@functools.lru_cache(maxsize=65536)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB blocks; size and mtime key the cache, so an edited file is read again
+    and an unchanged one once per process (east-compare fingerprints the same file for every run)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def run_record(parsed: ParsedArguments) -> dict[str, Any]:
+    """What a finished run's results depend on: every setting that affects training (``resolved_settings(parsed,
+    full=True)``, by group), the east_hf version that trained it and the fingerprint of its data."""
+    from east_hf import __version__
+
+    return {
+        **resolved_settings(parsed, full=True),
+        "east_hf_version": __version__,
+        "data_fingerprint": data_fingerprint(parsed.data.dataset_name, parsed.data.dataset_config),
+    }
+
+
+def settings_changes(old: dict[str, Any], new: dict[str, Any], defaults: dict[str, Any] | None = None) -> list[str]:
+    """``key: old -> new`` for every setting that differs. A record written before records were complete lists only
+    the fields that differed from the defaults of its day, so a field missing from one side has its value in
+    ``defaults`` (today's), where given. Settings that do not affect training (``RECORD_LEAVES_OUT``) are not
+    compared: older records hold some of them.
+
+    >>> settings_changes({"training": {"learning_rate": 0.001}}, {"training": {"learning_rate": 0.01}})
+    ['learning_rate: 0.001 -> 0.01']
+    >>> settings_changes({"training": {"optim": "adamw_torch"}}, {"training": {}}, {"training": {"optim": "adamw_torch"}})
+    []
+    """
+    out = []
+    for group in [g for g in SETTINGS_GROUPS if g in old or g in new]:
+        a, b, default = old.get(group, {}), new.get(group, {}), (defaults or {}).get(group, {})
+        for k in sorted((set(a) | set(b)) - RECORD_LEAVES_OUT):
+            before, after = a.get(k, default.get(k, "(default)")), b.get(k, default.get(k, "(default)"))
+            if before != after:
+                out.append(f"{k}: {before} -> {after}")
+    return out
+
+
+def _describe_data(fingerprint: dict[str, Any], path: bool = True) -> str:
+    """A data fingerprint in words: ``data.csv (1234 bytes, sha256 0123456789ab)``; without ``path`` the part in
+    parentheses only."""
+    kind = fingerprint.get("kind")
+    if kind in ("file", "folder"):
+        files = f"{fingerprint['files']} files, " if kind == "folder" else ""
+        contents = f"{files}{fingerprint['size']} bytes, sha256 {fingerprint['sha256'][:12]}"
+        return f"{fingerprint['path']} ({contents})" if path else contents
+    if kind == "missing":
+        return f"{fingerprint['path']} (missing)"
+    if kind == "sklearn":
+        return fingerprint["name"] + (f" {fingerprint['parameters']}" if fingerprint.get("parameters") else "")
+    if kind == "hub":
+        config = f" ({fingerprint['config']})" if fingerprint.get("config") else ""
+        return fingerprint["id"] + config + (f" at {fingerprint['revision']}" if fingerprint.get("revision") else "")
+    return json.dumps(fingerprint, sort_keys=True)
+
+
+def record_changes(old: dict[str, Any], new: dict[str, Any], defaults: dict[str, Any] | None = None) -> list[str]:
+    """Why a run recorded as ``old`` is not the run ``new`` describes: ``settings changed: ...``, ``data changed:
+    ...`` (the bytes, not the mtime: a file touched but not edited is the same data), ``east_hf 0.2.0 -> 0.3.0``;
+    empty when they agree. A version or a fingerprint that ``old`` does not hold (an older record) is not compared.
+
+    >>> record_changes({"east_hf_version": "0.2.0"}, {"east_hf_version": "0.3.0"})
+    ['east_hf 0.2.0 -> 0.3.0']
+    """
+    out = []
+    changes = settings_changes(old, new, defaults)
+    if changes:
+        out.append("settings changed: " + "; ".join(changes))
+    before, after = old.get("data_fingerprint"), new.get("data_fingerprint")
+    content = [{k: v for k, v in (fp or {}).items() if k != "mtime_ns"} for fp in (before, after)]
+    if before is not None and after is not None and content[0] != content[1]:
+        where = before.get("path")
+        if where is not None and where == after.get("path"):  # the same file, edited
+            out.append(f"data changed: {where}: {_describe_data(before, False)} -> {_describe_data(after, False)}")
+        else:
+            out.append(f"data changed: {_describe_data(before)} -> {_describe_data(after)}")
+    version = old.get("east_hf_version")
+    if version is not None and new.get("east_hf_version") is not None and version != new["east_hf_version"]:
+        out.append(f"east_hf {version} -> {new['east_hf_version']}")
+    return out
+
+
+def unrecorded(old: dict[str, Any]) -> str:
+    """The note for a record that predates data fingerprints or versions: what is therefore not checked ("" if none).
+
+    >>> unrecorded({"training": {}})
+    'its data and east_hf version were not recorded, so they are not checked'
+    """
+    recorded = (("data_fingerprint", "data"), ("east_hf_version", "east_hf version"))
+    missing = [what for key, what in recorded if key not in old]
+    if not missing:
+        return ""
+    verb, pronoun = ("were", "they are") if len(missing) > 1 else ("was", "it is")
+    return f"its {' and '.join(missing)} {verb} not recorded, so {pronoun} not checked"

@@ -1,0 +1,235 @@
+"""EASTTrainer annealing: cooling and stopping, resume mid-stage, the warm start, the across-stage gain and the annealed
+cross-entropy weight (a tiny MLP on CPU, evaluated every 2 steps)."""
+
+import copy
+import json
+
+import pytest
+import torch
+from helpers import (
+    PlainClassifier,
+    annealer,
+    annealing_trainer,
+    blobs,
+    evaluations,
+    hard_metrics,
+    loss_spy,
+)
+from transformers import TrainerCallback
+
+from east_hf import EASTLoss, EASTTrainer
+from east_hf.core.annealing import AnnealingSchedule, Decision
+from east_hf.hf.build import anneal_threshold, needs_class_counts
+from east_hf.hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
+from east_hf.hf.config import EASTConfig
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+# ---- the annealing inside EASTTrainer: a tiny MLP on CPU, evaluated every 2 steps ----
+def test_trainer_cools_down_and_stops_on_the_annealing_criterion(tmp_path):
+    trainer = annealing_trainer(tmp_path)
+    trainer.train()
+    schedule = annealer(trainer).schedule
+    assert schedule.finished and trainer.state.global_step < trainer.args.max_steps
+    evals = evaluations(trainer)
+    assert evals[-1]["step"] == trainer.state.global_step  # the last evaluation stopped training
+    temperatures = [h["east_temperature"] for h in evals]
+    assert temperatures == sorted(temperatures, reverse=True) and len(set(temperatures)) >= 3
+    assert all(h["east_temperature"] == 0.2 * 0.5 ** h["east_stage"] for h in evals)
+    assert all("eval_east_temperature" not in h for h in evals)  # temperature and stage are logged once
+    data = trainer.eval_dataset  # eval_loss is the whole-set surrogate at the logged temperature
+    with torch.no_grad():
+        logits = trainer.model(data.x)
+    whole = EASTLoss(temperature=trainer.east_temperature)(logits, data.y).item()
+    assert trainer.evaluate()["eval_loss"] == pytest.approx(whole, rel=1e-5)
+    train_logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert {h["east_temperature"] for h in train_logs} == set(temperatures)
+    assert max(h["eval_fbeta"] for h in evals) > evals[0]["eval_fbeta"] + 0.2  # it learned
+    # load_best_model_at_end kept the best evaluated weights, although stages restored others after evaluating
+    assert trainer.evaluate()["eval_fbeta"] == trainer.state.best_metric == max(h["eval_fbeta"] for h in evals)
+
+
+def test_trainer_resumed_mid_stage_2_follows_the_uninterrupted_run(tmp_path):
+    trainer = annealing_trainer(tmp_path)
+    trainer.train()
+    reference = [(h["step"], h["east_stage"], h["east_temperature"], h["eval_loss"]) for h in evaluations(trainer)]
+
+    def callback_state(step):
+        with open(tmp_path / f"checkpoint-{step}" / "trainer_state.json") as f:
+            return json.load(f)["stateful_callbacks"]["TemperatureAnnealingCallback"]["attributes"]["schedule_state"]
+
+    # The last checkpoint of stage 2: its stage best is an earlier step, restored from east_stage_best.pt at the end.
+    step = max(s for s, stage, _, _ in reference if stage == 2 and callback_state(s)["stage"] == 2)
+    assert callback_state(step)["stage_best_step"] < step
+    assert (tmp_path / f"checkpoint-{step}" / STAGE_BEST_WEIGHTS_NAME).is_file()
+
+    resumed = annealing_trainer(tmp_path)
+    resumed.train(resume_from_checkpoint=str(tmp_path / f"checkpoint-{step}"))
+    again = [(h["step"], h["east_stage"], h["east_temperature"], h["eval_loss"]) for h in evaluations(resumed)]
+    assert [r[:3] for r in again] == [r[:3] for r in reference]
+    assert [r[3] for r in again] == pytest.approx([r[3] for r in reference], abs=1e-6)
+    assert resumed.state.global_step == trainer.state.global_step
+
+
+class Spy(TrainerCallback):
+    """Records the loss in use and the weights each optimizer step starts from, and the weights of each evaluation."""
+
+    def __init__(self):
+        self.trainer, self.steps, self.evaluated, self.model_at_eval = None, {}, {}, {}
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        # the weights this step started from (global_step counts the steps done before it)
+        self.steps[state.global_step] = (self.trainer.use_cross_entropy, model.state_dict()["net.0.weight"].clone())
+
+    def on_evaluate(self, args, state, control, model=None, **kwargs):
+        self.evaluated[state.global_step] = model.state_dict()["net.0.weight"].clone()
+        self.model_at_eval[state.global_step] = copy.deepcopy(model)
+
+
+def test_trainer_warm_start_trains_with_cross_entropy_and_hands_its_best_weights_to_east(tmp_path):
+    spy = Spy()
+    trainer = annealing_trainer(
+        tmp_path,
+        callbacks=[spy],
+        east_warm_start="ce",
+        east_warm_start_epochs=-1,  # until its own early stopping
+        save_strategy="no",
+        load_best_model_at_end=False,
+        max_steps=60,
+    )
+    spy.trainer = trainer
+    trainer.train()
+    evals = evaluations(trainer)
+    warm = [h for h in evals if h["east_stage"] == -1]
+    end = warm[-1]["step"]  # the evaluation that ended the warm start
+    assert evals[len(warm)]["east_stage"] == 0 and warm[0]["east_temperature"] == 0.2  # the warm start is at T0
+    with torch.no_grad():  # during the warm start eval_loss is the cross-entropy of the whole set
+        logits = spy.model_at_eval[warm[0]["step"]](trainer.eval_dataset.x)
+        first = torch.nn.functional.cross_entropy(logits, trainer.eval_dataset.y)
+    assert warm[0]["eval_loss"] == pytest.approx(first.item(), rel=1e-5)
+    assert all(use_ce == (step < end) for step, (use_ce, _) in spy.steps.items())
+    best = min(warm, key=lambda h: h["eval_loss"])["step"]
+    assert best < end
+    assert torch.equal(spy.steps[end][1], spy.evaluated[best])  # EAST's first step starts from the CE best
+    assert not torch.equal(spy.steps[end][1], spy.evaluated[end])
+    train_logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert all(("east_soft_fbeta" in h) == (h["east_stage"] >= 0) for h in train_logs)
+
+
+def test_trainer_default_warm_start_lasts_two_epochs_of_optimiser_steps(tmp_path):
+    # 64 training samples, batch 8, accumulation 2: 8 batches = 4 optimiser steps per epoch -> 8 steps of CE
+    spy = Spy()
+    trainer = annealing_trainer(
+        tmp_path,
+        callbacks=[spy],
+        east_warm_start="ce",  # with the default east_warm_start_epochs=2.0
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=2,
+        save_strategy="no",
+        load_best_model_at_end=False,
+        eval_steps=3,
+        max_steps=14,
+    )
+    spy.trainer = trainer
+    trainer.train()
+    callback = next(c for c in trainer.callback_handler.callbacks if isinstance(c, TemperatureAnnealingCallback))
+    assert callback.schedule.warm_start_steps == 8
+    assert [step for step, (use_ce, _) in spy.steps.items() if use_ce] == list(range(8))
+    stages = {h["step"]: h["east_stage"] for h in evaluations(trainer)}
+    assert stages[8] == -1 and stages[9] == 0  # the warm start ends with an evaluation on its last step
+
+
+def test_trainer_warm_start_ending_on_an_epoch_end_is_evaluated_once(tmp_path):
+    # eval_strategy="epoch": the warm start's last step is an epoch's last step, evaluated once, by the epoch's end
+    trainer = annealing_trainer(
+        tmp_path,
+        east_warm_start="ce",
+        east_warm_start_epochs=1,
+        eval_strategy="epoch",
+        save_strategy="no",
+        load_best_model_at_end=False,
+        max_steps=12,
+    )
+    trainer.train()
+    steps = [h["step"] for h in evaluations(trainer)]
+    assert steps == sorted(set(steps)) == [4, 8, 12]  # 64 samples / batch 16 = 4 steps per epoch
+    assert [h["east_stage"] for h in evaluations(trainer)][:2] == [-1, 0]
+
+
+def test_the_default_across_stage_gain_is_two_validation_samples_worth(tmp_path):
+    """A hard metric on a small validation set sets new bests of one sample's size by chance; each would reset the
+    stage patience. By default a stage must beat the best so far by two validation samples' worth (2 / n): the
+    noise-sized bests of the sequence below end the annealing, which with 0 runs on."""
+    config = EASTConfig(output_dir=str(tmp_path), report_to=[])
+    assert config.east_anneal_threshold is None
+    assert anneal_threshold(config, 288) == pytest.approx(2 / 288)
+    assert anneal_threshold(config, None) == 0.0  # size unknown (an iterable validation set)
+    paper = EASTConfig(
+        output_dir=str(tmp_path), report_to=[], east_warm_start="none", east_ce_weight=0, east_anneal_monitor="loss"
+    )
+    assert anneal_threshold(paper, 288) == 0.0  # a loss across stages: the paper's letter
+    explicit = EASTConfig(output_dir=str(tmp_path), report_to=[], east_anneal_threshold=0.0)
+    assert anneal_threshold(explicit, 288) == 0.0
+    with pytest.raises(ValueError, match="east_anneal_threshold"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_anneal_threshold=-0.01)
+
+    one_image = 1 / 288  # macro F1 on a balanced validation set moves by about 1 / n per image
+    stage_bests = [0.90, 0.90 + one_image, 0.90 + 1.5 * one_image, 0.90 + 1.9 * one_image, 0.95, 0.95]
+
+    def stages(threshold):
+        s = AnnealingSchedule(
+            patience=1, stage_patience=3, decay=0.5, min_temperature=0.001, anneal_threshold=threshold
+        )
+        for k, best in enumerate(stage_bests):  # two evaluations per stage: a best, then a tie ends it (patience 1)
+            if s.update(1.0, best, step=2 * k) is Decision.IMPROVED and s.update(1.0, best) is Decision.STOP:
+                return s.stage, s.best_anneal
+        return None, s.best_anneal
+
+    assert stages(anneal_threshold(config, 288)) == (3, 0.90)  # three stages without a real gain: stop
+    assert stages(0.0) == (None, 0.95)  # every new best resets the count: the annealing goes on
+
+    # EASTTrainer resolves it from the evaluation set it is given (a mapping: the set the anneal monitor names)
+    trainer = annealing_trainer(tmp_path / "a")
+    assert annealer(trainer).schedule.anneal_threshold == pytest.approx(2 / 48)
+    args = EASTConfig(output_dir=str(tmp_path / "b"), report_to=[], use_cpu=True, east_anneal_monitor="eval_val_fbeta")
+    trainer = EASTTrainer(
+        model=PlainClassifier(),
+        args=args,
+        train_dataset=blobs(64, 0),
+        eval_dataset={"val": blobs(40, 1), "val_big": blobs(100, 2)},
+        compute_metrics=hard_metrics,
+    )
+    assert annealer(trainer).schedule.anneal_threshold == pytest.approx(2 / 40)
+    positional = EASTTrainer(
+        PlainClassifier(), EASTConfig(output_dir=str(tmp_path / "c"), report_to=[]), None, blobs(64, 0), blobs(30, 1)
+    )
+    assert annealer(positional).schedule.anneal_threshold == pytest.approx(2 / 30)
+
+
+def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
+    spy = loss_spy()
+    trainer = annealing_trainer(tmp_path, callbacks=[spy], east_ce_weight=2.0, east_ce_weight_decay=0.5, max_steps=120)
+    spy.trainer = trainer
+    trainer.train()
+    seen = dict(spy.weights)
+    assert len(seen) >= 3  # several stages ran
+    assert all(weight == pytest.approx(2.0 * 0.5**stage) for stage, weight in seen.items())
+    # the default: the annealed logit-adjusted cross-entropy for every class count; the baselines have none
+    default = EASTConfig(output_dir=str(tmp_path), report_to=[])
+    assert default.east_ce_weight is None and default.east_ce_loss is None
+    assert (default.resolved_ce_weight, default.resolved_ce_loss) == (1.0, "la")
+    paper = EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight=0, east_warm_start="none")
+    assert paper.resolved_ce_weight == 0.0 and not needs_class_counts(paper)  # no cross-entropy trains: no priors
+    baseline = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce")
+    assert (baseline.resolved_ce_weight, baseline.resolved_ce_loss, needs_class_counts(baseline)) == (
+        0.0,
+        "ce",
+        False,
+    )
+    dice = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="dice")
+    assert (dice.resolved_ce_weight, dice.resolved_ce_loss) == (0.0, "ce")  # dice's warm start stays plain
+    with pytest.raises(ValueError, match="east_ce_weight 0 for east_loss='ce'"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce", east_ce_weight=1.0)
+    with pytest.raises(ValueError, match="east_ce_weight_decay in \\[0, 1\\]"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight_decay=2.0)
