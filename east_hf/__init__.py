@@ -40,7 +40,7 @@ from east_hf.core.annealing import AnnealingSchedule, Decision, temperature_at
 from east_hf.core.decision import DecisionRule, tune_logit_offsets
 from east_hf.core.loss import CrossEntropySetLoss, EASTLoss, SetLoss, SoftDiceLoss, build_loss
 
-__version__ = "0.3.0.dev0"
+__version__ = "0.4.0.dev0"
 
 _LAZY = {
     "EASTConfig": "east_hf.hf.config",
