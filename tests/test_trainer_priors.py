@@ -132,3 +132,51 @@ def test_counts_of_an_image_dataset_with_a_transform_read_the_label_column_only(
     assert training_class_counts(dataset.select([0, 3, 4]), 3) == [2, 0, 1]  # a selection's own rows
     trainer = EASTTrainer(model=tiny_vit(3), args=east_args(tmp_path, east_loss="wce"), train_dataset=dataset)
     torch.testing.assert_close(trainer.east_loss.class_weight, torch.tensor([8 / 6, 8 / 15, 8 / 3]))
+
+
+# ---- labels checked before the priors are counted (the default loss counts them) ----
+class _Relabelled(TinyTabular):
+    """TinyTabular with its labels replaced (any dtype, any values)."""
+
+    def __init__(self, labels, **kwargs):
+        super().__init__(n=len(labels), **kwargs)
+        self.y = labels
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        (torch.tensor([0, 1, 2, 8] * 4), r"Expected labels in \[0, 2\] \(or ignore_index=-100\), got 8"),
+        (torch.tensor([0, 1, 2, -3] * 4), "Expected labels >= 0 \\(or -100, ignored\\) in the training set, got -3"),
+        (torch.tensor([0.0, 1.0, 2.0, 1.0] * 4), "Expected integer class labels in the training set, got dtype"),
+    ],
+    ids=["out_of_range", "negative", "float"],
+)
+def test_bad_training_labels_are_one_line_before_the_default_counts_its_priors(tmp_path, labels, message):
+    with pytest.raises(ValueError, match=message):  # when the trainer is made, or (C unknown) before the first step
+        EASTTrainer(model=PlainClassifier(), args=east_args(tmp_path), train_dataset=_Relabelled(labels)).train()
+
+
+def test_a_class_absent_from_training_or_validation_is_named_in_a_warning(tmp_path, caplog):
+    from datasets import Dataset
+
+    def table(labels):
+        return Dataset.from_dict({"pixel_values": torch.zeros(len(labels), 3, 16, 16).tolist(), "labels": labels})
+
+    train, validation = table([0, 1, 0, 1, 0, 1]), table([0, 0, 1, 1])  # the model has a third class: frog
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.build"):
+        EASTTrainer(model=tiny_vit(), args=east_args(tmp_path), train_dataset=train, eval_dataset=validation)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("1 class(es) without a training sample (frog)") for line in lines), lines
+    assert any(line.startswith("1 class(es) without a validation sample (frog)") for line in lines), lines
+
+
+def test_an_explicit_prior_cross_entropy_on_a_stream_without_priors_is_refused(tmp_path):
+    """The default falls back to the plain cross-entropy on a stream (with a warning); a user's explicit choice is
+    refused, since it cannot be honoured."""
+    args = east_args(tmp_path, east_ce_loss="la")
+    with pytest.raises(ValueError, match="Expected east_class_priors for east_ce_loss='la' on a training set without"):
+        EASTTrainer(model=PlainClassifier(), args=args, train_dataset=_Stream(TinyTabular(32)))
+    given = east_args(tmp_path, east_ce_loss="la", east_class_priors=[0.5, 0.3, 0.2])
+    trainer = EASTTrainer(model=PlainClassifier(), args=given, train_dataset=_Stream(TinyTabular(32)))
+    assert trainer.warm_start_loss.name == "la"

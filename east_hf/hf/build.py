@@ -28,7 +28,13 @@ from east_hf.core.loss import PRIOR_LOSSES, EASTLoss, MixedSetLoss, SetLoss, bui
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.config import EASTConfig
 from east_hf.hf.config_fields import LOSS_FIELDS, SCHEDULE_FIELDS
-from east_hf.hf.dataset_stats import dataset_length, training_class_counts, validation_size
+from east_hf.hf.dataset_stats import (
+    absent_classes,
+    column_class_counts,
+    dataset_length,
+    training_class_counts,
+    validation_size,
+)
 from east_hf.hf.metrics.compute import ComputeMetrics
 
 __all__ = [
@@ -107,8 +113,35 @@ def class_counts(
         return class_priors(args, num_classes, class_names)
     uncountable = train_dataset is None or dataset_length(train_dataset) is None
     if uncountable and args.east_loss not in PRIOR_LOSSES:
+        if train_dataset is not None and args.east_ce_loss in PRIOR_LOSSES and trains_cross_entropy(args):
+            raise ValueError(
+                f"Expected east_class_priors for east_ce_loss={args.east_ce_loss!r} on a training set without a "
+                f"length ({type(train_dataset).__name__}: its classes cannot be counted), got none; pass "
+                "east_class_priors, or leave east_ce_loss unset for the plain cross-entropy on such a set"
+            )
         return None
-    return training_class_counts(train_dataset, num_classes)
+    counts = training_class_counts(train_dataset, num_classes)
+    names = class_names if isinstance(class_names, Mapping) else None
+    absent = [] if num_classes is None else absent_classes(counts, num_classes, names)  # C unknown: the counts' width
+    if absent:
+        logger.warning(
+            f"{len(absent)} class(es) without a training sample ({', '.join(absent[:10])}"
+            f"{', ...' if len(absent) > 10 else ''}): the model has no sample to learn them from"
+        )
+    return counts
+
+
+def warn_absent_validation_classes(eval_dataset: Any, num_classes: int | None, id2label: Any = None) -> None:
+    """One warning naming the classes of ``num_classes`` that have no validation sample, where the validation labels
+    can be read without running transforms: their F-beta can only be 0, which caps a macro average."""
+    counts = column_class_counts(eval_dataset, num_classes) if num_classes is not None else None
+    absent = [] if counts is None else absent_classes(counts, num_classes, id2label)
+    if absent:
+        logger.warning(
+            f"{len(absent)} class(es) without a validation sample ({', '.join(absent[:10])}"
+            f"{', ...' if len(absent) > 10 else ''}): their F-beta can only be 0, so the macro average the annealing "
+            "and the best model read is capped; stratify the split or drop the class"
+        )
 
 
 def build_east_loss(
@@ -224,6 +257,7 @@ def build_components(
             "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
         )
     counts = class_counts(args, train_dataset, num_classes, id2label)
+    warn_absent_validation_classes(eval_dataset, num_classes, id2label)
     loss = build_east_loss(args, num_classes, id2label, counts)
     ce_loss = build_ce_loss(args, counts, warn=train_dataset is not None)  # no training set: nothing trains
     mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if isinstance(loss, EASTLoss) else None

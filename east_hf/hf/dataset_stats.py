@@ -1,6 +1,7 @@
 """What the trainer reads of a data set before training: its length, its training labels' class counts (the priors of
-``wce`` and ``la``) and the size of the validation set behind the anneal monitor. Reads a label column without running
-a data set's transforms wherever the data set allows it.
+``wce`` and ``la``), the validation labels' class counts where they can be read cheaply (a class absent there can only
+score 0) and the size of the validation set behind the anneal monitor. Reads a label column without running a data
+set's transforms wherever the data set allows it, and checks labels as the losses do before counting them.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["dataset_length", "training_class_counts", "validation_size"]
+from east_hf.core import check_labels
+
+__all__ = ["absent_classes", "column_class_counts", "dataset_length", "training_class_counts", "validation_size"]
 
 
 def dataset_length(dataset: Any) -> int | None:
@@ -21,14 +24,55 @@ def dataset_length(dataset: Any) -> int | None:
         return None
 
 
+def _label_column(dataset: Any, size: int, rows: bool) -> torch.Tensor | None:
+    """The labels of a data set without running its transforms where it allows it: a ``datasets.Dataset``'s
+    ``labels`` / ``label`` column as one Arrow column (a ``select`` or ``shuffle`` applied by one Arrow take), or a
+    ``targets`` attribute with one label per sample (torchvision's ``ImageFolder``, ``CIFAR10``). Otherwise, with
+    ``rows``, ``dataset[i]["labels"]`` row by row (its transforms run); without, None."""
+    column_names = getattr(dataset, "column_names", None)
+    column = next((c for c in ("labels", "label") if column_names and c in column_names), None)
+    if column is not None and hasattr(dataset, "with_format"):
+        from east_hf.hf.data.rows import read_column  # an indices mapping applied by one Arrow take, not row by row
+
+        return torch.tensor(read_column(dataset, column).to_numpy())  # no Python object per row
+    targets = getattr(dataset, "targets", None)
+    if isinstance(targets, (list, tuple, torch.Tensor)) and len(targets) == size:
+        return torch.as_tensor(targets)
+    if not rows:
+        return None
+    first = dataset[0]
+    if not isinstance(first, Mapping) or "labels" not in first:
+        got = f"keys {sorted(first)}" if isinstance(first, Mapping) else f"a {type(first).__name__}"
+        raise ValueError(
+            "Expected training samples with a 'labels' column to count the classes' priors, got samples with "
+            f"{got}; or pass east_class_priors"
+        )
+    return torch.as_tensor([dataset[i]["labels"] for i in range(size)])
+
+
+def _checked_counts(labels: torch.Tensor, num_classes: int | None, split: str) -> list[int]:
+    """Samples per class of (N,) labels (-100 ignored), after the label checks every loss makes: integer labels in
+    ``[0, num_classes)``, so a bad label is the same one-line error before the priors are counted as in a step."""
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"Expected integer class labels in the {split} set, got dtype {labels.dtype}")
+    labels = labels.long().flatten()
+    labels = labels[labels != -100]
+    if len(labels) and int(labels.min()) < 0:
+        raise ValueError(f"Expected labels >= 0 (or -100, ignored) in the {split} set, got {int(labels.min())}")
+    if num_classes is not None and len(labels):
+        check_labels(labels, len(labels), num_classes)
+    width = max(num_classes or 0, int(labels.max()) + 1 if len(labels) else 0)
+    return torch.bincount(labels, minlength=width).tolist()
+
+
 def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
     """Training samples per class, the priors of ``wce`` and ``la`` when ``east_class_priors`` is not given.
 
-    A ``datasets.Dataset``'s ``labels`` / ``label`` column is read as one Arrow column (a ``select`` or ``shuffle``
-    applied by one Arrow take): no image is decoded and no ``set_transform`` runs. A ``targets`` attribute with one
-    label per sample (torchvision's ``ImageFolder``, ``CIFAR10``) is read as it is. Any other data set is read row
-    by row, ``dataset[i]["labels"]`` (its transforms run). A data set without a length (an ``IterableDataset``, a
-    stream) cannot be counted: the error names ``east_class_priors``.
+    The labels are read without running the data set's transforms where it allows it (a ``labels`` / ``label``
+    column, a ``targets`` attribute); any other data set is read row by row, ``dataset[i]["labels"]`` (its transforms
+    run). They are checked as a loss checks them (integers in ``[0, num_classes)``, -100 ignored) before they are
+    counted. A data set without a length (an ``IterableDataset``, a stream) cannot be counted: the error names
+    ``east_class_priors``.
     """
     size = None if dataset is None else dataset_length(dataset)
     if not size:
@@ -41,28 +85,22 @@ def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
             "Expected east_class_priors (class counts or priors: a list, a {class: count} mapping or a .json / .csv "
             f"file) for 'wce' / 'la' with a training set that cannot be counted, got {got}"
         )
-    column_names = getattr(dataset, "column_names", None)
-    column = next((c for c in ("labels", "label") if column_names and c in column_names), None)
-    if column is not None and hasattr(dataset, "with_format"):
-        from east_hf.hf.data.rows import read_column  # an indices mapping applied by one Arrow take, not row by row
+    return _checked_counts(_label_column(dataset, size, rows=True), num_classes, "training")
 
-        labels = torch.tensor(read_column(dataset, column).to_numpy())  # no Python object per row
-    elif (
-        isinstance(targets := getattr(dataset, "targets", None), (list, tuple, torch.Tensor)) and len(targets) == size
-    ):
-        labels = torch.as_tensor(targets)
-    else:
-        first = dataset[0]
-        if not isinstance(first, Mapping) or "labels" not in first:
-            got = f"keys {sorted(first)}" if isinstance(first, Mapping) else f"a {type(first).__name__}"
-            raise ValueError(
-                "Expected training samples with a 'labels' column to count the classes' priors, got samples with "
-                f"{got}; or pass east_class_priors"
-            )
-        labels = torch.as_tensor([int(dataset[i]["labels"]) for i in range(size)])
-    labels = labels[labels != -100]
-    width = max(num_classes or 0, int(labels.max()) + 1 if len(labels) else 0)
-    return torch.bincount(labels, minlength=width).tolist()
+
+def column_class_counts(dataset: Any, num_classes: int | None, split: str = "validation") -> list[int] | None:
+    """Samples per class of a data set whose labels can be read without running its transforms (a label column, a
+    ``targets`` attribute), checked as ``training_class_counts`` checks them; None for any other data set."""
+    size = None if dataset is None or isinstance(dataset, Mapping) else dataset_length(dataset)
+    labels = _label_column(dataset, size, rows=False) if size else None
+    return None if labels is None else _checked_counts(labels, num_classes, split)
+
+
+def absent_classes(counts: list[int], num_classes: int | None, id2label: Mapping[Any, str] | None = None) -> list[str]:
+    """The names (``id2label``, else the index) of the classes with no sample in ``counts``."""
+    labels = {int(k): str(v) for k, v in (id2label or {}).items()}
+    width = max(len(counts), num_classes or 0)
+    return [labels.get(k, str(k)) for k in range(width) if k >= len(counts) or counts[k] == 0]
 
 
 def validation_size(eval_dataset: Any, anneal_key: str) -> int | None:
