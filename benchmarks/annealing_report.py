@@ -5,7 +5,7 @@ table: per variant, the runs that ended on the criterion (``stop_reason``), the 
 and the epochs trained, against the budget. Baselines (one stage) are listed too: their early stopping is the
 same stage criterion.
 
-Usage: python benchmarks/annealing_report.py runs/evidence/hpc [--markdown out.md]
+Usage: python benchmarks/annealing_report.py runs/evidence/hpc [--variants east,ce] [--markdown out.md]
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def run_end(run_dir: Path) -> dict | None:
     }
 
 
-def report(folder: Path) -> list[dict]:
+def report(folder: Path, variants: list[str] | None = None) -> list[dict]:
     rows = []
-    for variant in sorted(p for p in folder.iterdir() if p.is_dir()):
+    for variant in sorted(p for p in folder.iterdir() if p.is_dir() and (variants is None or p.name in variants)):
         ends = [e for e in (run_end(d) for d in sorted(variant.glob("seed-*"))) if e is not None]
         if not ends:
             continue
@@ -86,9 +86,10 @@ def markdown(folder: Path, rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--variants", default=None, help="comma-separated variants to report (default: every one)")
     parser.add_argument("--markdown", type=Path, default=None)
     args = parser.parse_args()
-    text = markdown(args.folder, report(args.folder))
+    text = markdown(args.folder, report(args.folder, args.variants.split(",") if args.variants else None))
     print(text, end="")
     if args.markdown:
         args.markdown.write_text(text)

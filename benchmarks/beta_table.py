@@ -90,7 +90,8 @@ def main() -> None:
     parser.add_argument("--betas", type=float, nargs="+", default=[0.25, 1.0, 4.0])
     parser.add_argument("--pair", action="append", default=[], help="BETA:MODEL:REFERENCE")
     parser.add_argument("--order", nargs="*", default=None, help="variants to show, in this order")
-    parser.add_argument("--out", type=Path, default=None, help="also write the table (markdown) and the scores (json)")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the table to this file")
+    parser.add_argument("--json", type=Path, default=None, help="also write every run's scores to this file")
     args = parser.parse_args()
     table = scores(args.folder, args.cls, args.classes, args.betas)
     if args.order:
@@ -98,10 +99,10 @@ def main() -> None:
     pairs = [(float(b), m, r) for b, m, r in (p.split(":") for p in args.pair)]
     text = markdown(table, args.betas, pairs, args.cls, "binary" if args.classes == 1 else "macro")
     print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "beta_table.md").write_text(text)
-        (args.out / "beta_scores.json").write_text(json.dumps(table, indent=1, sort_keys=True))
+    if args.markdown:
+        args.markdown.write_text(text)
+    if args.json:
+        args.json.write_text(json.dumps(table, indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ and of the loss on its logits. Three losses, each the Trainer's path for its sta
 The head's weights are drawn so that the logits spread with a standard deviation of ``--scale`` (default 3, a trained
 classifier's spread; ``--scale 0.01`` gives the near-uniform rows of a freshly initialised head). Labels are uniform.
 
-Timing as ``loss_speed.py``: after a warm-up, each repeat times a block of steps of every loss back to back, in an
-order that alternates between repeats; the table gives the median ms per step and the median over repeats of the
+Timing (``benchmarks/timing.py``): after a warm-up, each repeat times a block of steps of every loss back to back,
+in an order that alternates between repeats; the table gives the median ms per step and the median over repeats of the
 per-repeat ratio to ``ce``. Peak memory: the peak of extra bytes allocated during one step (the head's and the
 logits' gradients included), from the allocator's events recorded by ``torch.profiler`` on CPU or
 ``torch.cuda.max_memory_allocated`` on CUDA.
@@ -31,14 +31,13 @@ from __future__ import annotations
 import argparse
 import gc
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from loss_speed import peak_bytes, time_interleaved  # benchmarks/ on sys.path
+from timing import against, median_ms, peak_bytes, time_interleaved
 
 from east_hf import EASTLoss
 
@@ -89,9 +88,9 @@ def run(classes: int, args) -> dict:
     times = time_interleaved(steps, repeats, args.device, args.target_ms, warmup=1 if big else 5)
     row = {"classes": classes, "calls": times["calls_per_block"], "repeats": repeats}
     for name in steps:
-        row[f"{name}_ms"] = statistics.median(times[name])
+        row[f"{name}_ms"] = median_ms(times, name)
         if name != "ce":
-            row[f"{name}_ratio"] = statistics.median([t / c for t, c in zip(times[name], times["ce"])])
+            row[f"{name}_ratio"] = against(times, name, "ce")["ratio"]
         gc.collect()
         row[f"{name}_peak"] = peak_bytes(steps[name], args.device)
     return row

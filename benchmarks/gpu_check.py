@@ -4,7 +4,7 @@ Sections, each recorded in ``gpu_check.json`` and ``gpu_check.md`` under ``--out
 
 1. ``loss``: ``EASTLoss`` forward + backward against cross-entropy at (256, 10), (1024, 1000) and (8192, 1000), on
    float32 logits and on bfloat16 logits under bf16 autocast; interleaved blocks, medians, the ratio measured side
-   by side (the timing helpers of ``benchmarks/loss_speed.py``); peak memory of one call and bytes saved for backward.
+   by side (``benchmarks/timing.py``); peak memory of one call and bytes saved for backward.
 2. ``gradients``: the fused Function (through ``EASTLoss.confusion_matrix``) against autograd of the plain
    composition softmax -> linear_heaviside(p, dynamic_threshold(p)) -> L1 normalisation -> confusion matrix, in
    float64 on the device; float32 on the device against that float64 reference; ``torch.autograd.gradcheck`` in
@@ -33,7 +33,6 @@ import importlib.util
 import json
 import os
 import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -69,8 +68,9 @@ _ensure_hub_cards()
 
 import east_hf  # noqa: E402, I001  (after _ensure_hub_cards)
 from east_hf import EASTLoss  # noqa: E402
-from loss_speed import make_step, peak_bytes, saved_bytes, time_interleaved  # noqa: E402
+from loss_speed import make_step, saved_bytes  # noqa: E402
 from step_speed import environment  # noqa: E402
+from timing import against, median_ms, peak_bytes, time_interleaved  # noqa: E402
 
 LOSS_SIZES = [(256, 10), (1024, 1000), (8192, 1000)]
 QUICK_LOSS_SIZES = [(64, 10), (128, 300)]
@@ -103,20 +103,19 @@ def check_loss_speed(device: str, sizes, repeats: int, block_ms: float) -> list[
 
             steps = {name: autocast(make_step(fn, logits, labels)) for name, fn in fns.items()}
             times = time_interleaved(steps, repeats, device, block_ms)
-            ratios = [e / c_ for e, c_ in zip(times["east"], times["ce"])]
-            ratios_tp = [e / c_ for e, c_ in zip(times["east_trainer_path"], times["ce"])]
+            vs_ce = against(times, "east", "ce")
             rows.append(
                 {
                     "dtype": dtype_name,
                     "N": n,
                     "C": c,
-                    "east_ms": statistics.median(times["east"]),
-                    "east_trainer_path_ms": statistics.median(times["east_trainer_path"]),
-                    "ce_ms": statistics.median(times["ce"]),
-                    "ratio": statistics.median(ratios),
-                    "ratio_min": min(ratios),
-                    "ratio_max": max(ratios),
-                    "ratio_trainer_path": statistics.median(ratios_tp),
+                    "east_ms": median_ms(times, "east"),
+                    "east_trainer_path_ms": median_ms(times, "east_trainer_path"),
+                    "ce_ms": median_ms(times, "ce"),
+                    "ratio": vs_ce["ratio"],
+                    "ratio_min": vs_ce["ratio_min"],
+                    "ratio_max": vs_ce["ratio_max"],
+                    "ratio_trainer_path": against(times, "east_trainer_path", "ce")["ratio"],
                     "east_peak_bytes": peak_bytes(steps["east"], device),
                     "ce_peak_bytes": peak_bytes(steps["ce"], device),
                     "east_saved_bytes": saved_bytes(east, logits, labels),
@@ -470,7 +469,7 @@ def check_profile(device: str, sizes, calls: int = 20) -> list[dict]:
 def check_compile(device: str, sizes, repeats: int, block_ms: float) -> list[dict]:
     """torch.compile of the loss: of the module as a user can today (graph breaks at the label checks' host reads),
     and of the fused core without the checks (what a built-in opt-in could reach). Forward + backward, interleaved."""
-    from east_hf.core.fused import soft_confusion_from_logits  # the core without validation: experiment only
+    from east_hf.core.soft_confusion import soft_confusion_from_logits  # the core without validation: experiment only
 
     rows = []
     for n, c in sizes:
@@ -499,11 +498,10 @@ def check_compile(device: str, sizes, repeats: int, block_ms: float) -> list[dic
             grads[name] = z.grad
         steps = {name: make_step(fn, logits, labels) for name, fn in fns.items()}
         times = time_interleaved(steps, repeats, device, block_ms)
-        ce = times["ce"]
         row = {"N": n, "C": c, "first_call_s": compile_s}
         for name in fns:
-            row[f"{name}_ms"] = statistics.median(times[name])
-            row[f"{name}_over_ce"] = statistics.median([a / b for a, b in zip(times[name], ce)])
+            row[f"{name}_ms"] = median_ms(times, name)
+            row[f"{name}_over_ce"] = against(times, name, "ce")["ratio"]
         row["compiled_module_grad_rel"] = _rel(grads["compiled_module"], grads["east"])
         row["compiled_core_grad_rel"] = _rel(grads["compiled_core"], grads["east"])
         # torch 2.11 (Dynamo, any backend) returned zero gradients through the fused Function; 2.14 does not
@@ -679,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--quick", action="store_true", help="every section, small (for testing on a CPU)")
-    parser.add_argument("--out-dir", default=str(HERE / "results"))
+    parser.add_argument("--out-dir", default=str(REPO / "runs" / "gpu_check"))
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument(
         "--sections",

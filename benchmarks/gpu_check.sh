@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU readiness checks, for one CUDA GPU; about 5 minutes on one H100/H200, under 8.
 #
-#   bash benchmarks/gpu_check.sh [OUT_DIR]        (default OUT_DIR: benchmarks/results)
+#   bash benchmarks/gpu_check.sh [OUT_DIR]        (default OUT_DIR: runs/gpu_check)
 #
 # Without CUDA it prints one line and exits 0. With CUDA it writes into OUT_DIR:
 #   gpu_check.json / gpu_check.md          loss fwd+bwd vs CE (fp32, bf16), the fused Function's gradients on the
@@ -11,7 +11,7 @@
 # Python: $PYTHON, else .venv/bin/python, else python3; east_hf is taken from this checkout (PYTHONPATH).
 set -u
 cd "$(dirname "$0")/.."
-OUT_DIR=${1:-benchmarks/results}
+OUT_DIR=${1:-runs/gpu_check}
 PY=${PYTHON:-}
 if [ -z "$PY" ]; then
     if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi

@@ -5,10 +5,10 @@ One call is forward + backward of the loss on float32 logits (N, C) with ``requi
 a freshly initialised head does) and the labels uniform. EAST runs with its defaults (macro F1, T = 0.2, gradient
 through the threshold).
 
-Timing: after a warm-up, each repeat times a block of calls of EAST, of CE and of the metric alone (forward +
-backward of ``EASTLoss.loss_from_confusion`` on a (C, C) leaf, the part of EAST after the confusion matrix), back to
-back in an order that alternates between repeats, so all see the same machine load. The table gives the median ms
-per call and the median over repeats of the per-repeat ratio EAST / CE. On a shared machine ``--threads 1`` gives
+Timing (``benchmarks/timing.py``): after a warm-up, each repeat times a block of calls of EAST, of CE and of the
+metric alone (forward + backward of ``EASTLoss.loss_from_confusion`` on a (C, C) leaf, the part of EAST after the
+confusion matrix), back to back in an order that alternates between repeats, so all see the same machine load. The
+table gives the median ms per call and the median over repeats of the per-repeat ratio EAST / CE. On a shared machine ``--threads 1`` gives
 steadier numbers: with two threads on a busy core, ops that open a parallel region wait for the other thread.
 
 Memory, two honest numbers per loss, both excluding the logits themselves:
@@ -22,21 +22,18 @@ Memory, two honest numbers per loss, both excluding the logits themselves:
 
 Usage::
 
-    python benchmarks/loss_speed.py --device cpu --repeats 21 --json benchmarks/results/loss_speed_cpu.json
+    python benchmarks/loss_speed.py --device cpu --threads 1 --repeats 21 --json loss_speed_cpu.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
-import statistics
-import tempfile
-import time
 
 import torch
 import torch.nn.functional as F
+from timing import CLOCK_HELP, CLOCKS, against, check_clock, median_ms, peak_bytes, time_interleaved
 
 from east_hf import EASTLoss
 
@@ -58,47 +55,6 @@ def make_step(loss_fn, logits: torch.Tensor, labels: torch.Tensor):
     return step
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
-CLOCK = {"now": time.perf_counter}  # set by --clock; "cpu" (this thread's CPU time) ignores time spent descheduled
-
-
-def time_block(step, calls: int, device: str) -> float:
-    """Milliseconds per call over a block of ``calls`` calls."""
-    _sync(device)
-    clock = CLOCK["now"]
-    start = clock()
-    for _ in range(calls):
-        step()
-    _sync(device)
-    return (clock() - start) * 1e3 / calls
-
-
-def calls_per_block(steps, device: str, target_ms: float) -> int:
-    """Calls per block so that the slowest step's block lasts about ``target_ms``."""
-    slowest = max(time_block(step, 3, device) for step in steps)
-    return max(1, round(target_ms / max(slowest, 1e-3)))
-
-
-def time_interleaved(steps: dict, repeats: int, device: str, target_ms: float, warmup: int = 5) -> dict:
-    """{name: [ms per call of each repeat]} and ``calls_per_block``: blocks of every step back to back, in an order
-    that alternates between repeats, after ``warmup`` calls of each (allocator, lazy initialisation, caches)."""
-    for step in steps.values():
-        time_block(step, warmup, device)
-    calls = calls_per_block(list(steps.values()), device, target_ms)
-    names = list(steps)
-    times = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names if r % 2 == 0 else names[::-1]:
-            times[name].append(time_block(steps[name], calls, device))
-    times["calls_per_block"] = calls
-    return times
-
-
 def saved_bytes(loss_fn, logits: torch.Tensor, labels: torch.Tensor) -> int:
     """Bytes held for backward by the graph of one forward, each storage counted once, the logits excluded."""
     storages = {}
@@ -115,32 +71,6 @@ def saved_bytes(loss_fn, logits: torch.Tensor, labels: torch.Tensor) -> int:
     return sum(storages.values())
 
 
-def peak_bytes(step, device: str) -> int:
-    """Peak extra bytes allocated during one call of ``step`` (forward + backward)."""
-    if device == "cuda":
-        torch.cuda.synchronize()
-        start = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - start
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = json.load(f)["traceEvents"]
-    finally:
-        os.remove(path)
-    # "Total Allocated" counts from the start of profiling, so its maximum is the peak above the starting point
-    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
-    return max([0, *totals])
-
-
 def make_metric_step(loss_fn, c: int, device: str):
     confmat = (torch.rand(c, c, device=device) * 10).requires_grad_()
 
@@ -151,7 +81,9 @@ def make_metric_step(loss_fn, c: int, device: str):
     return step
 
 
-def run(device: str, repeats: int, target_ms: float, scale: float = 3.0, sizes=SIZES) -> list[dict]:
+def run(
+    device: str, repeats: int, target_ms: float, scale: float = 3.0, sizes=SIZES, clock: str = "wall"
+) -> list[dict]:
     rows = []
     for n, c in sizes:
         logits, labels = make_inputs(n, c, device, scale)
@@ -161,18 +93,18 @@ def run(device: str, repeats: int, target_ms: float, scale: float = 3.0, sizes=S
             "ce": make_step(ce, logits, labels),
             "metric": make_metric_step(east, c, device),
         }
-        times = time_interleaved(steps, repeats, device, target_ms)
-        ratios = [e / c_ for e, c_ in zip(times["east"], times["ce"])]
+        times = time_interleaved(steps, repeats, device, target_ms, clock=clock)
+        vs_ce = against(times, "east", "ce")
         rows.append(
             {
                 "N": n,
                 "C": c,
-                "east_ms": statistics.median(times["east"]),
-                "ce_ms": statistics.median(times["ce"]),
-                "metric_ms": statistics.median(times["metric"]),
-                "ratio": statistics.median(ratios),
-                "ratio_min": min(ratios),
-                "ratio_max": max(ratios),
+                "east_ms": median_ms(times, "east"),
+                "ce_ms": median_ms(times, "ce"),
+                "metric_ms": median_ms(times, "metric"),
+                "ratio": vs_ce["ratio"],
+                "ratio_min": vs_ce["ratio_min"],
+                "ratio_max": vs_ce["ratio_max"],
                 "east_saved_bytes": saved_bytes(east, logits, labels),
                 "ce_saved_bytes": saved_bytes(ce, logits, labels),
                 "east_peak_bytes": peak_bytes(steps["east"], device),
@@ -214,10 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale", type=float, default=3.0, help="logits = randn * scale")
     parser.add_argument("--block-ms", type=float, default=50.0, help="approximate length of one timed block")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
-    parser.add_argument(
-        "--clock", choices=sorted(CLOCKS), default="wall",
-        help="wall time, or this thread's CPU time (CPU, one thread: steadier on a machine shared with other jobs)",
-    )  # fmt: skip
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help=CLOCK_HELP)
     parser.add_argument("--json", default=None, help="also write the rows, with every timing, to this file")
     parser.add_argument(
         "--sizes",
@@ -229,11 +158,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("Expected a CUDA device for --device cuda, found none")
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.clock == "cpu" and (args.device != "cpu" or torch.get_num_threads() != 1):
-        raise SystemExit("Expected --clock cpu only with --device cpu --threads 1 (CPU time of one thread)")
-    CLOCK["now"] = CLOCKS[args.clock]
+    check_clock(args.clock, args.device)
     sizes = [tuple(int(v) for v in pair.split(",")) for pair in args.sizes.split()] if args.sizes else SIZES
-    rows = run(args.device, args.repeats, args.block_ms, args.scale, sizes)
+    rows = run(args.device, args.repeats, args.block_ms, args.scale, sizes, args.clock)
     env = {
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name()

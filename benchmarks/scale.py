@@ -12,7 +12,7 @@ their tables into one Markdown file with the command that reproduces each:
 
 Usage::
 
-    python benchmarks/scale.py --markdown benchmarks/results/scale_cpu.md           # about an hour on 2 cores
+    python benchmarks/scale.py --markdown scale_cpu.md                                # about an hour on 2 cores
     python benchmarks/scale.py --quick                                                # every part, small: minutes
 
 The numbers the documentation quotes (``docs/results/scale.md``) come from the four scripts' own committed result

@@ -3,8 +3,8 @@
 For each configuration two copies of one freshly initialised model (same weights), each with its own AdamW, train
 on one fixed random batch: one with EAST (the Trainer's path, ``EASTLoss.loss_from_statistics`` of
 ``EASTLoss.statistics`` without the host-side label check, defaults: macro F1, T = 0.2), one with cross-entropy (``F.cross_entropy`` of the
-float32 logits, the cheapest baseline; EASTTrainer's ``east_loss="ce"`` set loss adds label validation). After a warm-up, each repeat times a block of EAST steps
-and a block of CE steps back to back, in an order that alternates between repeats, so both see the same machine
+float32 logits, the cheapest baseline; EASTTrainer's ``east_loss="ce"`` set loss adds label validation). Timing
+(``benchmarks/timing.py``): after a warm-up, each repeat times a block of EAST steps and a block of CE steps back to back, in an order that alternates between repeats, so both see the same machine
 load; the table gives median ms per step and the median over repeats of the per-repeat ratio EAST / CE (and of the
 difference EAST - CE). With ``--dtype bf16`` / ``fp16`` forward and loss run under autocast (the surrogate itself is
 float32). On CUDA also the peak memory of one step above the model, optimiser state and batch.
@@ -16,8 +16,7 @@ also ``darknet19`` on 32 px at batch 128 (CIFAR-10, CIFAR-100) and on 224 px at 
 
 Usage::
 
-    python benchmarks/step_speed.py --device cpu --threads 1 --repeats 15 \\
-        --json benchmarks/results/step_speed_cpu.json --markdown benchmarks/results/step_speed_cpu.md
+    python benchmarks/step_speed.py --device cpu --threads 1 --repeats 15 --json step_speed_cpu.json
     python benchmarks/step_speed.py --device cuda --dtype bf16 --json step_speed_cuda_bf16.json
     python benchmarks/step_speed.py --device cpu --quick        # every code path in seconds (a smoke test)
 """
@@ -29,16 +28,11 @@ import contextlib
 import copy
 import json
 import platform
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
-from loss_speed import (  # the same interleaved timing as the loss benchmark (benchmarks/ on sys.path)
-    CLOCK,
-    CLOCKS,
-    time_interleaved,
-)
+from timing import CLOCK_HELP, CLOCKS, against, check_clock, median_ms, time_interleaved
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 / darknet19_tiny with timm)
 from east_hf import EASTLoss
@@ -162,7 +156,7 @@ def peak_step_bytes(step, device: str) -> int | None:
     return torch.cuda.max_memory_allocated() - start
 
 
-def run_config(name: str, spec, device: str, dtype: str, repeats: int, target_ms: float) -> dict:
+def run_config(name: str, spec, device: str, dtype: str, repeats: int, target_ms: float, clock: str = "wall") -> dict:
     kind, batch, classes, size = spec
     model, forward, labels = build(kind, batch, classes, size, device)
     amp_dtype = DTYPES[dtype]
@@ -170,9 +164,7 @@ def run_config(name: str, spec, device: str, dtype: str, repeats: int, target_ms
         "east": make_train_step(model, forward, labels, east_loss_fn(classes), device, amp_dtype),
         "ce": make_train_step(copy.deepcopy(model), forward, labels, ce_loss_fn(classes), device, amp_dtype),
     }
-    times = time_interleaved(steps, repeats, device, target_ms, warmup=3)
-    ratios = [e / c for e, c in zip(times["east"], times["ce"])]
-    diffs = [e - c for e, c in zip(times["east"], times["ce"])]
+    times = time_interleaved(steps, repeats, device, target_ms, warmup=3, clock=clock)
     row = {
         "config": name,
         "model": kind,
@@ -181,12 +173,9 @@ def run_config(name: str, spec, device: str, dtype: str, repeats: int, target_ms
         "size": size,
         "dtype": dtype,
         "params": sum(p.numel() for p in model.parameters()),
-        "east_ms": statistics.median(times["east"]),
-        "ce_ms": statistics.median(times["ce"]),
-        "ratio": statistics.median(ratios),
-        "ratio_min": min(ratios),
-        "ratio_max": max(ratios),
-        "diff_ms": statistics.median(diffs),
+        "east_ms": median_ms(times, "east"),
+        "ce_ms": median_ms(times, "ce"),
+        **against(times, "east", "ce"),  # ratio, ratio_min, ratio_max, diff_ms
         "east_peak_bytes": peak_step_bytes(steps["east"], device),
         "ce_peak_bytes": peak_step_bytes(steps["ce"], device),
         "repeats": repeats,
@@ -235,10 +224,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=15, help="interleaved EAST/CE blocks per configuration")
     parser.add_argument("--block-ms", type=float, default=100.0, help="approximate length of one timed block")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
-    parser.add_argument(
-        "--clock", choices=sorted(CLOCKS), default="wall",
-        help="wall time, or this thread's CPU time (CPU, one thread: steadier on a machine shared with other jobs)",
-    )  # fmt: skip
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help=CLOCK_HELP)
     parser.add_argument("--quick", action="store_true", help="tiny configurations, 3 repeats: a smoke test")
     parser.add_argument("--json", default=None, help="write the rows, with every timing, to this file")
     parser.add_argument("--markdown", default=None, help="write the table to this file")
@@ -247,9 +233,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         raise SystemExit("Expected a CUDA device for --device cuda, found none")
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.clock == "cpu" and (args.device != "cpu" or torch.get_num_threads() != 1):
-        raise SystemExit("Expected --clock cpu only with --device cpu --threads 1 (CPU time of one thread)")
-    CLOCK["now"] = CLOCKS[args.clock]
+    check_clock(args.clock, args.device)
     if args.quick:
         configs = dict(QUICK_CONFIGS)
         args.repeats, args.block_ms = 3, 5.0
@@ -264,7 +248,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     for name, spec in configs.items():
         start = time.perf_counter()
-        rows.append(run_config(name, spec, args.device, args.dtype, args.repeats, args.block_ms))
+        rows.append(run_config(name, spec, args.device, args.dtype, args.repeats, args.block_ms, args.clock))
         r = rows[-1]
         print(
             f"  {name}: EAST {r['east_ms']:.3f} ms, CE {r['ce_ms']:.3f} ms, EAST/CE {r['ratio']:.3f} "
