@@ -4,8 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from east_hf import decision
-from east_hf.core import METRICS, beta_vector, hard_confusion_matrix
+from east_hf.core import METRICS, beta_vector, decision, hard_confusion_matrix
 from east_hf.core.decision import DecisionRule, fold_offsets_into_bias, tune_logit_offsets
 
 

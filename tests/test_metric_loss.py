@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from east_hf.core import METRICS
-from east_hf.core.fused_metric import MetricConstants, metric_loss
+from east_hf.core.metric_loss import MetricConstants, metric_loss
 
 SETTINGS = [
     ("fbeta", {"average": "macro"}),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 
 import pytest
 
-from east_hf.core.annealing import AnnealingSchedule, Decision, temperature_at
+from east_hf.core.annealing import DEFAULT_DECAY, DEFAULT_TEMPERATURE, AnnealingSchedule, Decision, temperature_at
+from east_hf.core.east_loss import EASTLoss
 from east_hf.hf.config import EASTConfig
 
 CONT, BEST, NEXT, STOP = Decision.CONTINUE, Decision.IMPROVED, Decision.NEXT_STAGE, Decision.STOP
@@ -208,3 +210,14 @@ def test_relative_threshold_ends_stages_whose_surrogate_only_creeps():
         AnnealingSchedule(threshold_mode="relative")
     with pytest.raises(ValueError, match="east_threshold_mode"):
         EASTConfig(output_dir="out", report_to=[], east_threshold_mode="pct")
+
+
+def test_shared_defaults_are_read_from_the_signatures():
+    """T0 and r are written once in the core; every signature that takes them gives that default."""
+    schedule = inspect.signature(AnnealingSchedule).parameters
+    at = inspect.signature(temperature_at).parameters
+    loss = inspect.signature(EASTLoss).parameters
+    assert schedule["temperature"].default == at["temperature"].default == loss["temperature"].default
+    assert schedule["temperature"].default == DEFAULT_TEMPERATURE == 0.2
+    assert schedule["decay"].default == at["decay"].default == DEFAULT_DECAY == 0.9
+    assert AnnealingSchedule().temperature == EASTLoss().temperature == temperature_at(0) == DEFAULT_TEMPERATURE

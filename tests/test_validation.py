@@ -117,9 +117,10 @@ def test_parse_beta():
 
 def test_every_layer_refuses_a_bad_average_alike():
     """One source: the loss, the Trainer's compute_metrics, the evaluate-style report and the decision tuner."""
+    from reference_metrics import fbeta_report
+
     from east_hf import EASTLoss, tune_logit_offsets
     from east_hf.hf.metrics import build_compute_metrics
-    from east_hf.hf.metrics.labels import fbeta_report
 
     message = "^" + re.escape("Expected average in ('macro', 'weighted', 'micro', 'binary'), got 'samples'") + "$"
     logits, labels = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])

@@ -1,9 +1,16 @@
 """The core of east_hf: pure torch, no transformers, timm or evaluate imports.
 
-The soft confusion matrix and its metrics (``surrogate``, ``fused``, ``fused_metric``, ``metrics``), the losses
-(``set_loss``: their interface; ``east_loss``; ``baselines``; ``loss``: the registry and the cross-entropy mix), the
-annealing schedule (``annealing``), the decision-rule tuner (``decision``) and the checks of every setting
-(``validation``)."""
+- The soft confusion matrix and its metrics: ``surrogate`` (the paper's H_T, tau and memberships, soft and hard
+  confusion matrices), ``soft_confusion`` (softmax, memberships and the confusion statistics of logits in one
+  autograd Function), ``metrics`` (the confusion-matrix metrics and their formulas), and ``metric_loss`` (1 - M in
+  one autograd Function).
+- The losses: ``set_loss`` (their interface), ``east_loss`` (``EASTLoss``), ``baselines`` (cross-entropy, soft Dice)
+  and ``loss`` (the registry, the cross-entropy mix, and every loss under one path).
+- The annealing schedule and its defaults: ``annealing``.
+- The decision-rule tuner: ``decision`` (its API), ``decision_sweep`` (one offset's sweep), ``decision_scorers``
+  (candidate scoring) and ``decision_ascent`` (the coordinate ascent and its work bound).
+- The checks of every setting (``validation``) and the resolver of classes given by name (``classes``).
+"""
 
 from east_hf.core.baselines import soft_dice_loss
 from east_hf.core.classes import class_index, class_names, resolve_beta, safe_name

@@ -60,7 +60,22 @@ from typing import Any
 from east_hf.core.metrics import target_metric_key
 from east_hf.core.validation import check_choice, check_int, check_range, check_temperature
 
-__all__ = ["MODES", "WARM_STARTS", "AnnealingSchedule", "Decision", "anneal_key", "monitor_mode", "temperature_at"]
+__all__ = [
+    "DEFAULT_DECAY",
+    "DEFAULT_TEMPERATURE",
+    "MODES",
+    "WARM_STARTS",
+    "AnnealingSchedule",
+    "Decision",
+    "anneal_key",
+    "monitor_mode",
+    "temperature_at",
+]
+
+# The defaults shared by several signatures (``temperature_at``, ``AnnealingSchedule``, ``EASTLoss``); every other
+# default is written once, in the signature of the object that uses it.
+DEFAULT_TEMPERATURE = 0.2  # T0 as the paper (matches the approximation of Tsoi et al. 2022)
+DEFAULT_DECAY = 0.9  # r, the gentler of the paper's {0.8, 0.9}
 
 MODES = ("min", "max")
 THRESHOLD_MODES = ("abs", "rel")
@@ -99,7 +114,7 @@ def anneal_key(metric: str, anneal_monitor: str | None = None) -> str:
     return anneal_monitor or f"eval_{target_metric_key(metric)}"
 
 
-def temperature_at(stage: int, temperature: float = 0.2, decay: float = 0.9) -> float:
+def temperature_at(stage: int, temperature: float = DEFAULT_TEMPERATURE, decay: float = DEFAULT_DECAY) -> float:
     """T_k = T0 * r^k, the geometric cooling of paper Sec. 4.3. Stage -1 (a warm start) is at T0.
 
     >>> [round(temperature_at(k, 0.2, 0.5), 4) for k in (-1, 0, 1, 2)]
@@ -143,8 +158,9 @@ class AnnealingSchedule:
     """EAST's annealing state machine: stages of fast early stopping at T_k = T0 * r^k.
 
     Args:
-        temperature: T0 in (0, 0.4); 0.2 as the paper (matches the approximation of Tsoi et al. 2022).
-        decay: r in (0, 1); the paper searched {0.8, 0.9}, 0.9 is the gentler default.
+        temperature: T0 in (0, 0.4); ``DEFAULT_TEMPERATURE`` = 0.2 as the paper (matches the approximation of
+            Tsoi et al. 2022).
+        decay: r in (0, 1); the paper searched {0.8, 0.9}, ``DEFAULT_DECAY`` = 0.9 is the gentler.
         patience: evaluations without improvement of the stage monitor before a stage ends (fast early stopping).
         stage_patience: finished stages in a row whose best anneal value did not improve on the best so far
             before annealing stops (the paper's "stops improving across a number of temperature decreases").
@@ -183,8 +199,8 @@ class AnnealingSchedule:
 
     def __init__(
         self,
-        temperature: float = 0.2,
-        decay: float = 0.9,
+        temperature: float = DEFAULT_TEMPERATURE,
+        decay: float = DEFAULT_DECAY,
         patience: int = 5,
         stage_patience: int = 3,
         min_temperature: float = 0.005,

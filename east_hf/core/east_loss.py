@@ -13,11 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
+from east_hf.core.annealing import DEFAULT_TEMPERATURE
 from east_hf.core.classes import resolve_beta
-from east_hf.core.fused import soft_confusion_from_logits, soft_counts_from_logits
-from east_hf.core.fused_metric import FUSED_METRICS, MetricConstants, metric_loss, metric_loss_from_counts
+from east_hf.core.metric_loss import FUSED_METRICS, MetricConstants, metric_loss, metric_loss_from_counts
 from east_hf.core.metrics import METRICS, beta_vector, metric_from_counts
 from east_hf.core.set_loss import SetLoss
+from east_hf.core.soft_confusion import soft_confusion_from_logits, soft_counts_from_logits
 from east_hf.core.validation import check_average, check_metric, check_num_classes, check_range, check_temperature
 
 __all__ = ["EASTLoss", "floored_beta"]
@@ -47,7 +48,8 @@ class EASTLoss(SetLoss):
             callable mapping a (C, C) confusion matrix to a scalar to maximise (the paper: any confusion-matrix metric).
         beta: F-beta's beta, a float or one value per class (e.g. 0.25 on one class to prefer its precision).
         average: ``"macro"`` (default), ``"weighted"``, ``"micro"`` or ``"binary"`` (with ``pos_label``).
-        temperature: T in (0, 0.4); a plain attribute an annealing schedule sets between steps.
+        temperature: T in (0, 0.4), by default ``annealing.DEFAULT_TEMPERATURE`` (0.2, the schedule's T0); a plain
+            attribute an annealing schedule sets between steps.
         num_classes: if given, logits of another width are refused with a clear error.
         threshold_grad: let gradients flow through the dynamic threshold tau_avg(p) (default, as the paper).
         ignore_index: label value whose rows contribute nothing (as ``nn.CrossEntropyLoss``).
@@ -63,7 +65,7 @@ class EASTLoss(SetLoss):
     evaluation batches before applying the metric.
 
     Statistics: the built-in metrics read the soft confusion matrix only through its (3, C) counts (TP, support,
-    predicted: ``metrics.confusion_counts``), so ``statistics`` returns those (``fused.soft_counts_from_logits``),
+    predicted: ``metrics.confusion_counts``), so ``statistics`` returns those (``soft_confusion.soft_counts_from_logits``),
     O(C) memory and O(N C) work whatever C, never the (C, C) matrix, which takes O(C^2) of both (at C = 100,000,
     40 GB). A metric callable receives the (C, C) matrix, which ``statistics`` then returns; ``confusion_matrix`` and
     ``loss_from_confusion`` keep the matrix for every metric.
@@ -84,7 +86,7 @@ class EASTLoss(SetLoss):
         beta: float | Sequence[float] | Mapping[str, float] = 1.0,
         average: str = "macro",
         pos_label: int = 1,
-        temperature: float = 0.2,
+        temperature: float = DEFAULT_TEMPERATURE,
         num_classes: int | None = None,
         threshold_grad: bool = True,
         ignore_index: int | None = -100,
@@ -253,7 +255,7 @@ class EASTLoss(SetLoss):
         return self._constants
 
     def loss_from_confusion(self, confmat: torch.Tensor) -> torch.Tensor:
-        """1 - M(confmat); for F-beta, MCC and accuracy one fused Function (``functional.fused_metric``)."""
+        """1 - M(confmat); for F-beta, MCC and accuracy one fused Function (``metric_loss.metric_loss``)."""
         if isinstance(self.metric, str) and self.metric in FUSED_METRICS:
             if (
                 isinstance(confmat, torch.Tensor)
@@ -275,7 +277,7 @@ class EASTLoss(SetLoss):
 
     def loss_from_counts(self, counts: torch.Tensor) -> torch.Tensor:
         """1 - M of the matrix whose (3, C) counts (TP, support, predicted) these are, for a built-in metric; for
-        F-beta, MCC and accuracy one fused Function (``fused_metric.metric_loss_from_counts``)."""
+        F-beta, MCC and accuracy one fused Function (``metric_loss.metric_loss_from_counts``)."""
         return self._loss_from_counts(counts, zero_if_empty=False)
 
     def _loss_from_counts(self, counts: torch.Tensor, zero_if_empty: bool) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """The loss's second half, 1 - M, in one ``autograd.Function`` for F-beta, MCC and accuracy.
 
 ``metric_loss(confmat, ...)`` equals ``1 - METRICS[metric](confmat, ...)`` of ``east_hf.core.metrics`` (same
-zero-division rules, values and gradients; ``tests/test_fused_metric.py``), with a dozen operations in each
+zero-division rules, values and gradients; ``tests/test_metric_loss.py``), with a dozen operations in each
 direction instead of the composition's ~36 and one autograd node instead of ~15: at the paper's small sizes
 (C = 2 or 10) the loss's cost is the count of operations, not their size. ``metric_loss_from_counts(counts, ...)``
 is the same loss of the matrix's (3, C) counts (TP, support, predicted; ``metrics.confusion_counts``), the

@@ -18,6 +18,9 @@ these cases; they matter for the hard metrics.
 Every metric here reads the matrix only through three (C,) vectors: TP (its diagonal), the support (row sums) and
 the predicted mass (column sums). ``confusion_counts`` gives them as a (3, C) tensor and ``metric_from_counts``
 scores one, with the same formulas as the (C, C) functions: the form ``EASTLoss`` trains on, O(C) instead of O(C^2).
+Each formula is written once, as a function of those statistics: ``fbeta_from_stats`` (per class or pooled) and
+``mcc_from_stats`` (of the five sums MCC reads); the (C, C) functions, ``metric_from_counts`` and the decision tuner's
+running counts (``east_hf.core.decision_scorers``) all evaluate them.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ __all__ = [
     "beta_vector",
     "confusion_counts",
     "fbeta",
+    "fbeta_from_stats",
     "mcc",
+    "mcc_from_stats",
     "metric_from_counts",
     "precision",
     "precision_recall_fbeta",
@@ -124,6 +129,50 @@ def _check_counts(counts: torch.Tensor, batched: bool = False) -> torch.Tensor:
     return counts if counts.is_floating_point() else counts.float()
 
 
+def fbeta_from_stats(
+    tp: torch.Tensor,
+    support: torch.Tensor,
+    predicted: torch.Tensor,
+    beta: torch.Tensor,
+    zero_division: float = 0.0,
+) -> torch.Tensor:
+    """F-beta = (1 + beta^2) TP / (beta^2 support + predicted), elementwise over broadcastable tensors.
+
+    support = TP + FN and predicted = TP + FP, so the denominator is (1 + beta^2) TP + beta^2 FN + FP; where it is 0
+    the value is ``zero_division``. Per class with (C,) statistics and betas, pooled (``average="micro"``) with their
+    sums and one beta.
+
+    >>> tp, support, predicted = torch.tensor([5.0, 2.0]), torch.tensor([6.0, 4.0]), torch.tensor([7.0, 3.0])
+    >>> fbeta_from_stats(tp, support, predicted, torch.tensor(1.0))
+    tensor([0.7692, 0.5714])
+    """
+    b2 = beta**2
+    return safe_divide((1 + b2) * tp, b2 * support + predicted, zero_division)
+
+
+def mcc_from_stats(
+    trace: torch.Tensor,
+    total: torch.Tensor,
+    support_predicted: torch.Tensor,
+    predicted_squared: torch.Tensor,
+    support_squared: torch.Tensor,
+) -> torch.Tensor:
+    """Matthews correlation from the five sums it reads, elementwise: c the trace, s the total, sum_k t_k p_k,
+    sum_k p_k^2 and sum_k t_k^2 (t: the support, p: the predicted counts).
+
+    MCC = (c s - sum_k t_k p_k) / sqrt((s^2 - sum_k p_k^2)(s^2 - sum_k t_k^2)); 0 where the denominator is 0.
+
+    >>> t, p, c = torch.tensor([6.0, 4.0]), torch.tensor([7.0, 3.0]), torch.tensor(7.0)  # [[5, 1], [2, 2]]
+    >>> round(mcc_from_stats(c, t.sum(), (t * p).sum(), (p * p).sum(), (t * t).sum()).item(), 4)
+    0.3563
+    """
+    cov_tp = trace * total - support_predicted
+    cov_pp = total * total - predicted_squared
+    cov_tt = total * total - support_squared
+    den = cov_pp * cov_tt
+    return safe_divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
+
+
 # The functions of (TP, support, predicted) below reduce over the last dimension, the classes, so the same formulas
 # score one set of counts (C,) or K of them at once ((K, C); ``metric_from_counts`` of (K, 3, C) counts).
 
@@ -155,8 +204,7 @@ def precision_recall_fbeta(
 
 def _fbeta_per_class(tp, support, predicted, beta, zero_division: float) -> torch.Tensor:
     """(C,) F-beta from TP, FN, FP alone: the loss's path, a dozen operations (no precision or recall)."""
-    b2 = beta_vector(beta, tp.shape[-1], tp) ** 2
-    return safe_divide((1 + b2) * tp, b2 * support + predicted, zero_division)
+    return fbeta_from_stats(tp, support, predicted, beta_vector(beta, tp.shape[-1], tp), zero_division)
 
 
 def _fbeta(tp, support, predicted, beta=1.0, average="macro", pos_label=1, zero_division=0.0) -> torch.Tensor:
@@ -165,8 +213,7 @@ def _fbeta(tp, support, predicted, beta=1.0, average="macro", pos_label=1, zero_
         b = beta_vector(beta, tp.shape[-1], tp)
         if not bool((b == b[0]).all()):
             raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {b.tolist()}")
-        b2 = b[0] ** 2
-        return safe_divide((1 + b2) * tp.sum(-1), b2 * support.sum(-1) + predicted.sum(-1), zero_division)
+        return fbeta_from_stats(tp.sum(-1), support.sum(-1), predicted.sum(-1), b[0], zero_division)
     return _average(_fbeta_per_class(tp, support, predicted, beta, zero_division), support, average, pos_label)
 
 
@@ -227,13 +274,8 @@ def accuracy(confmat: torch.Tensor, **_: object) -> torch.Tensor:
 
 
 def _mcc(tp, support, predicted, **_: object) -> torch.Tensor:
-    c, s = tp.sum(-1), support.sum(-1)  # the trace and the total
     t, p = support, predicted
-    cov_tp = c * s - (t * p).sum(-1)
-    cov_pp = s * s - (p * p).sum(-1)
-    cov_tt = s * s - (t * t).sum(-1)
-    den = cov_pp * cov_tt
-    return safe_divide(cov_tp, torch.sqrt(torch.where(den > 0, den, 1.0)) * (den > 0), 0.0)
+    return mcc_from_stats(tp.sum(-1), t.sum(-1), (t * p).sum(-1), (p * p).sum(-1), (t * t).sum(-1))
 
 
 def mcc(confmat: torch.Tensor, **_: object) -> torch.Tensor:

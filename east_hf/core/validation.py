@@ -82,12 +82,14 @@ def check_num_classes(num_classes: Any) -> int:
 
 
 def check_temperature(temperature: Any) -> float:
-    """``temperature`` as a float, or raise if it is outside the open interval (0, 0.4)."""
+    """``temperature`` as a float, or raise if it is outside the open interval (0, ``MAX_TEMPERATURE``)."""
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise TypeError(f"Expected temperature as a float in (0, 0.4), got {type(temperature).__name__}")
+        raise TypeError(
+            f"Expected temperature as a float in (0, {MAX_TEMPERATURE:g}), got {type(temperature).__name__}"
+        )
     temperature = float(temperature)
     if not 0.0 < temperature < MAX_TEMPERATURE:
-        raise ValueError(f"Expected temperature in (0, 0.4), got {temperature}")
+        raise ValueError(f"Expected temperature in (0, {MAX_TEMPERATURE:g}), got {temperature}")
     return temperature
 
 
