@@ -14,6 +14,14 @@ from helpers import write_csv, write_text
 from east_hf.hf.data import DataArguments, DataError, load_data, load_tabular_features
 
 
+@pytest.fixture(autouse=True)
+def cache(tmp_path_factory, monkeypatch):
+    """east_hf's data cache in a folder of the test's own: nothing shared with other tests or the user's cache."""
+    folder = tmp_path_factory.mktemp("east_hf_cache")
+    monkeypatch.setenv("EAST_HF_CACHE", str(folder))
+    return folder
+
+
 # ---- loading and splitting ----
 def test_tabular_csv_split_encoding_and_training_statistics(tmp_path):
     rng = np.random.default_rng(0)
@@ -338,7 +346,7 @@ def test_the_data_layer_reads_no_row_into_python(tmp_path, monkeypatch):
     assert data.class_counts("train") == np.bincount(data.train.with_format("numpy")[:]["labels"]).tolist()
 
 
-def test_prepared_splits_are_written_once_and_mapped_by_the_next_load(tmp_path, monkeypatch, caplog):
+def test_prepared_splits_are_written_once_and_mapped_by_the_next_load(tmp_path, monkeypatch, caplog, cache):
     from transformers import AutoFeatureExtractor
 
     import east_hf.hf.data.pipeline as pipeline
@@ -351,7 +359,8 @@ def test_prepared_splits_are_written_once_and_mapped_by_the_next_load(tmp_path, 
         monkeypatch.setattr(pipeline, "_prepare", lambda *a: pytest.fail("prepared twice"))
         again = load_data(args)  # another process of a distributed run, after the main one
     prepared = Path(first.train.cache_files[0]["filename"]).parent
-    assert prepared.name.startswith("east_hf_prepared-") and again.train.cache_files == first.train.cache_files
+    assert prepared.name.startswith("prepared-") and prepared.parent.parent == cache
+    assert again.train.cache_files == first.train.cache_files
     messages = [r.getMessage() for r in caplog.records]  # the warnings of the preparation, then the same again
     assert (
         messages[0].startswith("unseen_labels=drop")

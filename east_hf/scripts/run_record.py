@@ -9,7 +9,6 @@ of the data. ``east-train --dry_run`` prints ``resolved_settings`` (the settings
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from dataclasses import fields
@@ -95,7 +94,12 @@ def resolved_settings(parsed: ParsedArguments, full: bool = False) -> dict[str, 
 def data_fingerprint(dataset_name: str | None, dataset_config: str | None = None) -> dict[str, Any]:
     """What identifies the data a run reads, so that an edit of it is noticed: for a local file its size, mtime and
     SHA-256 of its bytes; for a local folder the same over every file in it (a missing path: its name only); for
-    ``sklearn:<name>`` the name and the generator's parameters; for a Hub id the id, configuration and revision."""
+    ``sklearn:<name>`` the name and the generator's parameters; for a Hub id the id, configuration and revision.
+
+    The bytes are hashed by ``east_hf.hf.data.fingerprint.file_sha256``, the content fingerprint that east_hf's data
+    caches are keyed on, once per file and process while the file is unchanged: data that changed here is data that
+    ``load_data`` reads afresh, even when an edit kept the file's mtime."""
+    from east_hf.hf.data.fingerprint import file_sha256
     from east_hf.hf.data.sources import FILE_BUILDERS, SYNTHETIC_SETS
 
     name = str(dataset_name)
@@ -104,7 +108,7 @@ def data_fingerprint(dataset_name: str | None, dataset_config: str | None = None
     path = Path(name).expanduser()
     if path.is_file():
         stat = path.stat()
-        digest = _sha256(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        digest = file_sha256(path)
         return {"kind": "file", "path": name, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file())
@@ -112,7 +116,7 @@ def data_fingerprint(dataset_name: str | None, dataset_config: str | None = None
         for file in files:
             stat = file.stat()
             size += stat.st_size
-            digest = _sha256(str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+            digest = file_sha256(file)
             combined.update(f"{file.relative_to(path).as_posix()}\0{stat.st_size}\0{digest}\n".encode())
         return {"kind": "folder", "path": name, "files": len(files), "size": size, "sha256": combined.hexdigest()}
     if name.startswith(("/", "./", "../", "~")) or path.suffix.lower() in FILE_BUILDERS:
@@ -120,17 +124,6 @@ def data_fingerprint(dataset_name: str | None, dataset_config: str | None = None
     # a Hub id: its own fingerprint would mean a download or a network call for every run; the data loads from
     # the default branch, so no revision is pinned
     return {"kind": "hub", "id": name, "config": dataset_config, "revision": None}
-
-
-@functools.lru_cache(maxsize=65536)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    """SHA-256 of a file's bytes, read in 1 MiB blocks; size and mtime key the cache, so an edited file is read again
-    and an unchanged one once per process (east-compare fingerprints the same file for every run)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def run_record(parsed: ParsedArguments) -> dict[str, Any]:

@@ -27,9 +27,11 @@ float vector ``input_features`` (text columns one-hot, then standardised with tr
 torch.Size([13])
 
 The package's modules: ``arguments`` (``DataArguments``), ``sources`` (``load_raw``), ``pipeline`` (``load_data``,
-``EASTData``), ``tabular`` (``fit_tabular_features``, ``load_tabular_features``), ``cache`` (prepared tabular splits as
-memory-mapped Arrow files, shared by the processes of a distributed run), ``rows`` (column reads through an indices
-mapping) and ``images`` (``image_transforms``).
+``EASTData``), ``tabular`` (``fit_tabular_features``, ``load_tabular_features``), ``fingerprint`` (content hashes of
+local data, which the caches and ``east-compare``'s run records are keyed on), ``store`` (east_hf's data cache on disk:
+one folder per source, checked before use, bounded, shown and cleared by ``east-cache``), ``raw`` (the rows of local
+files, cached by content), ``cache`` (prepared tabular splits as memory-mapped Arrow files, shared by the processes of
+a distributed run), ``rows`` (column reads through an indices mapping) and ``images`` (``image_transforms``).
 """
 
 from east_hf.hf.data.arguments import DataArguments

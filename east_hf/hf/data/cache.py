@@ -1,16 +1,19 @@
-"""Prepared tabular splits kept as memory-mapped Arrow files, so that a data set is prepared once.
+"""Prepared tabular splits kept as memory-mapped Arrow files, so that a data set is prepared once per content.
 
 ``load_data`` prepares the splits of a data set read from files (labels encoded, splits carved, features encoded and
-standardised, float32) into a folder beside the ``datasets`` cache of the raw rows, named by a hash of the raw cache
-files (path, size, modification time), every ``DataArguments`` field and the east_hf version. The folder holds one
-``<split>.arrow`` per split (``input_features`` (F,) float32 and ``labels``), the fitted feature extractor
-(``preprocessor_config.json``) and ``prepared.json`` (class names, dropped rows, the warnings of the preparation).
+standardised, float32) into ``prepared-<key>`` in the source's folder of east_hf's cache (``east_hf.hf.data.store``).
+The key hashes the source's content: for a local file or folder its content fingerprint (``source_fingerprint``: the
+bytes, not the modification time), for a Hub data set the ``datasets`` cache files of its revision; with every
+``DataArguments`` field that shapes the splits (not ``image_size`` or ``augment``) and the east_hf version. The folder
+holds one ``<split>.arrow`` per split (``input_features`` (F,) float32 and ``labels``), the fitted feature extractor
+(``preprocessor_config.json``) and ``prepared.json`` (class names, dropped rows, the warnings of the preparation, each
+split's rows and features, and the size and SHA-256 of every file).
 
-Another call with the same key maps the files instead: the other processes of a distributed run, which load after
-the main one (``TrainingArguments.main_process_first``), then share the pages through the page cache rather than
-each holding a copy. A folder is written under a temporary name and renamed when complete, so a reader sees a whole
-folder or none. Data sets held in memory (``sklearn:<name>``), or with ``datasets`` caching disabled, are prepared in
-memory every time.
+Another call with the same key checks the folder against its record, then maps the files instead: the other processes
+of a distributed run, which load after the main one (``TrainingArguments.main_process_first``), share the pages through
+the page cache rather than each holding a copy. A folder is written under a temporary name and renamed when complete,
+so a reader sees a whole folder or none; one found damaged is rebuilt with one warning. Data sets held in memory
+(``sklearn:<name>``), or with ``datasets`` caching disabled, are prepared in memory every time.
 """
 
 from __future__ import annotations
@@ -20,60 +23,54 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from east_hf.hf.data import store
+from east_hf.hf.data.fingerprint import source_fingerprint
+
 __all__ = ["captured_warnings", "prepared_folder", "read_prepared", "staging", "write_prepared"]
 
-FORMAT = 1  # the layout of a prepared folder; part of the key
+FORMAT = 2  # the layout of a prepared folder; part of the key
 META_NAME = "prepared.json"
+SPLITS = ("train", "validation", "test")
+UNSHAPING = ("image_size", "augment")  # DataArguments fields that act after preparation: not part of the key
 
-logger = logging.getLogger(__name__)
+staging = store.staging
 
 
-def prepared_folder(dsd, args) -> Path | None:
-    """Where the prepared splits of ``dsd`` (the raw ``DatasetDict``) under ``args`` (``DataArguments``) live; ``None``
-    when a split is held in memory or ``datasets`` caching is disabled."""
+def prepared_folder(args, local: Path | None = None, dsd=None) -> Path | None:
+    """Where the prepared splits under ``args`` (``DataArguments``) live: of the local file or folder ``local``, or of
+    ``dsd`` (the raw ``DatasetDict`` of a Hub data set). ``None`` when the rows are held in memory, the source cannot
+    be read, or ``datasets`` caching is disabled."""
     import datasets
 
     import east_hf
 
     if not datasets.is_caching_enabled():
         return None
-    files = {split: [f["filename"] for f in ds.cache_files] for split, ds in dsd.items()}
-    if not all(files.values()):
-        return None
-    try:
-        raw = {
-            split: [(name, (s := os.stat(name)).st_size, s.st_mtime_ns) for name in names]
-            for split, names in files.items()
-        }
-    except OSError:
-        return None
-    state = {"format": FORMAT, "east_hf": east_hf.__version__, "raw": raw, "args": dataclasses.asdict(args)}
+    if local is not None:
+        try:
+            source, content = str(local.resolve()), source_fingerprint(local)
+        except OSError:  # a missing or unreadable path: load_raw says what is wrong with it
+            return None
+    else:
+        files = {split: [f["filename"] for f in ds.cache_files] for split, ds in dsd.items()}
+        if not all(files.values()):
+            return None
+        try:  # the Hub cache holds one folder per revision, written once
+            content = {k: [(n, (s := Path(n).stat()).st_size, s.st_mtime_ns) for n in f] for k, f in files.items()}
+        except OSError:
+            return None
+        source = f"hub:{args.dataset_name}"
+    unshaping = UNSHAPING + (("dataset_name",) if local is not None else ())  # the source folder says which file
+    shaping = {k: v for k, v in dataclasses.asdict(args).items() if k not in unshaping}
+    state = {"format": FORMAT, "east_hf": east_hf.__version__, "content": content, "args": shaping}
     key = hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:24]
-    return Path(next(iter(files.values()))[0]).parent / f"east_hf_prepared-{key}"
-
-
-@contextlib.contextmanager
-def staging(folder: Path | None):
-    """A fresh folder beside ``folder`` to write into (``None`` if ``folder`` is, or cannot be written); removed on
-    exit unless ``write_prepared`` renamed it."""
-    if folder is None:
-        yield None
-        return
-    try:
-        stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    except OSError:  # a read-only cache: prepare in memory
-        yield None
-        return
-    try:
-        yield stage
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    home = store.source_dir(source)
+    if not store.claim_source(home, source):
+        return None
+    return home / f"prepared-{key}"
 
 
 @contextlib.contextmanager
@@ -93,46 +90,53 @@ def captured_warnings(name: str):
         logging.getLogger(name).removeHandler(handler)
 
 
-def write_prepared(
-    stage: Path,
-    folder: Path,
-    preprocessor,
-    warnings: list[tuple[str, str]],
-    label_names: list[str],
-    dropped: dict[str, int],
-) -> None:
-    """Complete ``stage`` (the split files written by ``tabular_splits``) and rename it to ``folder``; a folder
-    another process completed first is kept."""
-    splits = sorted(p.stem for p in stage.glob("*.arrow"))
-    preprocessor.save_pretrained(stage)
-    meta = {"splits": splits, "label_names": label_names, "dropped": dropped, "warnings": warnings}
-    (stage / META_NAME).write_text(json.dumps(meta, indent=1))
-    try:
-        os.rename(stage, folder)
-    except OSError:
-        if not (folder / META_NAME).is_file():
-            raise
+def _features(ds) -> Any:
+    return json.loads(json.dumps(ds.features.to_dict()))
+
+
+def write_prepared(stage: Path, folder: Path, data, warnings: list[tuple[str, str]]) -> None:
+    """Complete ``stage`` (the split files ``tabular_splits`` wrote for ``data``, an ``EASTData``) with the feature
+    extractor and the record, rename it to ``folder`` (a folder another process completed first is kept), and evict
+    the source's least recently used prepared folders beyond ``EAST_HF_CACHE_VERSIONS``."""
+    data.preprocessor.save_pretrained(stage)
+    splits = {k: getattr(data, k) for k in SPLITS if getattr(data, k) is not None}
+    names = sorted(p.name for p in stage.iterdir())
+    record = {
+        "format": FORMAT,
+        "splits": {k: {"rows": ds.num_rows, "features": _features(ds)} for k, ds in splits.items()},
+        "label_names": data.label_names,
+        "dropped": data.dropped,
+        "warnings": warnings,
+        "files": store.checksums(stage, names),
+    }
+    store.publish(stage, folder, META_NAME, record)
+    store.mark_used(folder)
+    store.evict(folder.parent, "prepared")
 
 
 def read_prepared(folder: Path, repeat_warnings: bool = True) -> dict[str, Any] | None:
-    """The ``EASTData`` fields of a complete prepared folder, its splits memory-mapped; ``None`` if there is none.
-    ``repeat_warnings`` logs the preparation's warnings again, as preparing would."""
+    """The ``EASTData`` fields of a complete prepared folder, its splits memory-mapped; ``None`` if there is none, or
+    if it is damaged (then it is removed with one warning: ``store.read_record``). ``repeat_warnings`` logs the
+    preparation's warnings again, as preparing would."""
     import datasets
 
+    meta = store.read_record(folder, META_NAME)
+    if meta is None:
+        return None
     from east_hf.hf.models.tabular_features import TabularFeatureExtractor
 
     try:
-        meta = json.loads((folder / META_NAME).read_text())
-    except (OSError, ValueError):
+        splits = {k: None for k in SPLITS}
+        for k, expected in meta["splits"].items():
+            ds = datasets.Dataset.from_file(str(folder / f"{k}.arrow"))
+            if ds.num_rows != expected["rows"] or _features(ds) != expected["features"]:
+                raise ValueError(f"expected {expected['rows']} rows of the recorded features in {k}.arrow")
+            splits[k] = ds.with_format("torch")
+        preprocessor = TabularFeatureExtractor.from_pretrained(folder)
+    except Exception as e:  # noqa: BLE001 - whatever Arrow or transformers make of files that disagree with the record
+        store.discard(folder, " ".join(str(e).split()))
         return None
-    splits = {
-        split: (
-            datasets.Dataset.from_file(str(folder / f"{split}.arrow")).with_format("torch")
-            if split in meta["splits"]
-            else None
-        )
-        for split in ("train", "validation", "test")
-    }
+    store.mark_used(folder)
     if repeat_warnings:
         for name, message in meta["warnings"]:
             logging.getLogger(name).warning(message)
@@ -140,6 +144,6 @@ def read_prepared(folder: Path, repeat_warnings: bool = True) -> dict[str, Any] 
         splits,
         label_names=meta["label_names"],
         modality="tabular",
-        preprocessor=TabularFeatureExtractor.from_pretrained(folder),
+        preprocessor=preprocessor,
         dropped=meta["dropped"],
     )

@@ -19,8 +19,10 @@ import numpy as np
 
 from east_hf.core import class_index
 from east_hf.hf.data.cache import captured_warnings, prepared_folder, read_prepared, staging, write_prepared
+from east_hf.hf.data.fingerprint import one_listing
 from east_hf.hf.data.rows import read_column
-from east_hf.hf.data.sources import DataError, load_raw, quiet_datasets
+from east_hf.hf.data.sources import DataError, load_raw, local_path, quiet_datasets
+from east_hf.hf.data.store import versions_kept
 from east_hf.hf.data.tabular import columns_message, tabular_splits
 
 __all__ = ["VALIDATION_NAMES", "EASTData", "load_data"]
@@ -301,21 +303,26 @@ def _find_split(dsd, requested: str | None, candidates: Sequence[str], what: str
 def load_data(args) -> EASTData:
     """Load, relabel, resample and split the data set of a ``DataArguments``; tabular rows are made model-ready.
 
-    Tabular splits prepared from files are written once as memory-mapped Arrow files beside the ``datasets`` cache of
-    the raw rows (``east_hf.hf.data.cache``): a later call with the same files and arguments, such as another
+    Tabular splits prepared from files are written once per content of the data as memory-mapped Arrow files in
+    east_hf's cache (``east_hf.hf.data.cache``): a later call with the same bytes and arguments, such as another
     process of a distributed run after the main one (``TrainingArguments.main_process_first``), maps them instead
-    of preparing them again, and the processes share their pages. The warnings of the preparation are repeated.
+    of reading the rows and preparing them again, and the processes share their pages. The warnings of the
+    preparation are repeated. The rows themselves are cached by content too (``east_hf.hf.data.raw``).
     """
-    dsd = load_raw(args.dataset_name, args.dataset_config)
-    with quiet_datasets():
-        folder = prepared_folder(dsd, args)
+    versions_kept()  # a bad EAST_HF_CACHE_VERSIONS is refused before anything is read or written
+    local = local_path(args.dataset_name)
+    with quiet_datasets(), one_listing():
+        dsd = None if local is not None else load_raw(args.dataset_name, args.dataset_config)
+        folder = prepared_folder(args, local, dsd)
         if folder is not None and (cached := read_prepared(folder)) is not None:
             return EASTData(**cached)
+        if dsd is None:
+            dsd = load_raw(args.dataset_name, args.dataset_config)
         with staging(folder) as stage, captured_warnings("east_hf.hf.data") as warnings:
             data = _prepare(dsd, args, stage)
             if stage is None or data.modality != "tabular":
                 return data
-            write_prepared(stage, folder, data.preprocessor, warnings, data.label_names, data.dropped)
+            write_prepared(stage, folder, data, warnings)
         return EASTData(**read_prepared(folder, repeat_warnings=False))
 
 

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from east_hf.hf.data.fingerprint import source_files
+from east_hf.hf.data.raw import cached_rows
+
 __all__ = [
     "FILE_BUILDERS",
     "RARE_POSITIVE",
@@ -16,6 +19,7 @@ __all__ = [
     "SYNTHETIC_BINARY",
     "DataError",
     "load_raw",
+    "local_path",
     "quiet_datasets",
 ]
 
@@ -102,17 +106,22 @@ def _looks_like_path(name: str) -> bool:
     )
 
 
+def local_path(dataset_name: str | None) -> Path | None:
+    """The local file or folder a data set name points to; ``None`` for ``sklearn:<name>``, a Hub id or a missing
+    path."""
+    if not dataset_name or dataset_name.startswith("sklearn:") or not _looks_like_path(dataset_name):
+        return None
+    path = Path(dataset_name).expanduser()
+    return path if path.exists() else None
+
+
 def _data_files(path: Path) -> list[Path]:
     """The CSV / Parquet / JSON files ``datasets`` reads from a local file or folder (hidden ones skipped)."""
     if path.is_file():
         return [path] if path.suffix.lower() in FILE_BUILDERS else []
-    return sorted(
-        f
-        for f in path.rglob("*")
-        if f.suffix.lower() in FILE_BUILDERS
-        and not any(part.startswith((".", "__")) for part in f.relative_to(path).parts)
-        and f.is_file()
-    )
+    return [
+        Path(f) for name, f, _ in source_files(path, stat=False) if os.path.splitext(name)[1].lower() in FILE_BUILDERS
+    ]
 
 
 def _first_lines(path: Path, n: int) -> int:
@@ -192,7 +201,11 @@ def _text_in_numeric_column(error: BaseException, files: list[Path]) -> str | No
 
 
 def load_raw(dataset_name: str, dataset_config: str | None = None, revision: str | None = None):
-    """A ``datasets.DatasetDict`` from a Hub id, a local folder or file, or ``sklearn:<name>``; ``DataError`` if not."""
+    """A ``datasets.DatasetDict`` from a Hub id, a local folder or file, or ``sklearn:<name>``; ``DataError`` if not.
+
+    The rows of a local file or folder are cached by content (``east_hf.hf.data.raw``): an edit is read again even
+    when it keeps the file's modification time, and a folder read before maps its Arrow files without ``datasets``
+    resolving the folder again."""
     import datasets
 
     if dataset_name.startswith("sklearn:"):
@@ -208,16 +221,14 @@ def load_raw(dataset_name: str, dataset_config: str | None = None, revision: str
             if builder is None:
                 raise DataError(f"dataset file {dataset_name!r}: expected one of {sorted(FILE_BUILDERS)}")
             kwargs = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
-            loader = lambda: datasets.load_dataset(builder, data_files=str(path), **kwargs)  # noqa: E731
+            loader = lambda **cache: datasets.load_dataset(builder, data_files=str(path), **kwargs, **cache)  # noqa: E731
         else:
-            loader = lambda: datasets.load_dataset(str(path), dataset_config)  # noqa: E731
+            loader = lambda **cache: datasets.load_dataset(str(path), dataset_config, **cache)  # noqa: E731
     else:
         loader = lambda: datasets.load_dataset(dataset_name, dataset_config, revision=revision)  # noqa: E731
     try:
-        with quiet_datasets(
-            _looks_like_path(dataset_name)
-        ):  # local files load in a blink; Hub downloads keep their bars
-            dsd = loader()
+        with quiet_datasets(path is not None):  # local files load in a blink; Hub downloads keep their bars
+            dsd = loader() if path is None else cached_rows(path, dataset_config, loader)
     except Exception as e:  # noqa: BLE001 - datasets raises many kinds; the user needs the one line either way
         offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false") or os.environ.get(
             "HF_DATASETS_OFFLINE", "0"

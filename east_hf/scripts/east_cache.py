@@ -1,0 +1,106 @@
+"""``east-cache``: show and clear east_hf's data cache; also ``python -m east_hf.scripts.east_cache``.
+
+    east-cache ls                      # each data source: its cached versions, their size and last use
+    east-cache clear                   # remove everything east_hf cached
+    east-cache clear data.csv images/  # only what was cached for these sources (paths or Hub ids)
+    east-cache clear --dry_run         # say what would be removed, remove nothing
+
+The cache (``east_hf.hf.data.store``) lives in ``$EAST_HF_CACHE``, else ``east_hf`` in the ``datasets`` cache
+(``$HF_DATASETS_CACHE``): one folder per data source, holding the rows ``datasets`` read from each content of the
+source (``raw``) and the tabular splits prepared from them (``prepared``). Each source keeps its
+``$EAST_HF_CACHE_VERSIONS`` (default 3) most recently used versions of each kind. ``clear`` removes only what east_hf
+made: the source folders it marked, and the prepared folders that earlier east_hf versions kept beside the
+``datasets`` cache; the ``datasets`` cache of Hub data sets is left to ``datasets``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+PROG = "east-cache"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description="Show and clear east_hf's data cache.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{ls,clear}")
+    commands.add_parser("ls", help="each data source: its cached versions, their size and last use")
+    clear = commands.add_parser("clear", help="remove what east_hf cached (everything, or the sources named)")
+    clear.add_argument("sources", nargs="*", help="data files, folders or Hub ids (default: every source)")
+    clear.add_argument("--dry_run", action="store_true", help="say what would be removed, remove nothing")
+    return parser
+
+
+def _size(n: float) -> str:
+    """Bytes in words: ``_size(1536)`` is ``'1.5 kB'``.
+
+    >>> _size(0), _size(1536), _size(3.2e9)
+    ('0 B', '1.5 kB', '3.2 GB')
+    """
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return ""
+
+
+def _ls() -> None:
+    from east_hf.hf.data import store
+
+    root, entries, legacy = store.cache_root(), store.scan(), store.legacy_folders()
+    kept = store.versions_kept()
+    print(f"east_hf data cache: {root} (each source keeps {kept} versions of each kind: ${store.VERSIONS_ENV})")
+    if entries:
+        width = max(6, *(len(e.source) for e in entries))
+        print(f"{'SOURCE':<{width}}  {'RAW':>3}  {'PREPARED':>8}  {'SIZE':>8}  LAST USED")
+        for e in entries:
+            used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)) if e.last_used else "-"
+            raw, prepared = e.versions.get("raw", 0), e.versions.get("prepared", 0)
+            print(f"{e.source:<{width}}  {raw:>3}  {prepared:>8}  {_size(e.size):>8}  {used}")
+    total = sum(e.size for e in entries)
+    print(f"{len(entries)} source{'s' if len(entries) != 1 else ''}, {_size(total)}")
+    if legacy:
+        size = sum(store.disk_size(p) for p in legacy)
+        folders = f"{len(legacy)} prepared folder{'s' if len(legacy) != 1 else ''}"
+        print(
+            f"and {folders} of earlier east_hf versions beside the datasets cache, {_size(size)}: clear removes them"
+        )
+
+
+def _clear(sources: list[str], dry_run: bool) -> None:
+    from east_hf.hf.data import store
+
+    removed, size = store.clear(sources or None, dry_run=dry_run)
+    what = f"the cache of {', '.join(sources)}" if sources else f"everything east_hf cached in {store.cache_root()}"
+    if not removed:
+        print(f"{PROG}: nothing to clear: {what} is empty")
+        return
+    versions = sum(p.name.startswith(tuple(f"{kind}-" for kind in store.KINDS)) for p in removed)
+    legacy = sum(bool(store.LEGACY_PATTERN.fullmatch(p.name)) for p in removed)
+    parts = [f"{versions} cached version{'s' if versions != 1 else ''}"] if versions or not legacy else []
+    if legacy:
+        parts.append(f"{legacy} prepared folder{'s' if legacy != 1 else ''} of earlier east_hf versions")
+    verb = "would free" if dry_run else "freed"
+    print(f"{PROG}: {verb} {_size(size)} ({' and '.join(parts)}): {what}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``east-cache``; returns 0, exits 2 with one line on bad input."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "ls":
+            _ls()
+        else:
+            _clear(args.sources, args.dry_run)
+    except (ValueError, OSError) as e:
+        parser.error(" ".join(str(e).split()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
