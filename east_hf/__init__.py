@@ -10,7 +10,9 @@ Three layers, each importing only from the ones before it:
 - ``east_hf.scripts``: the command-line scripts ``east-train``, ``east-compare`` and ``east-predict`` and their
   argument parsing.
 
-The names below are loaded on first access, so ``import east_hf`` stays a pure-torch import. The old top-level
+The names below are loaded on first access, so ``import east_hf`` imports nothing heavy (torch loads with the first
+core name, transformers with the first name of the Hugging Face layer): the console scripts, whose modules import
+``east_hf`` first, answer a Ctrl-C while torch loads in one line. The old top-level
 paths (``east_hf.models``, ``east_hf.loss``, ``east_hf.trainer``, ...) are deprecated: each re-exports its layer
 module's public names and warns (FutureWarning) on import.
 
@@ -24,25 +26,27 @@ from __future__ import annotations
 
 import importlib
 
-from east_hf.core import (
-    accuracy,
-    dynamic_threshold,
-    fbeta,
-    hard_confusion_matrix,
-    linear_heaviside,
-    mcc,
-    precision,
-    recall,
-    soft_confusion_matrix,
-    soft_predictions,
-)
-from east_hf.core.annealing import AnnealingSchedule, Decision, temperature_at
-from east_hf.core.decision import DecisionRule, tune_logit_offsets
-from east_hf.core.loss import CrossEntropySetLoss, EASTLoss, SetLoss, SoftDiceLoss, build_loss
-
 __version__ = "0.4.0.dev0"
 
 _LAZY = {
+    **dict.fromkeys(
+        [
+            "accuracy",
+            "dynamic_threshold",
+            "fbeta",
+            "hard_confusion_matrix",
+            "linear_heaviside",
+            "mcc",
+            "precision",
+            "recall",
+            "soft_confusion_matrix",
+            "soft_predictions",
+        ],
+        "east_hf.core",
+    ),
+    **dict.fromkeys(["AnnealingSchedule", "Decision", "temperature_at"], "east_hf.core.annealing"),
+    **dict.fromkeys(["DecisionRule", "tune_logit_offsets"], "east_hf.core.decision"),
+    **dict.fromkeys(["CrossEntropySetLoss", "EASTLoss", "SetLoss", "SoftDiceLoss", "build_loss"], "east_hf.core.loss"),
     "EASTConfig": "east_hf.hf.config",
     "EASTTrainer": "east_hf.hf.trainer",
     "TemperatureAnnealingCallback": "east_hf.hf.callbacks",
@@ -77,12 +81,20 @@ __all__ = [
     "mcc",
     "precision",
     "recall",
-    # the Hugging Face layer, loaded on first access
-    *_LAZY,
+    # the Hugging Face layer
+    "EASTConfig",
+    "EASTTrainer",
+    "TemperatureAnnealingCallback",
+    "build_compute_metrics",
+    "load_metric",
+    "Predictor",
+    "predict",
 ]
 
 
 def __getattr__(name: str):
+    if name in ("core", "hf", "scripts"):  # the layers, as attributes of the package, as when core loaded eagerly
+        return importlib.import_module(f"east_hf.{name}")
     if name not in _LAZY:
         raise AttributeError(f"module 'east_hf' has no attribute {name!r}")
     value = getattr(importlib.import_module(_LAZY[name]), name)

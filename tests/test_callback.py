@@ -207,3 +207,30 @@ def test_warm_start_epochs_are_checked():
         TemperatureAnnealingCallback(warm_start="ce", warm_start_epochs=0)
     with pytest.raises(ValueError, match="east_warm_start_epochs"):
         EASTConfig(output_dir="out", report_to=[], east_warm_start_epochs=0)
+
+
+def test_callback_state_lists_the_stage_best_file_exactly_when_on_save_writes_it(tmp_path):
+    """The Trainer writes trainer_state.json (with ``state()``) before ``on_save``: the listing must say in advance
+    which checkpoints carry east_stage_best.pt, so that a save cut off between the two is found incomplete."""
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=2, stage_patience=5)
+    driver = Driver(callback, args=fake_args(tmp_path)).begin()
+    assert callback.state()["attributes"]["checkpoint_files"] == []
+    listed, written = [], []
+    for loss, f1 in [(1.0, 0.5), (0.8, 0.6), (0.9, 0.6), (0.85, 0.6), (0.7, 0.6), (0.75, 0.6), (0.6, 0.6)]:
+        driver.evaluate(loss, f1)
+        step = driver.state.global_step
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        if callback.state()["attributes"]["checkpoint_files"] == [STAGE_BEST_WEIGHTS_NAME]:
+            listed.append(step)
+        callback.on_save(driver.args, driver.state, driver.control)
+        if (folder / STAGE_BEST_WEIGHTS_NAME).is_file():
+            written.append(step)
+    # best at 2, not its own weights at 3 and 4 (the stage ends at 4, restored at 5); stage 1: best at 5, 7
+    assert listed == written == [3, 4, 6]
+    assert torch.load(tmp_path / "checkpoint-4" / STAGE_BEST_WEIGHTS_NAME)["weight"].unique().tolist() == [2.0]
+    # a resumed Trainer sets each saved attribute on a new instance; the listing is derived again, not kept
+    fresh = TemperatureAnnealingCallback(**json.loads(json.dumps(callback.state()))["args"])
+    for name, value in callback.state()["attributes"].items():
+        setattr(fresh, name, value)
+    assert fresh.checkpoint_files == []

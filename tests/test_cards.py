@@ -253,17 +253,22 @@ def test_a_full_disk_leaves_no_partial_plot_or_card(tmp_path, monkeypatch):
     from east_hf.hf.cards import write_model_card
 
     trainer = _run(tmp_path)
-    (tmp_path / "README.md").write_text("the earlier card\n")
+    earlier = write_model_card(trainer, tmp_path).read_bytes()
+    (tmp_path / "annealing.png").unlink()
     with monkeypatch.context() as patch:
         patch.setattr("matplotlib.figure.Figure.savefig", _full_disk(PNG_MAGIC))
         with pytest.raises(OSError, match=r"No space left on device: '.*annealing\.png'") as error:
             write_model_card(trainer, tmp_path)
     assert error.value.errno == errno.ENOSPC and not (tmp_path / "annealing.png").exists()
+
+    def full_disk(path, data):  # Path.write_bytes: the card's temporary file, cut short
+        _full_disk(data[:12])(None, path)
+
     with monkeypatch.context() as patch:
-        patch.setattr("huggingface_hub.repocard.RepoCard.save", _full_disk(b"---\nlicense"))
+        patch.setattr("pathlib.Path.write_bytes", full_disk)
         with pytest.raises(OSError, match=r"No space left on device: '.*README\.md'"):
             write_model_card(trainer, tmp_path)
-    assert (tmp_path / "README.md").read_text() == "the earlier card\n"  # the earlier card, whole
+    assert (tmp_path / "README.md").read_bytes() == earlier  # the earlier card, whole
     assert (tmp_path / "annealing.png").read_bytes()[:8] == PNG_MAGIC  # written whole before the card failed
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     assert write_model_card(trainer, tmp_path).read_text().startswith("---\n")  # space again: the card is written
@@ -337,3 +342,49 @@ def test_annealing_plot_draws_the_loss_and_the_metric_on_separate_axes(tmp_path,
     assert metric_ax is not loss_ax
     assert metric_ax.get_ylim()[1] <= 1.05 and loss_ax.get_ylim()[0] > 2.5  # each axis fits its own curve
     assert metric_ax.get_ylabel() == "validation fbeta" and loss_ax.get_ylabel() == "validation loss"
+
+
+# ---- a README.md east_hf did not write as it is stays ----
+def test_a_readme_the_user_wrote_or_edited_stays_and_the_card_goes_beside_it(tmp_path, caplog):
+    """A card east_hf wrote ends in its signature and is replaced by the next; a README.md the user edited (or wrote)
+    stays byte for byte, the card goes to README.east_hf.md with one warning line, written again silently (the push
+    path), and a README.east_hf.md the user edited too is kept as well."""
+    import logging
+
+    from east_hf.hf.cards import CARD_BESIDE_README, is_unchanged_card, write_model_card
+
+    trainer = _run(tmp_path)
+    readme = tmp_path / "README.md"
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.cards"):
+        assert write_model_card(trainer, tmp_path) == readme
+        assert is_unchanged_card(readme)
+        last = readme.read_text().rstrip("\n").rsplit("\n", 1)[1]
+        assert last.startswith("<!-- east_hf model card; sha256 of the text above: ") and last.endswith(" -->")
+        assert write_model_card(trainer, tmp_path) == readme  # east_hf's own card, unchanged: replaced
+        assert _warnings(caplog) == []
+
+        edited = readme.read_bytes().replace(b"\n## ", b"\nOur notes: trained on the March export.\n\n## ", 1)
+        readme.write_bytes(edited)
+        assert not is_unchanged_card(readme)
+        beside = tmp_path / CARD_BESIDE_README
+        assert write_model_card(trainer, tmp_path) == beside
+        assert readme.read_bytes() == edited and is_unchanged_card(beside)
+        assert ModelCard.load(beside).data.pipeline_tag == "image-classification"
+        assert _warnings(caplog) == [
+            f"{readme} was written or edited by hand (it is not the card east_hf wrote): it stays as it is, and the "
+            f"model card is written to {beside}"
+        ]
+        assert write_model_card(trainer, tmp_path) == beside and len(_warnings(caplog)) == 1  # the same card again
+
+        beside.write_text("# ours too\n")
+        third = tmp_path / "README.east_hf-2.md"
+        assert write_model_card(trainer, tmp_path) == third and is_unchanged_card(third)
+        assert beside.read_text() == "# ours too\n" and readme.read_bytes() == edited
+    for text in ("# my notes\n", "", "\xff not utf-8"):  # a README the user wrote, empty, or not text
+        (tmp_path / "other.md").write_bytes(text.encode("latin-1"))
+        assert not is_unchanged_card(tmp_path / "other.md")
+    assert not is_unchanged_card(tmp_path / "missing.md")
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.cards" and r.levelname == "WARNING"]

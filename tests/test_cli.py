@@ -547,6 +547,32 @@ def test_a_card_east_train_cannot_write_is_one_warning_line_and_leaves_no_partia
     assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []
 
 
+def test_overwrite_keeps_a_readme_the_user_edited_and_writes_the_card_beside_it(capsys, caplog, tmp_path):
+    """--overwrite_output_dir replaces the run, never the README.md the user edited beside it: the new card goes to
+    README.east_hf.md with one warning line, and the folder stays a run east-train resumes or replaces."""
+    from east_hf.hf.checkpoints import foreign_files
+
+    out = tmp_path / "run"
+    recipe = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
+    argv = [str(recipe), *_tiny_args(out, hidden_sizes=16, max_train_samples=None, model_card="true")]
+    assert main(argv) == 0
+    readme, beside = out / "README.md", out / "README.east_hf.md"
+    edited = readme.read_text().replace("\n## ", "\nOur notes: the model behind the March report.\n\n## ", 1)
+    readme.write_text(edited)
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--overwrite_output_dir", "true"]) == 0
+    assert readme.read_text() == edited and beside.is_file()
+    assert f"card:     {beside}" in capsys.readouterr().out
+    assert [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.cards"] == [
+        f"{readme} was written or edited by hand (it is not the card east_hf wrote): it stays as it is, and the "
+        f"model card is written to {beside}"
+    ]
+    assert foreign_files(out) == []  # the card beside the README is a run's file: the folder is still a run
+    assert main([*argv, "--overwrite_output_dir", "true"]) == 0
+    assert readme.read_text() == edited
+
+
 # ---- listing recipes, a run without a recipe, the card's license ----
 def test_listing_recipes_imports_neither_transformers_nor_the_config():
     """`east-train --list_recipes` answers before the parser over TrainingArguments is built."""

@@ -306,7 +306,7 @@ def test_a_hub_token_never_reaches_a_file(tmp_path, monkeypatch, capsys, caplog)
     logs = capsys.readouterr()
     assert "hf_SECRET123" not in logs.out + logs.err + caplog.text
     result = json.loads((out / "results.json").read_text())
-    assert "--hub_token '***'" in result["command"] and result["runs"][0]["flags"][-1] == "--hub_token=***"
+    assert "--hub_token '***'" in result["command"] and result["runs"][0]["flags"][-3] == "--hub_token=***"
 
 
 # ---- the honest comparison by default: the strongest baselines, each tuned and not, against tuned cross-entropy ----
@@ -360,7 +360,9 @@ def test_the_defaults_compare_east_with_ce_and_la_each_tuned_and_not_against_tun
     assert main([str(recipe), "--seeds", "1", "--tuned", "false", "--output_dir", str(off)]) == 0
     result = json.loads((off / "results.json").read_text())
     assert [r["variant"] for r in result["runs"]] == ["east", "ce", "la"] and result["paired"]["reference"] == "ce"
-    assert "--tune_decision_rule" not in calls[-1][1]
+    # the rule is tuned all the same (after the as-trained test evaluation): only the rows differ
+    assert calls[-1][1][-2:] == ["--tune_decision_rule", "true"]
+    assert all(not key.startswith("tuned_") for run in result["runs"] for key in run["metrics"])
 
 
 def test_a_reference_that_is_not_compared_is_refused(tmp_path, capsys):

@@ -25,7 +25,9 @@ from east_hf.core import hard_confusion_matrix, soft_confusion_matrix
 from east_hf.core.loss import CrossEntropySetLoss
 from east_hf.hf.checkpoints import (
     LOCK_NAME,
+    STAGE_BEST_WEIGHTS_NAME,
     WEIGHT_FILES,
+    checkpoint_problem,
     complete_checkpoints,
     is_complete_checkpoint,
     last_complete_checkpoint,
@@ -235,7 +237,9 @@ def test_7_unknown_metric_for_best_model_is_one_line(tmp_path):
     args = east_args(tmp_path, eval_strategy="steps", eval_steps=5, metric_for_best_model="f2")
     trainer = EASTTrainer(model=PlainClassifier(), args=args, train_dataset=TinyTabular(), eval_dataset=TinyTabular())
     with pytest.raises(
-        ValueError, match=r"Expected metric_for_best_model among the evaluation metrics \(loss\), got 'f2'"
+        ValueError,
+        match=r"Expected metric_for_best_model among the evaluation metrics "
+        r"\(accuracy, fbeta, loss, mcc, precision, recall\), got 'f2'",  # the trainer's own hard metrics
     ):
         trainer.train()
 
@@ -615,3 +619,95 @@ def test_checkpoint_problem_reads_shards_bins_and_state_without_loading_tensors(
     (folder / "trainer_state.json").write_text("[1, 2]")
     assert checkpoint_problem(folder) == f"{folder / 'trainer_state.json'} holds a JSON list, not the Trainer's state"
     assert checkpoint_problem(tmp_path / "checkpoint-9") == f"{tmp_path / 'checkpoint-9'} is not a folder"
+
+
+# ---- the annealing callback's per-stage best weights are part of a complete checkpoint ----
+@pytest.fixture(scope="module")
+def stage_best_run(tmp_path_factory) -> tuple[Path, int]:
+    """An annealing run cut after the first checkpoint that carries east_stage_best.pt (its stage best is an earlier
+    step): the checkpoints after it are removed, as if the run had been killed there. Returns the folder and step."""
+    from helpers import annealing_trainer
+
+    out = tmp_path_factory.mktemp("stage_best") / "run"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        annealing_trainer(out).train()
+    finally:
+        torch.set_num_threads(threads)
+    steps = sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*"))
+    step = next(s for s in steps if (out / f"checkpoint-{s}" / STAGE_BEST_WEIGHTS_NAME).is_file())
+    for later in (s for s in steps if s > step):
+        shutil.rmtree(out / f"checkpoint-{later}")
+    return out, step
+
+
+def test_a_checkpoint_lists_its_stage_best_weights_and_is_incomplete_without_them(stage_best_run, tmp_path):
+    run, step = stage_best_run
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    last = out / f"checkpoint-{step}"
+    saved = json.loads((last / "trainer_state.json").read_text())["stateful_callbacks"]
+    assert saved["TemperatureAnnealingCallback"]["attributes"]["checkpoint_files"] == [STAGE_BEST_WEIGHTS_NAME]
+    assert last_complete_checkpoint(out) == last
+    # a save cut off after trainer_state.json, before the callback's on_save wrote its file
+    (last / STAGE_BEST_WEIGHTS_NAME).unlink()
+    assert checkpoint_problem(last) == (
+        f"{last / STAGE_BEST_WEIGHTS_NAME} is missing (its save was cut off): {last / 'trainer_state.json'} lists it"
+    )
+    assert last_complete_checkpoint(out) == complete_checkpoints(out)[-1] != last
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_truncated_stage_best_file_is_skipped_by_resume_true_and_refused_by_path(stage_best_run, tmp_path, caplog):
+    from helpers import annealing_trainer
+
+    run, step = stage_best_run
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    last = out / f"checkpoint-{step}"
+    bad = last / STAGE_BEST_WEIGHTS_NAME
+    _truncate(bad)
+    previous = complete_checkpoints(out)[-1]
+    assert previous != last and last_complete_checkpoint(out) == previous
+    # A path to it: one line naming the file, before any step (no PytorchStreamReader traceback).
+    with pytest.raises(ValueError) as error:
+        annealing_trainer(out).train(resume_from_checkpoint=str(last))
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("Expected resume_from_checkpoint to be a complete checkpoint")
+    assert f"{bad} is not a whole torch.save archive: truncated or corrupt" in message
+    # true: one warning line naming it, then the run resumes from the checkpoint before and finishes.
+    counter = _StepCounter()
+    trainer = annealing_trainer(out, callbacks=[counter])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="east_hf"):
+        trainer.train(resume_from_checkpoint=True)
+    (warning,) = [r.getMessage() for r in caplog.records if "skipping incomplete checkpoint" in r.getMessage()]
+    assert (
+        warning
+        == f"skipping incomplete checkpoint {last}: {bad} is not a whole torch.save archive: truncated or corrupt"
+    )
+    first_step = int(previous.name.split("-")[1]) + 1
+    assert counter.steps[0] == first_step and trainer.state.global_step > step
+    assert is_complete_checkpoint(last)  # saved again, whole
+
+
+def test_a_stage_best_file_damaged_after_the_check_is_one_line_not_a_traceback(tmp_path):
+    """The callback reads east_stage_best.pt from output_dir; a file there that does not load (a checkpoint resumed
+    from a path elsewhere, a file damaged since the check) ends in one line naming it."""
+    from transformers import TrainerControl, TrainerState
+
+    from east_hf.core.annealing import AnnealingSchedule
+    from east_hf.hf.callbacks import TemperatureAnnealingCallback
+
+    callback = TemperatureAnnealingCallback(AnnealingSchedule(patience=3))
+    callback.schedule.update(1.0, 0.5, step=2)  # the stage best is step 2; the checkpoint is step 4
+    (tmp_path / "checkpoint-4").mkdir()
+    bad = tmp_path / "checkpoint-4" / STAGE_BEST_WEIGHTS_NAME
+    torch.save({"w": torch.ones(3)}, bad)
+    _truncate(bad)
+    args = east_args(tmp_path, eval_strategy="steps", eval_steps=2)
+    with pytest.raises(ValueError) as error:
+        callback.on_train_begin(args, TrainerState(global_step=4), TrainerControl(), model=PlainClassifier())
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"Expected the stage's best weights in {bad}, got a file")

@@ -284,3 +284,113 @@ def test_a_device_or_batch_size_that_cannot_work_is_one_line(tabular_run, capsys
     assert "Expected a device such as cpu or cuda:0, got 'gpu0'" in _error(capsys, [str(run), csv, "--device", "gpu0"])
     assert "Expected a device this machine has, got 'cuda:7'" in _error(capsys, [str(run), csv, "--device", "cuda:7"])
     assert "Expected batch_size an integer >= 1, got 0" in _error(capsys, [str(run), csv, "--batch_size", "0"])
+
+
+# ---- text in a number column, a broken or edited decision_rule.json, Ctrl-C while writing ----
+def test_text_in_a_number_column_is_one_line_naming_the_column_the_value_and_the_row(tabular_run, capsys, tmp_path):
+    """A cell that is not a number in a numeric feature column is named with its column and row; numbers written as
+    text are read as numbers, a blank cell as missing (imputed), as in training."""
+    run, data = tabular_run
+    rows = pd.read_csv(data / "test.csv")
+    bad = rows.astype({"x": object})
+    bad.loc[3, "x"], bad.loc[7, "x"] = "abc", "1.2.3"
+    bad.to_csv(tmp_path / "rows.csv", index=False)
+    err = _error(capsys, [str(run), str(tmp_path / "rows.csv")])
+    assert err == (
+        "east-predict: error: Expected numbers in column 'x' (a numeric feature of the run), got text in 2 of 60 "
+        "rows, the first 'abc' in row 4: fix or empty those cells (an empty cell is imputed)"
+    )
+    with pytest.raises(ValueError, match=r"column 'x' .* got text in 2 of 60 rows, the first 'abc' in row 4"):
+        east_hf.predict(run, bad, device="cpu")
+
+    as_text = rows.astype({"x": str, "flag": object})
+    as_text.loc[2, "x"], as_text.loc[5, "flag"] = " ", True  # blank: missing; a bool in a numeric column: 1
+    missing = rows.copy()
+    missing.loc[2, "x"], missing.loc[5, "flag"] = np.nan, 1
+    expected = east_hf.predict(run, missing, probabilities=True, device="cpu")
+    pd.testing.assert_frame_equal(east_hf.predict(run, as_text, probabilities=True, device="cpu"), expected)
+    assert as_text.loc[2, "x"] == " "  # the caller's frame is left as it was
+
+
+def test_a_decision_rule_file_that_is_not_json_is_one_line_naming_it(tabular_run, capsys, tmp_path):
+    run, data = tabular_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("checkpoint-*"))
+    rule = copy / "decision_rule.json"
+    rule.write_text('{"offsets": {"no": 0.1,\n')
+    err = _error(capsys, [str(copy), str(data / "test.csv")])
+    assert err.startswith(f"east-predict: error: Expected {rule} to hold JSON as east-train writes it, got ")
+    assert "at line 2 column 1: restore it (the rule itself is in the model's bias) or remove it" in err
+    rule.write_text("[0.1, 0.2]\n")
+    err = _error(capsys, [str(copy), str(data / "test.csv")])
+    assert f"Expected {rule} to hold a JSON object as east-train writes it, got a list" in err
+
+
+def test_an_edited_decision_rule_file_is_not_applied_and_one_warning_says_so(tabular_run, capsys, caplog, tmp_path):
+    """The saved model's bias holds the tuned rule; config.json records the offsets folded in. decision_rule.json is a
+    record: an edit is not applied (the predictions stay the saved model's), and one warning line says how to apply
+    other offsets. The same offsets written otherwise, or a run saved without the record, warn nothing."""
+    import logging
+
+    from east_hf.hf.predict import FOLDED_OFFSETS_KEY
+
+    run, data = tabular_run
+    rule = json.loads((run / "decision_rule.json").read_text())
+    assert json.loads((run / "config.json").read_text())[FOLDED_OFFSETS_KEY] == rule["offsets"]
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("checkpoint-*"))
+    csv = str(data / "test.csv")
+    as_saved = east_hf.predict(run, pd.read_csv(csv), probabilities=True, device="cpu")
+
+    (copy / "decision_rule.json").write_text(json.dumps(rule) + "\n")  # the same offsets on one line: not an edit
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.predict"):
+        assert main([str(copy), csv, "-o", str(tmp_path / "same.csv")]) == 0
+        assert "the decision rule tuned on validation is in the saved model" in capsys.readouterr().err
+        assert not east_hf.Predictor(copy, device="cpu").decision_rule_edited
+        assert [r for r in caplog.records if r.name == "east_hf.hf.predict"] == []
+
+        edited = {**rule, "offsets": {**rule["offsets"], "yes": rule["offsets"]["yes"] + 2.0}}
+        (copy / "decision_rule.json").write_text(json.dumps(edited, indent=2) + "\n")
+        out = tmp_path / "edited.csv"
+        assert main([str(copy), csv, "-o", str(out), "--probabilities"]) == 0
+        summary = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "decision rule" not in summary and summary.startswith("east-predict: 60 predictions")
+        warnings = [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.predict"]
+        offsets = ", ".join(f"{name} {value:g}" for name, value in rule["offsets"].items())
+        assert warnings == [
+            f"{copy / 'decision_rule.json'} was edited: its offsets are not applied; predictions use the rule "
+            f"east-train folded into the model's output bias ({offsets}, recorded in config.json as "
+            f"{FOLDED_OFFSETS_KEY}). To predict with other offsets, add their difference to the bias "
+            "(east_hf.core.decision.fold_offsets_into_bias) and save the model, or train again with "
+            "--tune_decision_rule true"
+        ]
+    pd.testing.assert_frame_equal(pd.read_csv(out), as_saved, check_dtype=False, atol=1e-6)  # the edit not applied
+
+    config = json.loads((copy / "config.json").read_text())
+    del config[FOLDED_OFFSETS_KEY]  # a run saved before east-train recorded the folded offsets: nothing to compare
+    (copy / "config.json").write_text(json.dumps(config))
+    assert not east_hf.Predictor(copy, device="cpu").decision_rule_edited
+
+
+def test_ctrl_c_while_the_predictions_are_written_leaves_no_file_and_one_line(
+    tabular_run, capsys, monkeypatch, tmp_path
+):
+    import signal
+
+    run, data = tabular_run
+    out = tmp_path / "predictions.csv"
+    handler = signal.getsignal(signal.SIGINT)
+
+    def interrupted(self, path, *args, **kwargs):
+        Path(path).write_text("predicted_label\nno\n")  # a part written, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", interrupted)
+    try:
+        with pytest.raises(SystemExit) as exc:
+            main([str(run), str(data / "test.csv"), "-o", str(out)])
+    except KeyboardInterrupt:  # escaping, it would end the test session
+        pytest.fail("KeyboardInterrupt escaped east-predict")
+    assert exc.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"east-predict: interrupted; {out} not written"
+    assert list(tmp_path.iterdir()) == [] and signal.getsignal(signal.SIGINT) is handler

@@ -5,7 +5,11 @@ concerns the training loop: the stage's best weights, the evaluation that ends a
 touches the trainer: ``EASTTrainer`` finds the callback in its own callback list and reads the temperature, the stage
 and whether the warm start is on from ``callback.schedule`` (the trainer pulls; nothing is pushed). The callback's
 state travels in checkpoints (``ExportableState``), so ``trainer.train(resume_from_checkpoint=...)`` continues in the
-same stage with the same counters and temperature: the trainer then reads the restored instance.
+same stage with the same counters and temperature: the trainer then reads the restored instance. A checkpoint that
+carries the stage's best weights (``east_stage_best.pt``, written in ``on_save``, after the Trainer's
+``trainer_state.json``) lists the file in its saved state (``checkpoint_files``), so ``east_hf.hf.checkpoints`` finds
+a save cut off between the two and a truncated file: a resume from ``"last"`` skips that checkpoint, one from its path
+is refused.
 """
 
 from __future__ import annotations
@@ -21,12 +25,11 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from east_hf.core.annealing import AnnealingSchedule, Decision, monitor_mode
+from east_hf.hf.checkpoints import CHECKPOINT_FILES_KEY, STAGE_BEST_WEIGHTS_NAME
 
 __all__ = ["STAGE_BEST_WEIGHTS_NAME", "TemperatureAnnealingCallback"]
 
 logger = logging.getLogger(__name__)
-
-STAGE_BEST_WEIGHTS_NAME = "east_stage_best.pt"
 
 
 def _eval_key(key: str) -> str:
@@ -86,7 +89,10 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     as ``load_best_model_at_end`` assumes.
 
     Resuming looks for ``east_stage_best.pt`` in ``{output_dir}/checkpoint-{global_step}`` (where
-    ``resume_from_checkpoint=True`` resumes from); a checkpoint moved elsewhere resumes without it, with a warning.
+    ``resume_from_checkpoint=True`` resumes from); a checkpoint moved elsewhere resumes without it, with a warning,
+    and a damaged one there is refused in one line naming it. The saved state lists the file under
+    ``checkpoint_files`` wherever the checkpoint carries it, so that a checkpoint whose file is missing or truncated
+    counts as incomplete (``east_hf.hf.checkpoints.checkpoint_problem``).
 
     >>> callback = TemperatureAnnealingCallback(decay=0.5, patience=2, anneal_monitor="mcc")
     >>> callback.stage_monitor, callback.anneal_monitor, callback.schedule.anneal_mode, callback.schedule.temperature
@@ -125,6 +131,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self._stage_weights: dict[str, torch.Tensor] | None = None
         self._in_train = False
         self._steps_per_epoch: int | None = None  # optimiser steps per epoch, from the training data loader
+        self._step: int | None = None  # the global step of the last event: the step a checkpoint saved now has
 
     # ---- checkpoint state (ExportableState): a resumed Trainer builds type(self)(**state()["args"]), sets "attributes" ----
     @property
@@ -135,6 +142,24 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     def schedule_state(self, state: dict[str, Any]) -> None:
         self.schedule.load_state_dict(state)
 
+    @property
+    def checkpoint_files(self) -> list[str]:
+        """The files ``on_save`` writes into a checkpoint saved at the current step: ``[east_stage_best.pt]`` while the
+        stage's best weights are not the model's own, else ``[]``. The Trainer saves this list in
+        ``trainer_state.json`` before ``on_save`` runs, which makes the file part of what a complete checkpoint
+        holds."""
+        return [STAGE_BEST_WEIGHTS_NAME] if self._saves_stage_best(self._step) else []
+
+    @checkpoint_files.setter
+    def checkpoint_files(self, files: list[str]) -> None:
+        """A resumed Trainer sets what the checkpoint listed; the list is the checkpoint's, derived again at the next
+        save, so nothing is kept."""
+
+    def _saves_stage_best(self, step: int | None) -> bool:
+        if self._stage_weights is None or step is None:
+            return False
+        return self.restore_pending or self.schedule.stage_best_step != step  # else the checkpoint's own weights
+
     def state(self) -> dict:
         return {
             "args": {
@@ -143,13 +168,18 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "anneal_monitor": self.anneal_monitor,
                 "restore_best_per_stage": self.restore_best_per_stage,
             },
-            "attributes": {"schedule_state": self.schedule.state_dict(), "restore_pending": self.restore_pending},
+            "attributes": {
+                "schedule_state": self.schedule.state_dict(),
+                "restore_pending": self.restore_pending,
+                CHECKPOINT_FILES_KEY: self.checkpoint_files,
+            },
         }
 
     # ---- events ----
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         check_evaluates(args.eval_strategy)
         self._in_train = True
+        self._step = state.global_step
         self._warm_start_length(args, kwargs.get("train_dataloader"))
         if state.global_step > 0:
             self._resume(args, state, model)
@@ -192,11 +222,18 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if not self.restore_pending and schedule.stage_best_step is None:
             return
         path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}", STAGE_BEST_WEIGHTS_NAME)
-        if os.path.isfile(path):
-            self._stage_weights = torch.load(path, map_location="cpu", weights_only=True)
-        else:
+        if not os.path.isfile(path):
             logger.warning(f"No {path}: the current stage ends without restoring its best weights")
             self.restore_pending = False
+            return
+        try:
+            self._stage_weights = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # RuntimeError (PytorchStreamReader), pickle's and zipfile's errors
+            message = " ".join(str(e).split()) or type(e).__name__
+            raise ValueError(
+                f"Expected the stage's best weights in {path}, got a file that does not load ({message}); resume "
+                "from another checkpoint"
+            ) from None
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         if self.restore_pending:
@@ -205,6 +242,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             self._stage_weights, self.restore_pending = None, False
 
     def on_step_end(self, args, state, control, **kwargs):
+        self._step = state.global_step
         schedule = self.schedule
         if (
             schedule.in_warm_start
@@ -220,6 +258,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
         if not self._in_train or self.schedule.finished:  # e.g. trainer.evaluate(test_set) after training
             return
+        self._step = state.global_step
         metrics = metrics or {}
         missing = [key for key in (self.stage_monitor, self.anneal_monitor) if key not in metrics]
         if missing:
@@ -255,10 +294,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         return control
 
     def on_save(self, args, state, control, **kwargs):
-        if self._stage_weights is None or not state.is_world_process_zero:
+        should_save = getattr(args, "should_save", state.is_world_process_zero)  # where trainer_state.json lists it
+        if not should_save or not self._saves_stage_best(state.global_step):
             return
-        if not self.restore_pending and self.schedule.stage_best_step == state.global_step:
-            return  # the checkpoint's own weights are the stage's best
         folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         if not os.path.isdir(folder):
             logger.warning(f"No checkpoint folder {folder}: the stage's best weights are not saved with it")

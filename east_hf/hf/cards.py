@@ -3,17 +3,19 @@
 Rendered with ``huggingface_hub.ModelCard.from_template`` from the template in ``east_hf/hub_cards/`` (the
 top-level ``hub_cards/`` folder of the repository, installed as package data). Written on the main process only.
 No secret reaches a card: ``mask_secrets`` (``east_hf.hf.secret_masking``, re-exported here) masks the recipe.
+
+A card ends in a signature line, an HTML comment the Hub does not show holding the SHA-256 of the text above it
+(``is_unchanged_card``). A ``README.md`` without a valid one (the user wrote it, or edited the card east_hf wrote) is
+never replaced: the card goes beside it as ``README.east_hf.md``, and one warning line says so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.resources
 import logging
-import os
 import re
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +23,12 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from east_hf.core.loss import LOSSES
+from east_hf.hf.card_plot import annealing_trajectory, plot_annealing, write_atomically
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
 from east_hf.hf.secret_masking import is_secret, mask_secrets
 
 __all__ = [
+    "CARD_BESIDE_README",
     "CITATION",
     "TEMPLATE_PATH",
     "annealing_trajectory",
@@ -33,6 +37,7 @@ __all__ = [
     "check_license",
     "hub_preflight",
     "is_secret",
+    "is_unchanged_card",
     "mask_secrets",
     "plot_annealing",
     "write_model_card",
@@ -42,6 +47,10 @@ logger = logging.getLogger(__name__)
 
 TEMPLATE_PATH = Path(str(importlib.resources.files("east_hf.hub_cards") / "east_model_card.md"))
 PLOT_FILE = "annealing.png"
+# The card's name beside a README.md that east_hf did not write, or that was edited since: that README stays as it is.
+CARD_BESIDE_README = "README.east_hf.md"
+_SIGNATURE = "<!-- east_hf model card; sha256 of the text above: {} -->"
+_SIGNED = re.compile(r"<!-- east_hf model card; sha256 of the text above: ([0-9a-f]{64}) -->")
 
 CITATION = """@article{li2025east,
   title   = {Aligning Multiclass Neural Network Classifier Criterion with Task Performance Metrics},
@@ -131,93 +140,6 @@ def hub_preflight(args) -> None:
         raise ValueError(
             f"Expected a valid Hugging Face token and a reachable Hub for push_to_hub=True, got {type(e).__name__}"
         ) from None
-
-
-def annealing_trajectory(log_history: list[dict[str, Any]], target_key: str) -> list[dict[str, Any]]:
-    """One row per evaluation: step, stage, temperature, validation surrogate loss and validation target metric.
-
-    Evaluations of a cross-entropy warm start (stage -1) have the stage ``"CE warm start"``, no temperature, and the
-    cross-entropy validation loss in the loss column.
-    """
-    rows, seen = [], set()
-    for entry in log_history:
-        if "eval_loss" not in entry or entry.get("step") in seen:
-            continue  # a step evaluated twice (the final evaluation of the best model): the first is the trajectory's
-        seen.add(entry.get("step"))
-        stage = entry.get("eval_east_stage", entry.get("east_stage", ""))
-        rows.append(
-            {
-                "step": entry.get("step"),
-                "stage": "CE warm start" if stage == -1 else stage,
-                "temperature": None
-                if stage == -1
-                else entry.get("eval_east_temperature", entry.get("east_temperature")),
-                "loss": entry.get("eval_loss"),
-                "metric": entry.get(f"eval_{target_key}"),
-            }
-        )
-    return rows
-
-
-def plot_annealing(rows: list[dict[str, Any]], path: str | Path, target_key: str) -> Path | None:
-    """Validation metric (top), validation loss (middle) and temperature (bottom) against step, stage boundaries
-    marked and a cross-entropy warm start shaded, saved as PNG; the legend sits above the curves. The loss and the
-    metric have panels of their own: a 10-class cross-entropy (~2.3 to 3.2) beside a metric in [0, 1] on one axis
-    would flatten the metric."""
-    rows = [r for r in rows if r["step"] is not None]
-    if not rows:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [r["step"] for r in rows]
-    fig, (ax_m, ax_l, ax_t) = plt.subplots(
-        3, 1, figsize=(7, 5.5), dpi=100, sharex=True, gridspec_kw={"height_ratios": [2, 1, 1]}
-    )
-    panels = (ax_m, ax_l, ax_t)
-    metric = [r["metric"] if r["metric"] is not None else float("nan") for r in rows]
-    loss = [r["loss"] if r["loss"] is not None else float("nan") for r in rows]
-    ax_m.plot(steps, metric, marker="o", ms=3, color="tab:blue", label=f"validation {target_key}")
-    ax_l.plot(steps, loss, marker="o", ms=3, ls="--", color="tab:gray", label="validation loss")
-    warm = [r["step"] for r in rows if r["stage"] == "CE warm start"]
-    if warm:
-        for ax in panels:
-            ax.axvspan(0, max(warm), color="tab:orange", alpha=0.12, lw=0)
-        ax_m.plot([], [], color="tab:orange", alpha=0.3, lw=6, label="cross-entropy warm start")
-    annealed = [r for r in rows if r["temperature"] is not None]
-    if annealed:
-        ax_t.step([r["step"] for r in annealed], [r["temperature"] for r in annealed], where="post", color="tab:red")
-    for prev, row in zip(rows, rows[1:]):
-        if row["stage"] != prev["stage"]:
-            for ax in panels:
-                ax.axvline(row["step"], color="k", alpha=0.25, lw=1)
-    ax_m.set_ylabel(f"validation {target_key}")
-    ax_l.set_ylabel("validation loss")
-    ax_t.set_ylabel("temperature T")
-    ax_t.set_xlabel("step (vertical lines: a new stage)")
-    ax_m.legend(loc="lower left", bbox_to_anchor=(0, 1.02), ncol=2, fontsize=8, frameon=False)
-    fig.tight_layout()
-    try:
-        return _write_atomically(Path(path), lambda tmp: fig.savefig(tmp, format="png"))
-    finally:
-        plt.close(fig)
-
-
-def _write_atomically(path: Path, write: Callable[[Path], Any]) -> Path:
-    """``write(temporary)`` into a temporary file beside ``path``, then ``os.replace`` it onto ``path``: a failure
-    (a full disk) leaves the earlier file or none, never a 0-byte or partial one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # same folder: replace is atomic
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException as e:
-        tmp.unlink(missing_ok=True)
-        if isinstance(e, OSError) and e.errno:  # name the file the user knows, not the temporary one
-            raise OSError(e.errno, e.strerror, str(path)) from None
-        raise
-    return path
 
 
 def _versions() -> list[tuple[str, str]]:
@@ -411,9 +333,11 @@ def write_model_card(
     language: str | list[str] | None = None,
     **shared: Any,
 ) -> Path | None:
-    """Write ``README.md`` (the model card: ``card_metadata`` + the template filled with ``card_context``) and
-    ``annealing.png`` into ``output_dir``; main process only. ``shared`` (``test_metrics``, ``metric_prefix``,
-    ``dataset_name``, ``dataset_split``, ``base_model``, ``model_name``) go to both."""
+    """Write ``README.md`` (the model card: ``card_metadata`` + the template filled with ``card_context``, signed)
+    and ``annealing.png`` into ``output_dir``; main process only; returns the card's path. A ``README.md`` that is
+    not an unchanged card of east_hf's stays as it is: the card goes to ``CARD_BESIDE_README`` (``_card_path``).
+    ``shared`` (``test_metrics``, ``metric_prefix``, ``dataset_name``, ``dataset_split``, ``base_model``,
+    ``model_name``) go to both."""
     if not trainer.is_world_process_zero():
         return None
     output_dir = Path(output_dir or trainer.args.output_dir)
@@ -422,6 +346,50 @@ def write_model_card(
     metadata = card_metadata(trainer, tags=tags, license=license, language=language, **shared)
     context = card_context(trainer, output_dir, recipe=recipe, decision_rule=decision_rule, **shared)
     card = ModelCard.from_template(metadata, template_path=str(TEMPLATE_PATH), **context)
-    path = _write_atomically(output_dir / "README.md", card.save)
+    text = _signed(str(card))
+    path = write_atomically(_card_path(output_dir, text), lambda tmp: tmp.write_bytes(text.encode("utf-8")))
     logger.info("Model card written to %s", path)
+    return path
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _signed(text: str) -> str:
+    """``text`` and a last line signing it: the SHA-256 of everything above that line, in an HTML comment."""
+    body = text if text.endswith("\n") else text + "\n"
+    return body + _SIGNATURE.format(_digest(body)) + "\n"
+
+
+def is_unchanged_card(path: str | Path) -> bool:
+    """Whether ``path`` holds a model card east_hf wrote, unchanged since: its last line is the signature and the
+    SHA-256 of the text above it matches. A user's README, an edited card or a card from before east_hf signed its
+    cards is not one, and is never replaced."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    found = _SIGNED.fullmatch(last)
+    return found is not None and found.group(1) == _digest(body + "\n")
+
+
+def _card_path(output_dir: Path, text: str) -> Path:
+    """Where the card ``text`` goes: ``README.md`` where it is missing or an unchanged card of east_hf's, else
+    ``CARD_BESIDE_README`` (or a numbered ``README.east_hf-<n>.md`` where that name too holds a file east_hf did not
+    write as it is), with one warning line naming both unless that file already holds ``text`` (the same card
+    written again, as ``push_to_hub`` does): east_hf never replaces a README the user wrote or edited."""
+    readme = output_dir / "README.md"
+    if not readme.exists() or is_unchanged_card(readme):
+        return readme
+    path, n = output_dir / CARD_BESIDE_README, 1
+    while path.exists() and not is_unchanged_card(path):
+        n += 1
+        path = output_dir / f"{Path(CARD_BESIDE_README).stem}-{n}.md"
+    if not (path.is_file() and path.read_bytes() == text.encode("utf-8")):
+        logger.warning(
+            f"{readme} was written or edited by hand (it is not the card east_hf wrote): it stays as it is, and the "
+            f"model card is written to {path}"
+        )
     return path

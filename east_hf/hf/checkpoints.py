@@ -1,11 +1,15 @@
 """Run folders: which checkpoints are complete, and whether a folder already holds a run.
 
-A checkpoint is complete when its weights and its ``trainer_state.json`` load: the state parses as JSON (the Trainer
-writes it last but one, after the weights, the optimizer and the RNG state, so a save killed part-way leaves a folder
-without it), every weight file present opens (a safetensors header that lists tensors, a shard index whose shards
-exist and open, a ``torch.save`` zip archive) and the optimizer, scheduler and RNG files present are whole zip
-archives. The checks read headers and zip directories only, never the tensors: a truncated file or a garbled header
-is found, bytes flipped inside a tensor's data are not. Nothing from transformers.
+A checkpoint is complete when every file a resume reads loads: ``trainer_state.json`` parses as JSON (the Trainer
+writes it after the weights, the optimizer and the RNG state, so a save killed before it leaves a folder without it),
+every weight file present opens (a safetensors header that lists tensors, a shard index whose shards exist and open,
+a ``torch.save`` zip archive), the optimizer, scheduler, scaler and RNG files present are whole zip archives, and so
+is every file a stateful callback's saved state lists under ``checkpoint_files`` (``CHECKPOINT_FILES_KEY``): a
+callback that writes into the checkpoint in ``on_save``, after ``trainer_state.json``, lists what it writes there, so
+a save killed between the two leaves a checkpoint that names a file it lacks. The annealing callback's per-stage best
+weights (``east_stage_best.pt``) are such a file, checked wherever they are present too. The checks read headers and
+zip directories only, never the tensors: a truncated file or a garbled header is found, bytes flipped inside a
+tensor's data are not. Nothing from transformers.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import zipfile
 from pathlib import Path
 
 __all__ = [
+    "CHECKPOINT_FILES_KEY",
     "COMPARISON_FILES",
     "LOCK_NAME",
     "RUN_FILES",
+    "STAGE_BEST_WEIGHTS_NAME",
     "checkpoint_problem",
     "comparison_files",
     "complete_checkpoints",
@@ -57,12 +63,19 @@ _BESIDE_A_RUN = frozenset(
     | {p.name for p in (Path(__file__).parent / "models").glob("*.py") if p.name != "__init__.py"}
 )
 _SHARD = re.compile(r"^(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)$")
+_CARD_BESIDE = re.compile(r"^README\.east_hf(-\d+)?\.md$")  # the card, written beside a README of the user's
 _SYSTEM_FILES = (".DS_Store", "Thumbs.db", "desktop.ini")  # a file browser's own, in any folder it has shown
 # The table east-compare writes at the top of its output folder, above one folder per variant.
 COMPARISON_FILES = ("results.json", "results.md")
 
-# torch.save archives the Trainer writes beside the weights; resuming loads each one that is there.
-STATE_ARCHIVES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth")
+# The annealing callback's copy of the current stage's best weights (east_hf.hf.callbacks), a torch.save archive.
+STAGE_BEST_WEIGHTS_NAME = "east_stage_best.pt"
+# torch.save archives written beside the weights (the Trainer's, and the annealing callback's); resuming loads each
+# one that is there. Under several processes each writes its own RNG state, rng_state_<rank>.pth.
+STATE_ARCHIVES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth", STAGE_BEST_WEIGHTS_NAME)
+_RANK_RNG_STATE = re.compile(r"^rng_state_\d+\.pth$")
+# The key under which a stateful callback's saved "attributes" list the files it writes into the checkpoint.
+CHECKPOINT_FILES_KEY = "checkpoint_files"
 
 
 def _one_line(error: Exception) -> str:
@@ -128,7 +141,13 @@ def checkpoint_problem(path: str | os.PathLike) -> str | None:
     weights = [path / name for name in WEIGHT_FILES if (path / name).is_file()]
     if not weights:
         return f"{path} holds no model weights ({', '.join(WEIGHT_FILES)})"
-    for file in weights + [path / name for name in STATE_ARCHIVES if (path / name).is_file()]:
+    listed = _callback_files(parsed)
+    for name in listed:
+        if not (path / name).is_file():
+            return f"{path / name} is missing (its save was cut off): {state} lists it"
+    ranks = sorted(p.name for p in path.iterdir() if _RANK_RNG_STATE.match(p.name))
+    present = [name for name in (*STATE_ARCHIVES, *ranks) if (path / name).is_file()]
+    for file in weights + [path / name for name in dict.fromkeys([*present, *listed])]:
         if file.name.endswith(".index.json"):
             problem = _index_problem(file)
         elif file.suffix == ".safetensors":
@@ -140,8 +159,25 @@ def checkpoint_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
+def _callback_files(state: dict) -> list[str]:
+    """The files the stateful callbacks of a saved Trainer state list under ``CHECKPOINT_FILES_KEY`` (plain names in
+    the checkpoint folder; anything else is not a file of the checkpoint and is ignored)."""
+    callbacks = state.get("stateful_callbacks")
+    entries = []
+    for saved in callbacks.values() if isinstance(callbacks, dict) else []:
+        entries += saved if isinstance(saved, list) else [saved]
+    names = []
+    for entry in entries:
+        attributes = entry.get("attributes") if isinstance(entry, dict) else None
+        files = attributes.get(CHECKPOINT_FILES_KEY) if isinstance(attributes, dict) else None
+        for name in files if isinstance(files, list) else []:
+            if isinstance(name, str) and name and Path(name).name == name and name not in (".", ".."):
+                names.append(name)
+    return list(dict.fromkeys(names))
+
+
 def is_complete_checkpoint(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a checkpoint folder whose weights and ``trainer_state.json`` load (``checkpoint_problem``)."""
+    """Whether ``path`` is a checkpoint folder whose every file a resume reads loads (``checkpoint_problem``)."""
     return checkpoint_problem(path) is None
 
 
@@ -204,4 +240,6 @@ def _written_by_a_run(path: Path, beside_a_run: bool) -> bool:
         return bool(_CHECKPOINT.match(name)) or (
             name == "runs" and all(p.is_dir() or p.name.startswith("events.out.tfevents.") for p in path.rglob("*"))
         )
-    return beside_a_run and (name in _BESIDE_A_RUN or _SHARD.match(name) is not None)
+    return beside_a_run and (
+        name in _BESIDE_A_RUN or _SHARD.match(name) is not None or _CARD_BESIDE.match(name) is not None
+    )

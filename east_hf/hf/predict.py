@@ -14,6 +14,12 @@ offsets into the output bias (``east_hf.core.decision.fold_offsets_into_bias``) 
 saved model's logits applies the tuned rule and nothing is added again here. The probabilities are the softmax of
 those logits: the scores whose argmax is the predicted label (with a tuned rule, shifted by its offsets).
 
+``decision_rule.json`` is a record, not a setting: predictions are the saved model's alone, as with the Auto classes
+or a pipeline, so an edit of the file is not applied. ``east-train`` also records the folded offsets in
+``config.json`` (``FOLDED_OFFSETS_KEY``); where the file's offsets differ from them, ``Predictor`` says in one warning
+line that the edit is not applied and how to apply other offsets. A file that is not JSON is a one-line error naming
+it.
+
     import east_hf, pandas as pd
     frame = east_hf.predict("runs/demo", pd.read_csv("rows.csv"), probabilities=True)
     # columns: predicted_label, probability_negative, probability_positive
@@ -22,15 +28,21 @@ those logits: the scores whose argmax is the predicted label (with a tuned rule,
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+
+from east_hf.hf.decision_rule_file import DECISION_RULE_FILE, FOLDED_OFFSETS_KEY, read_decision_rule, rule_edited
 
 __all__ = [
     "DECISION_RULE_FILE",
+    "FOLDED_OFFSETS_KEY",
     "LABEL_COLUMNS",
     "PREDICTION_COLUMN",
     "PROBABILITY_PREFIX",
@@ -43,7 +55,8 @@ __all__ = [
 PREDICTION_COLUMN = "predicted_label"
 PROBABILITY_PREFIX = "probability_"  # + a class name: one column per class with probabilities=True
 LABEL_COLUMNS = ("label", "labels")  # east-train's default label columns, passed through when the input has one
-DECISION_RULE_FILE = "decision_rule.json"  # east-train's record of a tuned rule, whose offsets are in the saved bias
+
+logger = logging.getLogger(__name__)
 
 
 def _one_line(error: BaseException) -> str:
@@ -163,6 +176,38 @@ def _decode(item: Any):
         raise ValueError(f"Expected an image file, got {name}: {_one_line(e)}") from None
 
 
+def _as_numbers(frame, numeric: Sequence[str]):
+    """``frame`` with the run's numeric feature columns as numbers: a column of numbers written as text is parsed, a
+    blank cell left missing (imputed, as in training); a cell that is not a number (``n/a``, a typo, a shifted
+    column) is a one-line ``ValueError`` naming the column, how many rows hold text, and the first such value and
+    its row (counting the input's rows from 1). A copy where a column changes, ``frame`` itself where none does."""
+    import pandas as pd
+
+    by_name = {str(c): c for c in frame.columns}
+    parsed = {}
+    for name in numeric:
+        column = frame[by_name[name]]
+        if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
+            continue
+        numbers = pd.to_numeric(column, errors="coerce")  # bools, numbers and numeric strings; the rest NaN
+        blank = column.isna() | (column.astype(str).str.strip() == "")
+        text = (numbers.isna() & ~blank).to_numpy()  # (N,)
+        if text.any():
+            rows = np.flatnonzero(text)
+            raise ValueError(
+                f"Expected numbers in column {name!r} (a numeric feature of the run), got text in {len(rows)} of "
+                f"{len(frame)} rows, the first {column.iloc[rows[0]]!r} in row {rows[0] + 1}: fix or empty those "
+                "cells (an empty cell is imputed)"
+            )
+        parsed[by_name[name]] = numbers
+    if not parsed:
+        return frame
+    frame = frame.copy()
+    for key, numbers in parsed.items():
+        frame[key] = numbers
+    return frame
+
+
 class Predictor:
     """A saved run, ready to predict: ``Predictor(run_dir).predict(data) -> pandas.DataFrame``.
 
@@ -175,12 +220,11 @@ class Predictor:
     Attributes: ``model``; ``modality`` (``"tabular"`` or ``"image"``); ``label_names`` (class k's name);
     ``feature_extractor`` (tabular: raw rows -> ``input_features`` (N, F)) or ``transform`` (image: a PIL image ->
     (3, H, W)); ``decision_rule``: ``decision_rule.json`` as a dict where the run tuned a rule (already in the
-    model's bias: see the module docstring), else None.
+    model's bias: see the module docstring), else None; ``decision_rule_edited``: whether its offsets differ from
+    those ``config.json`` records as folded into the bias (then they are not applied, and a warning says so).
     """
 
     def __init__(self, run_dir: str | os.PathLike, device: str | torch.device | None = None, batch_size: int = 256):
-        import json
-
         from east_hf.hf.data.tabular import LEGACY_PREPROCESSOR_NAME, load_tabular_features
         from east_hf.hf.models import TabularMLPConfig, load_pretrained  # also registers east_hf's Auto classes
 
@@ -219,8 +263,10 @@ class Predictor:
 
             processor = AutoImageProcessor.from_pretrained(self.run_dir) if processor_file.is_file() else None
             _, self.transform, _ = image_transforms(self.model, processor)  # what the run evaluated with
-        rule = self.run_dir / DECISION_RULE_FILE
-        self.decision_rule = json.loads(rule.read_text()) if rule.is_file() else None
+        self.decision_rule = read_decision_rule(self.run_dir / DECISION_RULE_FILE)
+        self.decision_rule_edited = self.decision_rule is not None and rule_edited(
+            self.decision_rule, getattr(config, FOLDED_OFFSETS_KEY, None), self.run_dir / DECISION_RULE_FILE
+        )
 
     def predict(
         self,
@@ -294,6 +340,7 @@ class Predictor:
         label = _label_column(present, label_column)
         if label is not None:
             columns[label] = _label_values(data, label) if _is_dataset(data) else frame[label].tolist()
+        frame = _as_numbers(frame, self.feature_extractor.numeric)
         features = torch.from_numpy(self.feature_extractor.transform(frame, "input"))  # (N, F) float32
         batches = ({"input_features": x} for x in features.split(self.batch_size))
         return batches, len(frame), columns

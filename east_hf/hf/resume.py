@@ -2,8 +2,9 @@
 one collated mini-batch of the training data.
 
 ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last *complete* checkpoint of
-``output_dir`` (``east_hf.hf.checkpoints``), skipping each one whose save was cut off or whose files are truncated or
-corrupt; a path to such a checkpoint is refused in one line naming the file.
+``output_dir`` (``east_hf.hf.checkpoints``), skipping each one whose save was cut off or whose files (the weights, the
+Trainer's state, the optimizer, scheduler and RNG state, the annealing callback's ``east_stage_best.pt``) are missing,
+truncated or corrupt; a path to such a checkpoint is refused in one line naming the file.
 """
 
 from __future__ import annotations

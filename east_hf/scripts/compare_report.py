@@ -18,6 +18,7 @@ from east_hf.scripts.compare_plan import unpaired_variants
 
 __all__ = [
     "comparison_figure",
+    "earlier_command",
     "markdown_table",
     "paired_differences",
     "paired_table",
@@ -167,6 +168,19 @@ def _footnote(variants: Mapping[str, list[str]], tuned: bool) -> str:
         else ""
     )
     return f"* the target metric. Variant flags: {flags}{rule}"
+
+
+def earlier_command(out_dir: Path) -> str | None:
+    """The command whose table ``out_dir`` holds (``results.json``'s ``command``): None where there is no table,
+    ``"an earlier east-compare"`` where its ``results.json`` does not read back."""
+    table, results = out_dir / "results.md", out_dir / "results.json"
+    if not table.is_file() and not results.is_file():
+        return None
+    try:
+        command = json.loads(results.read_text()).get("command")
+    except (OSError, ValueError, AttributeError):  # missing, truncated, not an object
+        command = None
+    return command if isinstance(command, str) else "an earlier east-compare"
 
 
 def write_results(

@@ -10,8 +10,11 @@ datasets path or Hub id. The run's own preprocessing is applied (the tabular fea
 ``preprocessor_config.json``; the image transform it evaluated with), and the output is a CSV with one row per input:
 ``path`` for images read from files, the input's label column passed through where it has one, ``predicted_label``
 by name and, with ``--probabilities``, ``probability_<name>`` per class. A decision rule the run tuned on validation
-is already in the saved model's bias, so its predictions apply it (``east_hf.hf.predict``). Bad input ends in one
-line, ``east-predict: error: ...``, exit status 2.
+is already in the saved model's bias, so its predictions apply it (``east_hf.hf.predict``); an edit of
+``decision_rule.json`` is not applied, and a warning line says so. Bad input ends in one line,
+``east-predict: error: ...``, exit status 2; Ctrl-C at any moment (torch still loading included: this module imports
+only the standard library at the top) in one line, ``east-predict: interrupted ...``, exit status 130, leaving the
+``--output`` file as it was (it is written whole or not at all).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from east_hf.scripts.interruptions import exit_at_once_on_ctrl_c
 
 __all__ = ["build_parser", "main"]
 
@@ -52,9 +57,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``east-predict``: writes the predictions CSV and one summary line on stderr; returns 0, exits 2
-    with one line on bad input (a folder that is not a run, missing feature columns, an unreadable image, ...)."""
+    with one line on bad input (a folder that is not a run, missing feature columns, an unreadable image, ...) and
+    130 with one line on Ctrl-C, at any moment; while the libraries load and the model predicts it ends at once, as
+    nothing is written before the CSV (``east_hf.scripts.interruptions.exit_at_once_on_ctrl_c``)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    line = f"{PROG}: interrupted"
+    try:
+        args = parser.parse_args(argv)
+        if args.output != "-":
+            line = f"{PROG}: interrupted; {args.output} not written"
+        with exit_at_once_on_ctrl_c(line, command=argv is None):  # argv None: the console script, its own process
+            predictor, frame = _predictions(parser, args)
+        if args.output == "-":
+            frame.to_csv(sys.stdout, index=False)
+            where = "stdout"
+        else:
+            _write_whole(frame, Path(args.output).expanduser())
+            where = args.output
+    except KeyboardInterrupt:  # while writing, or where SIGINT is not Python's own handler
+        print(line, file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    rule = ""
+    if predictor.decision_rule is not None and not predictor.decision_rule_edited:
+        rule = "; the decision rule tuned on validation is in the saved model"
+    print(
+        f"{PROG}: {len(frame)} predictions of the {predictor.modality} run {args.run_dir} to {where}{rule}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _predictions(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """(the ``Predictor`` of ``args.run_dir``, its predictions for ``args.data``); bad input exits 2 in one line."""
     if args.output != "-" and os.path.exists(args.data) and Path(args.output).resolve() == Path(args.data).resolve():
         parser.error(f"Expected --output other than the input file, got {args.output}")
 
@@ -68,19 +102,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (ValueError, TypeError) as e:
         parser.error(" ".join(str(e).split()))
-    if args.output == "-":
-        frame.to_csv(sys.stdout, index=False)
-        where = "stdout"
-    else:
-        Path(args.output).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(args.output, index=False)
-        where = args.output
-    rule = "; the decision rule tuned on validation is in the saved model" if predictor.decision_rule else ""
-    print(
-        f"{PROG}: {len(frame)} predictions of the {predictor.modality} run {args.run_dir} to {where}{rule}",
-        file=sys.stderr,
-    )
-    return 0
+    return predictor, frame
+
+
+def _write_whole(frame, path: Path) -> None:
+    """``frame`` as CSV into ``path`` through a temporary file beside it: an interruption leaves the earlier file (or
+    none), never part of the predictions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        frame.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

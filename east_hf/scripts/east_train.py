@@ -10,14 +10,17 @@ An ``output_dir`` that already holds a run (results, model or checkpoints) is re
 (``--resume_from_checkpoint true`` or a checkpoint path) or ``--overwrite_output_dir true`` replaces it. One holding
 files east_hf did not write (a project, a user's ``README.md`` or ``config.json``) or an east-compare table is refused
 whatever the flags, and one that another east-train is writing into (``east_hf.scripts.lock``) until it ends. Ctrl-C
-ends with one line naming the last complete checkpoint and the command that resumes it, exit status 130.
+ends in one line, exit status 130, at any moment: while torch and transformers load (this module imports neither at
+the top), that nothing was written; once the run has started, the last complete checkpoint and the command that
+resumes it.
 
 One run: parse (``east_hf.scripts.arguments``), load and split the data (``east_hf.hf.data``), build the model, train with
 ``EASTTrainer`` (temperature annealing, the best checkpoint by the target metric kept), evaluate the best model on
 the test split, and save into ``output_dir``: ``model.safetensors`` + ``config.json`` (+ the image processor or the
 tabular feature extractor, both ``preprocessor_config.json``), ``train_results.json``, ``eval_results.json``,
 ``test_results.json``, ``all_results.json``, ``trainer_state.json`` and, when ``east_hf.hf.cards`` is installed, the
-model card ``README.md``. Under several processes only the main one prints and writes.
+model card ``README.md`` (``README.east_hf.md`` beside a ``README.md`` the user wrote or edited, which stays as it
+is). Under several processes only the main one prints and writes.
 
 Beside this flow: ``east_hf.scripts.output_dir`` claims the folder, ``east_hf.scripts.interruptions`` writes the line a
 run cut short ends with, ``east_hf.scripts.run_record`` says what a run depends on (what ``--dry_run`` prints).
@@ -25,24 +28,26 @@ run cut short ends with, ``east_hf.scripts.run_record`` says what a run depends 
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from east_hf.hf.data.arguments import DataArguments
-from east_hf.hf.metrics.compute import SUMMARY_KEYS
-from east_hf.scripts.interruptions import disk_full_line, interrupted_line
+# Only the standard library and light modules at the top: the console script imports this module before main runs,
+# and a Ctrl-C while torch or transformers load (seconds) must reach main's guard, not end in a traceback.
+from east_hf.scripts.interruptions import disk_full_line, exit_at_once_on_ctrl_c, interrupted_line
 from east_hf.scripts.output_dir import DECISION_RULE_NAME, claim_output_dir
-from east_hf.scripts.run_record import data_fingerprint, default_settings, resolved_settings, run_record
 
 if TYPE_CHECKING:
     from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments
+    from east_hf.scripts.lock import OutputDirLock
 
 # the record of a run lives in east_hf.scripts.run_record; its functions are importable from here too
-__all__ = [  # noqa: F822 - ScriptArguments comes from the module __getattr__ below
+__all__ = [  # noqa: F822 - all but main come from the module __getattr__ below
     "ScriptArguments",
     "data_fingerprint",
     "default_settings",
@@ -53,14 +58,30 @@ __all__ = [  # noqa: F822 - ScriptArguments comes from the module __getattr__ be
 
 logger = logging.getLogger(__name__)
 
+PROG = "east-train"
+# the modules a run imports (with them torch, transformers, datasets, timm and accelerate); main loads them before the
+# run claims output_dir
+_RUN_MODULES = (
+    "transformers",
+    "east_hf.hf.data",
+    "east_hf.hf.metrics",
+    "east_hf.hf.models.build",
+    "east_hf.hf.trainer",
+)
+_LAZY = {
+    "ScriptArguments": "east_hf.scripts.arguments",
+    "data_fingerprint": "east_hf.scripts.run_record",
+    "default_settings": "east_hf.scripts.run_record",
+    "resolved_settings": "east_hf.scripts.run_record",
+    "run_record": "east_hf.scripts.run_record",
+}
+
 
 def __getattr__(name: str) -> Any:
-    """``ScriptArguments`` from ``east_hf.scripts.arguments``, imported on first use: that module imports
-    transformers, which ``east-train --list_recipes`` never needs."""
-    if name == "ScriptArguments":
-        from east_hf.scripts.arguments import ScriptArguments
-
-        return ScriptArguments
+    """The names of ``_LAZY``, imported on first use: their modules import torch and transformers, which importing
+    this module (and ``east-train --list_recipes``) never needs."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -81,7 +102,11 @@ def _data_line(name: str, data) -> str:
 def _tune_decision_rule(trainer, data, eval_metrics: dict[str, float], test_metrics: dict[str, float]) -> dict:
     """Tune the decision rule on the validation split, fold it into the model, save the tuned model in place of the
     model as trained, and add ``eval_tuned_*`` / ``test_tuned_*`` metrics. The as-trained weights stay recoverable:
-    the best checkpoint folder keeps them, and ``decision_rule.json`` holds the offsets that were added."""
+    the best checkpoint folder keeps them, and ``decision_rule.json`` holds the offsets that were added. The saved
+    ``config.json`` records those offsets too (``FOLDED_OFFSETS_KEY``): the file beside the model is a record a user
+    may edit, the config's copy says what the bias holds (``east_hf.hf.predict`` compares the two)."""
+    from east_hf.hf.predict import FOLDED_OFFSETS_KEY
+
     output_dir = Path(trainer.args.output_dir)
     rule = trainer.tune_decision_rule(data.validation)
     eval_metrics.update(trainer.evaluate(metric_key_prefix="eval_tuned"))
@@ -89,12 +114,16 @@ def _tune_decision_rule(trainer, data, eval_metrics: dict[str, float], test_metr
     if test_metrics:
         test_metrics.update(trainer.evaluate(data.test, metric_key_prefix="test_tuned"))
         trainer.save_metrics("test", test_metrics)
+    offsets = {name: round(float(b), 6) for name, b in zip(data.label_names, rule.offsets.tolist())}
+    config = getattr(trainer.model, "config", None)
+    if config is not None:
+        setattr(config, FOLDED_OFFSETS_KEY, offsets)
     trainer.save_model()  # the tuned model: argmax of its logits applies the rule
     key = trainer.args.east_target_key
     decision = {
         "metric": trainer.args.east_metric,
         "target_key": key,
-        "offsets": {name: round(float(b), 6) for name, b in zip(data.label_names, rule.offsets.tolist())},
+        "offsets": offsets,
         # the F-beta tuned for: a precision-leaning beta at east_beta_floor
         "tuned_beta": trainer.decision_beta if trainer.args.east_metric == "fbeta" else None,
         "validation_argmax": rule.baseline_score,
@@ -141,6 +170,8 @@ def _write_model_card(
 
 
 def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extra: Sequence[str]) -> str:
+    from east_hf.hf.metrics.compute import SUMMARY_KEYS
+
     keys = [k for k in SUMMARY_KEYS if f"test_{k}" in metrics]
     keys += [k[len("test_") :] for k in metrics if k.startswith(("test_precision_", "test_recall_", "test_fbeta_"))]
     lines = [""]
@@ -169,32 +200,52 @@ def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extr
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``east-train``; returns 0, exits 2 (one line on stderr) on bad input and 130 on Ctrl-C (one
-    line saying how to resume). The main process holds the lock on ``output_dir`` (``east_hf.scripts.lock``) from
-    before it looks at the folder until it exits, however it exits. ``--list_recipes`` is answered first, before
-    transformers is imported."""
-    if "--list_recipes" in (sys.argv[1:] if argv is None else argv):
-        from east_hf.scripts.recipes import recipe_list
+    """Entry point of ``east-train``; returns 0, exits 2 (one line on stderr) on bad input and 130 on Ctrl-C, at any
+    moment, in one line: before the run claims ``output_dir`` (torch and transformers loading, the recipe being parsed)
+    that nothing was written, at once; afterwards how to resume. The main process holds the lock on ``output_dir``
+    (``east_hf.scripts.lock``) from before it looks at the folder until it exits, however it exits.
+    ``--list_recipes`` is answered first, before transformers is imported."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    # under torchrun / accelerate every process gets the Ctrl-C; the main one alone says so
+    main_process = os.environ.get("RANK", "0") == "0"
+    line = f"{PROG}: interrupted before training started; nothing was written" if main_process else None
+    try:
+        with exit_at_once_on_ctrl_c(line, command=argv is None):  # argv None: the console script, its own process
+            if "--list_recipes" in args:
+                from east_hf.scripts.recipes import recipe_list
 
-        print(recipe_list())
-        return 0
-    from east_hf.hf.config import EASTConfig
-    from east_hf.hf.models.build import ModelArguments
-    from east_hf.scripts.arguments import EASTArgumentParser, ScriptArguments
+                print(recipe_list())
+                return 0
+            from east_hf.hf.config import EASTConfig
+            from east_hf.hf.data.arguments import DataArguments
+            from east_hf.hf.models.build import ModelArguments
+            from east_hf.scripts.arguments import EASTArgumentParser, ScriptArguments
+            from east_hf.scripts.lock import OutputDirLock
 
-    parser = EASTArgumentParser((ScriptArguments, DataArguments, ModelArguments, EASTConfig))
-    parsed = parser.parse(argv)
+            parser = EASTArgumentParser((ScriptArguments, DataArguments, ModelArguments, EASTConfig))
+            parsed = parser.parse(args)
+            if parsed.script.dry_run:
+                import yaml
+
+                from east_hf.scripts.run_record import resolved_settings
+
+                if parsed.training.process_index == 0:
+                    print(yaml.safe_dump(resolved_settings(parsed), sort_keys=False).rstrip())
+                return 0
+            for module in _RUN_MODULES:  # what _run imports, loaded here where a Ctrl-C has nothing to undo
+                importlib.import_module(module)
+            lock = OutputDirLock(parsed.training.output_dir)
+    except KeyboardInterrupt:  # where SIGINT is not Python's own handler, or off the main thread
+        if line is not None:
+            print(line, file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    return _claim_and_run(parser, parsed, lock, args)
+
+
+def _claim_and_run(parser: EASTArgumentParser, parsed: ParsedArguments, lock: OutputDirLock, args: list[str]) -> int:
+    """Claim ``output_dir`` under ``lock`` and run; a Ctrl-C from here on ends in the line naming the last complete
+    checkpoint and the command that resumes it (``east_hf.scripts.interruptions``), exit status 130."""
     script, training = parsed.script, parsed.training
-    if script.dry_run:
-        import yaml
-
-        if training.process_index == 0:
-            print(yaml.safe_dump(resolved_settings(parsed), sort_keys=False).rstrip())
-        return 0
-
-    from east_hf.scripts.lock import OutputDirLock
-
-    lock = OutputDirLock(training.output_dir)
     try:
         refused = None
         if training.process_index == 0:  # the other processes of a torchrun / accelerate launch write beside it
@@ -211,7 +262,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(parser, parsed)
     except KeyboardInterrupt:
         if training.process_index == 0:
-            args = list(sys.argv[1:] if argv is None else argv)
             print(interrupted_line(parser.prog, args, training.output_dir), file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     finally:

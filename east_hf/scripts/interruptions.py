@@ -2,17 +2,23 @@
 
 Ctrl-C: the last complete checkpoint and the command that resumes it (``interrupted_line``). A full disk or a spent
 quota while saving: the folder, and whether to resume or to start again once space is freed (``disk_full_line``).
+Ctrl-C while a command still loads its libraries, before it writes anything: its line at once
+(``exit_at_once_on_ctrl_c``, which all three console scripts use).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shlex
 import shutil
-from collections.abc import Sequence
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
 
-__all__ = ["disk_full_line", "interrupted_line", "resume_command"]
+__all__ = ["disk_full_line", "exit_at_once_on_ctrl_c", "interrupted_line", "resume_command"]
 
 _DISK_FULL = {errno.ENOSPC: "ENOSPC", errno.EDQUOT: "EDQUOT"}
 
@@ -87,3 +93,36 @@ def disk_full_line(error: BaseException, output_dir: str) -> str | None:
     )
     got = f"{os.strerror(code)} ({_DISK_FULL[code]})"
     return f"Expected free disk space in {output_dir}, got {got}: free space, then {then}"
+
+
+@contextlib.contextmanager
+def exit_at_once_on_ctrl_c(line: str | None, *, command: bool = True) -> Iterator[None]:
+    """While the block runs, Ctrl-C writes ``line`` (``None``: nothing) to stderr and ends the process at once, exit
+    status 130; the handler before the block is back after it.
+
+    For the seconds a console script spends importing torch, transformers and datasets and reading its arguments,
+    before it writes anything, so there is nothing to clean up: a ``KeyboardInterrupt`` raised there may surface inside
+    a C extension's import, as an ``ImportError`` (numpy's "PyCapsule_Import could not import module") or as a C++
+    ``terminate`` that aborts the process, instead of reaching the script's one-line handler. The block runs unchanged,
+    a ``KeyboardInterrupt`` the caller's to handle, where the process is not the command's own (``command`` false: a
+    program or notebook calling ``main(argv)``, which must never end at once), where SIGINT is not Python's own
+    handler (ignored in a background job, replaced by the caller) and off the main thread."""
+    if (
+        not command
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+
+    def at_once(signum, frame) -> None:
+        if line is not None:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        os._exit(130)  # no unwinding through half-imported extensions; the block has written nothing
+
+    signal.signal(signal.SIGINT, at_once)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
