@@ -201,7 +201,7 @@ def card_metadata(
     config = getattr(model, "config", None)
     id2label = {int(k): v for k, v in (getattr(config, "id2label", None) or {}).items()}
     target_key = args.east_target_key
-    image_model = getattr(model, "main_input_name", None) == "pixel_values"
+    task = _task(model)
     test_metrics = test_metrics or {}
     dataset_name = dataset_name or "custom"
     eval_results = []
@@ -212,7 +212,7 @@ def card_metadata(
         metric_type, name, metric_args = _metric_identity(key, args, id2label)
         eval_results.append(
             EvalResult(
-                task_type="image-classification" if image_model else "tabular-classification",
+                task_type=task,
                 dataset_type=dataset_name,
                 dataset_name=dataset_name,
                 dataset_split=dataset_split,
@@ -234,8 +234,16 @@ def card_metadata(
         base_model=base_model if is_hub_id(base_model) else None,
         datasets=[dataset_name] if dataset_name != "custom" else None,
         metrics=list(dict.fromkeys(r.metric_type for r in eval_results)) or None,
-        pipeline_tag="image-classification" if image_model else "tabular-classification",
+        pipeline_tag=task,
         eval_results=eval_results or None,
+    )
+
+
+def _task(model) -> str:
+    """The Hub's pipeline tag of ``model``, read from its main input: pixels, token ids or table rows."""
+    main_input = getattr(model, "main_input_name", None)
+    return {"pixel_values": "image-classification", "input_ids": "text-classification"}.get(
+        main_input, "tabular-classification"
     )
 
 
@@ -290,7 +298,11 @@ def card_context(
     temperatures = [r["temperature"] for r in rows if r["temperature"] is not None]
     return dict(
         model_name=model_name,
-        task_description="an image classifier" if image_model else "a tabular classifier",
+        task_description={
+            "image-classification": "an image classifier",
+            "text-classification": "a text classifier",
+        }.get(_task(model), "a tabular classifier"),
+        text_model=_task(model) == "text-classification",
         east=east,
         target_metric_label=f"{_HUB_METRICS.get(target_key, (None, target_key))[1]}"
         + (f" (beta={args.east_beta})" if target_key == "fbeta" and not betas else ""),

@@ -1,7 +1,8 @@
 """Predictions from a saved run: a run folder plus raw rows or images in, labels by name (and probabilities) out.
 
 ``Predictor(run_dir)`` loads what ``east-train`` saved: the model (``east_hf.hf.models.load_pretrained``), its input
-preprocessing (the ``TabularFeatureExtractor`` of ``preprocessor_config.json`` for a tabular run; for an image run
+preprocessing (the tokenizer for a text run, read with ``AutoTokenizer``; the ``TabularFeatureExtractor`` of
+``preprocessor_config.json`` for a tabular run; for an image run
 the transform it evaluated with, built by ``east_hf.hf.data.image_transforms`` from timm's data config in
 ``config.json`` or the checkpoint's image processor) and its class names (``config.id2label``).
 ``Predictor.predict(data)`` returns a pandas DataFrame with one row per input: ``path`` for images read from files,
@@ -24,6 +25,7 @@ it.
     frame = east_hf.predict("runs/demo", pd.read_csv("rows.csv"), probabilities=True)
     # columns: predicted_label, probability_negative, probability_positive
     east_hf.Predictor("runs/digits").predict(["a.png", "b.png"])   # images: PIL images or file paths
+    east_hf.Predictor("runs/text-tiny").predict(["a text", "another"])   # texts: strings, or rows with the text column
 """
 
 from __future__ import annotations
@@ -35,10 +37,21 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from east_hf.hf.decision_rule_file import DECISION_RULE_FILE, FOLDED_OFFSETS_KEY, read_decision_rule, rule_edited
+from east_hf.hf.predict_inputs import (
+    LABEL_COLUMNS,
+    as_numbers,
+    decode,
+    find_label_column,
+    is_dataset,
+    is_image_item,
+    label_values,
+    name_list,
+    one_line,
+    read_inputs,
+)
 
 __all__ = [
     "DECISION_RULE_FILE",
@@ -46,6 +59,7 @@ __all__ = [
     "LABEL_COLUMNS",
     "PREDICTION_COLUMN",
     "PROBABILITY_PREFIX",
+    "TEXT_COLUMNS_KEY",
     "Predictor",
     "check_run_folder",
     "predict",
@@ -54,18 +68,9 @@ __all__ = [
 
 PREDICTION_COLUMN = "predicted_label"
 PROBABILITY_PREFIX = "probability_"  # + a class name: one column per class with probabilities=True
-LABEL_COLUMNS = ("label", "labels")  # east-train's default label columns, passed through when the input has one
+TEXT_COLUMNS_KEY = "east_text_columns"  # config.json: the text column and the pair column (or None) of a text run
 
 logger = logging.getLogger(__name__)
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
-
-
-def _names(items: Sequence[Any], at_most: int = 8) -> str:
-    shown = ", ".join(map(str, items[:at_most]))
-    return shown + (f", ... ({len(items)} in all)" if len(items) > at_most else "") if items else "none"
 
 
 def check_run_folder(run_dir: str | os.PathLike) -> Path:
@@ -97,54 +102,7 @@ def check_run_folder(run_dir: str | os.PathLike) -> Path:
         )
     missing = [name for name, ok in (("config.json", has_config), ("model.safetensors", has_weights)) if not ok]
     held = sorted(p.name for p in folder.iterdir())
-    raise ValueError(f"{expected}, which lacks {' and '.join(missing)} (it holds: {_names(held, 5)})")
-
-
-def read_inputs(source: str, split: str | None = None, dataset_config: str | None = None):
-    """The rows of ``source`` as a ``datasets.Dataset``, read as ``east-train`` reads its data
-    (``east_hf.hf.data.load_raw``): a CSV / TSV / Parquet / JSON file, a folder (an imagefolder, with or without one
-    sub-folder per class, or data files split by name), a datasets Hub id (from the cache when offline) or
-    ``sklearn:<name>``. ``split`` picks one of several splits; with one split it may be left out."""
-    from east_hf.hf.data.sources import load_raw
-
-    dsd = load_raw(source, dataset_config)
-    if split is None:
-        if len(dsd) > 1:
-            raise ValueError(f"Expected a split naming one of the splits of {source!r} ({', '.join(dsd)}), got none")
-        split = next(iter(dsd))
-    elif split not in dsd:
-        raise ValueError(f"Expected a split among the splits of {source!r} ({', '.join(dsd)}), got {split!r}")
-    return dsd[split]
-
-
-def _is_dataset(data: Any) -> bool:
-    return type(data).__name__ == "Dataset" and hasattr(data, "features") and hasattr(data, "column_names")
-
-
-def _is_image_item(item: Any) -> bool:
-    from PIL import Image
-
-    return isinstance(item, (Image.Image, str, os.PathLike))
-
-
-def _label_column(columns: Sequence[str], requested: str | None) -> str | None:
-    """The label column to pass through: ``requested`` (which must be there), else the first of ``LABEL_COLUMNS``."""
-    if requested is not None:
-        if requested not in columns:
-            raise ValueError(f"Expected label column {requested!r} in the input, got the columns {_names(columns)}")
-        return requested
-    return next((c for c in LABEL_COLUMNS if c in columns), None)
-
-
-def _label_values(ds, column: str) -> list[Any]:
-    """A data set's label column, class names in place of a ``ClassLabel``'s indices."""
-    import datasets
-
-    values = list(ds.with_format(None)[column])
-    feature = ds.features[column]
-    if isinstance(feature, datasets.ClassLabel):
-        return [feature.int2str(int(v)) if v is not None and v >= 0 else None for v in values]
-    return list(values)
+    raise ValueError(f"{expected}, which lacks {' and '.join(missing)} (it holds: {name_list(held, 5)})")
 
 
 def _device(device: str | torch.device | None) -> torch.device:
@@ -154,58 +112,10 @@ def _device(device: str | torch.device | None) -> torch.device:
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as e:
-        raise ValueError(f"Expected a device such as cpu or cuda:0, got {device!r} ({_one_line(e)})") from None
+        raise ValueError(f"Expected a device such as cpu or cuda:0, got {device!r} ({one_line(e)})") from None
     if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
         raise ValueError(f"Expected a device this machine has, got {str(device)!r} ({torch.cuda.device_count()} GPUs)")
     return device
-
-
-def _decode(item: Any):
-    """A PIL image from a PIL image, a file path or datasets' undecoded ``{"bytes", "path"}``, decoded by
-    ``datasets.Image`` as east-train's data was (EXIF orientation applied); an unreadable file is a one-line error."""
-    import datasets
-    from PIL import Image
-
-    if isinstance(item, Image.Image):
-        return item
-    value = {"path": os.fspath(item), "bytes": None} if isinstance(item, (str, os.PathLike)) else item
-    try:
-        return datasets.Image().decode_example(value)
-    except (OSError, ValueError) as e:  # a missing file, not an image, a truncated one
-        name = value.get("path") or "an image of the data set"
-        raise ValueError(f"Expected an image file, got {name}: {_one_line(e)}") from None
-
-
-def _as_numbers(frame, numeric: Sequence[str]):
-    """``frame`` with the run's numeric feature columns as numbers: a column of numbers written as text is parsed, a
-    blank cell left missing (imputed, as in training); a cell that is not a number (``n/a``, a typo, a shifted
-    column) is a one-line ``ValueError`` naming the column, how many rows hold text, and the first such value and
-    its row (counting the input's rows from 1). A copy where a column changes, ``frame`` itself where none does."""
-    import pandas as pd
-
-    by_name = {str(c): c for c in frame.columns}
-    parsed = {}
-    for name in numeric:
-        column = frame[by_name[name]]
-        if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
-            continue
-        numbers = pd.to_numeric(column, errors="coerce")  # bools, numbers and numeric strings; the rest NaN
-        blank = column.isna() | (column.astype(str).str.strip() == "")
-        text = (numbers.isna() & ~blank).to_numpy()  # (N,)
-        if text.any():
-            rows = np.flatnonzero(text)
-            raise ValueError(
-                f"Expected numbers in column {name!r} (a numeric feature of the run), got text in {len(rows)} of "
-                f"{len(frame)} rows, the first {column.iloc[rows[0]]!r} in row {rows[0] + 1}: fix or empty those "
-                "cells (an empty cell is imputed)"
-            )
-        parsed[by_name[name]] = numbers
-    if not parsed:
-        return frame
-    frame = frame.copy()
-    for key, numbers in parsed.items():
-        frame[key] = numbers
-    return frame
 
 
 class Predictor:
@@ -217,7 +127,7 @@ class Predictor:
         device: where the model runs; default ``cuda`` where available, else ``cpu``.
         batch_size: inputs per forward pass; images are read and transformed one batch at a time.
 
-    Attributes: ``model``; ``modality`` (``"tabular"`` or ``"image"``); ``label_names`` (class k's name);
+    Attributes: ``model``; ``modality`` (``"tabular"``, ``"text"`` or ``"image"``); ``label_names`` (class k's name);
     ``feature_extractor`` (tabular: raw rows -> ``input_features`` (N, F)) or ``transform`` (image: a PIL image ->
     (3, H, W)); ``decision_rule``: ``decision_rule.json`` as a dict where the run tuned a rule (already in the
     model's bias: see the module docstring), else None; ``decision_rule_edited``: whether its offsets differ from
@@ -237,7 +147,7 @@ class Predictor:
             self.model = load_pretrained(str(self.run_dir)).eval()
         except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a folder it cannot read
             raise ValueError(
-                f"Expected a model east_hf can load in {self.run_dir}, got {type(e).__name__}: {_one_line(e)}"
+                f"Expected a model east_hf can load in {self.run_dir}, got {type(e).__name__}: {one_line(e)}"
             ) from None
         self.model.to(self.device)
         config = self.model.config
@@ -249,9 +159,15 @@ class Predictor:
             or saved.get("feature_extractor_type") == "TabularFeatureExtractor"
             or (self.run_dir / LEGACY_PREPROCESSOR_NAME).is_file()
         )
-        self.modality = "tabular" if tabular else "image"
-        self.feature_extractor = self.transform = None
-        if tabular:
+        text = not tabular and getattr(self.model, "main_input_name", None) == "input_ids"
+        self.modality = "tabular" if tabular else "text" if text else "image"
+        self.feature_extractor = self.transform = self.tokenizer = None
+        if text:
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(self.run_dir)
+            self.text_columns = [c for c in getattr(config, TEXT_COLUMNS_KEY, None) or ["text"] if c]
+        elif tabular:
             try:
                 self.feature_extractor = load_tabular_features(self.run_dir)
             except FileNotFoundError as e:
@@ -279,18 +195,20 @@ class Predictor:
         ``label`` or ``labels`` where present; class names for a ``ClassLabel``), ``predicted_label`` and, with
         ``probabilities``, ``probability_<name>`` per class.
 
-        ``data``: for a tabular run a pandas DataFrame, a dict of columns, one row as a dict, a list of row dicts or
+        ``data``: for a text run a list of strings, or a DataFrame / ``datasets.Dataset`` holding the run's text
+        column (and pair column); for a tabular run a pandas DataFrame, a dict of columns, one row as a dict, a list of row dicts or
         a ``datasets.Dataset`` holding the run's feature columns (extra columns are ignored); for an image run a
         list of PIL images or image file paths, or a ``datasets.Dataset`` with an ``Image`` column (``image_column``,
         else the first).
         """
         import pandas as pd
 
-        batches, n, columns = (
-            self._tabular(data, label_column)
-            if self.modality == "tabular"
-            else self._images(data, label_column, image_column)
-        )
+        if self.modality == "text":
+            batches, n, columns = self._texts(data, label_column)
+        elif self.modality == "tabular":
+            batches, n, columns = self._tabular(data, label_column)
+        else:
+            batches, n, columns = self._images(data, label_column, image_column)
         logits = []
         with torch.no_grad():
             for inputs in batches:
@@ -307,7 +225,7 @@ class Predictor:
         """(batches of ``input_features``, number of rows, the columns passed through) for a tabular run."""
         import pandas as pd
 
-        if _is_dataset(data):
+        if is_dataset(data):
             frame = data.with_format(None).to_pandas()
         elif isinstance(data, pd.DataFrame):
             frame = data
@@ -323,7 +241,7 @@ class Predictor:
         ):
             frame = pd.DataFrame(list(data))
         else:
-            got = "images" if isinstance(data, Sequence) and any(map(_is_image_item, data)) else type(data).__name__
+            got = "images" if isinstance(data, Sequence) and any(map(is_image_item, data)) else type(data).__name__
             raise TypeError(
                 "Expected rows for a tabular run (a DataFrame, a dict of columns, a list of row dicts or a "
                 f"datasets.Dataset), got {got}"
@@ -333,17 +251,60 @@ class Predictor:
         missing = [c for c in wanted if c not in present]
         if missing:
             raise ValueError(
-                f"Expected the run's feature columns {_names(wanted)}, got an input without {_names(missing)} "
-                f"(its columns: {_names(present)})"
+                f"Expected the run's feature columns {name_list(wanted)}, got an input without {name_list(missing)} "
+                f"(its columns: {name_list(present)})"
             )
         columns = {}
-        label = _label_column(present, label_column)
+        label = find_label_column(present, label_column)
         if label is not None:
-            columns[label] = _label_values(data, label) if _is_dataset(data) else frame[label].tolist()
-        frame = _as_numbers(frame, self.feature_extractor.numeric)
+            columns[label] = label_values(data, label) if is_dataset(data) else frame[label].tolist()
+        frame = as_numbers(frame, self.feature_extractor.numeric)
         features = torch.from_numpy(self.feature_extractor.transform(frame, "input"))  # (N, F) float32
         batches = ({"input_features": x} for x in features.split(self.batch_size))
         return batches, len(frame), columns
+
+    def _texts(self, data: Any, label_column: str | None) -> tuple[Iterator[dict], int, dict[str, list]]:
+        """(batches of the tokenizer's inputs, padded per batch and truncated as in training, number of texts, the
+        columns passed through) for a text run: a list of strings, or rows holding the run's text column(s)."""
+        import pandas as pd
+
+        if isinstance(data, str):
+            data = [data]
+        if isinstance(data, Sequence) and all(isinstance(t, str) for t in data):
+            if len(self.text_columns) > 1:
+                raise ValueError(
+                    f"Expected rows with the text pair columns {name_list(self.text_columns)}, got strings"
+                )
+            frame = pd.DataFrame({self.text_columns[0]: list(data)})
+        elif is_dataset(data):
+            frame = data.with_format(None).to_pandas()
+        elif isinstance(data, pd.DataFrame):
+            frame = data
+        elif isinstance(data, Mapping):  # a dict of columns, or one row of strings
+            frame = pd.DataFrame([data] if all(isinstance(v, str) for v in data.values()) else data)
+        elif isinstance(data, Sequence) and all(isinstance(r, Mapping) for r in data):
+            frame = pd.DataFrame(list(data))
+        else:
+            raise TypeError(f"Expected texts (a list of strings, a DataFrame or a datasets.Dataset), got {type(data)}")
+        present = [str(c) for c in frame.columns]
+        missing = [c for c in self.text_columns if c not in present]
+        if missing:
+            raise ValueError(
+                f"Expected the run's text column(s) {name_list(self.text_columns)}, got an input without "
+                f"{name_list(missing)} (its columns: {name_list(present)})"
+            )
+        columns = {}
+        label = find_label_column(present, label_column)
+        if label is not None:
+            columns[label] = label_values(data, label) if is_dataset(data) else frame[label].tolist()
+        texts = [frame[c].fillna("").astype(str).tolist() for c in self.text_columns]
+
+        def batches():
+            for start in range(0, len(frame), self.batch_size):
+                chunk = [t[start : start + self.batch_size] for t in texts]
+                yield dict(self.tokenizer(*chunk, truncation=True, padding=True, return_tensors="pt"))
+
+        return batches(), len(frame), columns
 
     def _images(
         self, data: Any, label_column: str | None, image_column: str | None
@@ -353,25 +314,25 @@ class Predictor:
         import datasets
 
         columns: dict[str, list] = {}
-        if _is_dataset(data):
+        if is_dataset(data):
             found = [c for c, f in data.features.items() if isinstance(f, datasets.Image)]
             column = image_column or (found[0] if found else None)
             if column is None or column not in data.column_names:
                 raise ValueError(
                     f"Expected an image column{f' {image_column!r}' if image_column else ''} in the input of an image "
-                    f"run, got the columns {_names(data.column_names)}"
+                    f"run, got the columns {name_list(data.column_names)}"
                 )
             items = list(data.cast_column(column, datasets.Image(decode=False)).with_format(None)[column])
             paths = [item.get("path") if isinstance(item, Mapping) else None for item in items]
-            label = _label_column(data.column_names, label_column)
+            label = find_label_column(data.column_names, label_column)
             if label is not None and label != column:
-                columns[label] = _label_values(data, label)
-        elif isinstance(data, Sequence) and not isinstance(data, (str, bytes)) and all(map(_is_image_item, data)):
+                columns[label] = label_values(data, label)
+        elif isinstance(data, Sequence) and not isinstance(data, (str, bytes)) and all(map(is_image_item, data)):
             if label_column is not None:
                 raise ValueError(f"Expected a data set with a label column {label_column!r}, got a list of images")
             items = list(data)
             paths = [os.fspath(item) if isinstance(item, (str, os.PathLike)) else None for item in items]
-        elif _is_image_item(data):
+        elif is_image_item(data):
             return self._images([data], label_column, image_column)
         else:
             raise TypeError(
@@ -383,7 +344,7 @@ class Predictor:
 
         def batches():
             for start in range(0, len(items), self.batch_size):
-                images = [_decode(item).convert("RGB") for item in items[start : start + self.batch_size]]
+                images = [decode(item).convert("RGB") for item in items[start : start + self.batch_size]]
                 yield {"pixel_values": torch.stack([self.transform(image) for image in images])}
 
         return batches(), len(items), columns

@@ -3,11 +3,13 @@
     east-predict runs/demo rows.csv -o predictions.csv                    # a CSV: one prediction per row
     east-predict runs/digits images/ --probabilities -o predictions.csv   # an image folder, with class probabilities
     east-predict runs/cifar10 uoft-cs/cifar10 --split test > predictions.csv   # a datasets id (the cache offline)
+    east-predict runs/text-tiny texts.jsonl --probabilities -o predictions.csv   # texts: the run's text column(s)
 
 RUN_DIR is a folder ``east-train`` wrote (or one of its checkpoints); DATA is read as ``east-train`` reads its data:
 a CSV / TSV / Parquet / JSON file, a data folder (an imagefolder: images, in one sub-folder per class or not) or a
-datasets path or Hub id. The run's own preprocessing is applied (the tabular feature encoding of
-``preprocessor_config.json``; the image transform it evaluated with), and the output is a CSV with one row per input:
+datasets path or Hub id. The run's own preprocessing is applied (the tokenizer of a text run, on the text
+column and pair column the run trained on; the tabular feature encoding of ``preprocessor_config.json``; the image
+transform it evaluated with), and the output is a CSV with one row per input:
 ``path`` for images read from files, the input's label column passed through where it has one, ``predicted_label``
 by name and, with ``--probabilities``, ``probability_<name>`` per class. A decision rule the run tuned on validation
 is already in the saved model's bias, so its predictions apply it (``east_hf.hf.predict``); an edit of

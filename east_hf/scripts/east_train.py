@@ -92,8 +92,9 @@ def _data_line(name: str, data) -> str:
     line = f"{name}: {sizes}; training samples per class: {counts}"
     dropped = getattr(data, "dropped", None) or {}
     if dropped:
+        what = {"empty label": "with an empty label", "empty text": "with an empty text"}
         line += "; dropped " + ", ".join(
-            f"{n} row{'s' if n != 1 else ''} with an empty label" if reason == "empty label" else f"{n} labelled -100"
+            f"{n} row{'s' if n != 1 else ''} {what[reason]}" if reason in what else f"{n} labelled -100"
             for reason, n in dropped.items()
         )
     return line
@@ -294,16 +295,28 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
     from transformers import set_seed
 
     from east_hf.hf.data import image_transforms, load_data, set_image_transforms
+    from east_hf.hf.data.text import tokenize_splits
     from east_hf.hf.metrics import build_compute_metrics
     from east_hf.hf.models.build import attach_data_config, build_model
+    from east_hf.hf.models.text import is_text_model
+    from east_hf.hf.predict import TEXT_COLUMNS_KEY
     from east_hf.hf.trainer import EASTTrainer
 
     script, data_args, model_args, training = parsed.script, parsed.data, parsed.model, parsed.training
     set_seed(training.seed)
     try:
         with training.main_process_first(desc="loading the data set"):
-            data = load_data(data_args)
-        model, processor, base_model = build_model(model_args, data, model_args.model_revision)
+            data = load_data(data_args, text=is_text_model(model_args.model_name_or_path))
+        model, processor, base_model = build_model(model_args, data, model_args.model_revision, data_args.max_length)
+        collator = None
+        if data.modality == "text":
+            from transformers import DataCollatorWithPadding
+
+            with training.main_process_first(desc="tokenizing the texts"):
+                tokenize_splits(data, processor, model, data_args.max_length, data_args.preprocessing_num_workers)
+            # config.json names the text columns, so east-predict reads the same ones from a file of texts
+            setattr(model.config, TEXT_COLUMNS_KEY, [data.text_column, data.text_pair_column])
+            collator = DataCollatorWithPadding(processor)  # pads each batch to its longest text
         if data.modality == "image":
             train_tf, eval_tf, data_config = image_transforms(
                 model, processor, data_args.image_size, data_args.augment
@@ -325,6 +338,7 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
             eval_dataset=data.validation,
             compute_metrics=compute_metrics,
             processing_class=processor,
+            data_collator=collator,
         )  # also checks push_to_hub can work (token, network) before any training
     except ValueError as e:
         parser.error(str(e))
@@ -349,7 +363,9 @@ def _train_and_save(trainer, parsed: ParsedArguments, data, base_model: str | No
     train_result = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
     trainer.save_model()  # the best model (load_best_model_at_end) and its processor, into output_dir
     extra = []
-    if data.preprocessor is not None:  # the Trainer's processing_class: saved by save_model, checkpoints included
+    if data.modality == "text":  # the tokenizer, saved by save_model beside the model
+        extra.append(f"inputs:   {Path(training.output_dir) / 'tokenizer.json'} (the tokenizer; AutoTokenizer)")
+    elif data.preprocessor is not None:  # the Trainer's processing_class: saved by save_model, checkpoints included
         path = Path(training.output_dir) / "preprocessor_config.json"
         extra.append(f"inputs:   {path} (feature encoding and training-set standardisation; AutoFeatureExtractor)")
     metrics = dict(train_result.metrics, train_samples=len(data.train))

@@ -17,7 +17,9 @@ relabels to binary (those classes 1, the rest 0); ``imbalance_ratio`` keeps a fr
 k; missing splits are carved from the training split by the paper's protocol (stratified, 64 % train / 16 %
 validation / 20 % test of the whole, fixed seed), and ``resplit`` pools every split first. Tabular rows become a
 float vector ``input_features`` (text columns one-hot, then standardised with training-set statistics only: see
-``fit_tabular_features``, which returns a transformers feature extractor that saves and reloads with the model); image rows keep their images and get a model's transform on the fly (``set_image_transforms``).
+``fit_tabular_features``, which returns a transformers feature extractor that saves and reloads with the model); image rows keep their images and get a model's transform on the fly (``set_image_transforms``); text rows
+(``text_column``, or a text model's one column of long strings) keep their texts until ``tokenize_splits`` runs the
+model's tokenizer over them in batches.
 
 >>> from east_hf.hf.data import DataArguments
 >>> data = load_data(DataArguments(dataset_name="sklearn:wine"))
@@ -31,7 +33,8 @@ The package's modules: ``arguments`` (``DataArguments``), ``sources`` (``load_ra
 local data, which the caches and ``east-compare``'s run records are keyed on), ``store`` (east_hf's data cache on disk:
 one folder per source, checked before use, bounded, shown and cleared by ``east-cache``), ``raw`` (the rows of local
 files, cached by content), ``cache`` (prepared tabular splits as memory-mapped Arrow files, shared by the processes of
-a distributed run), ``rows`` (column reads through an indices mapping) and ``images`` (``image_transforms``).
+a distributed run), ``rows`` (column reads through an indices mapping), ``images`` (``image_transforms``) and ``text`` (the text column,
+empty texts, ``tokenize_splits``).
 """
 
 from east_hf.hf.data.arguments import DataArguments

@@ -15,7 +15,8 @@ class DataArguments:
 
     ``dataset_name`` is a Hub id (``uoft-cs/cifar10``), a local folder (an ``imagefolder`` of one sub-folder per
     class, or CSV / Parquet / JSON files, split by file name), a local CSV / Parquet / JSON file, or a bundled
-    ``sklearn:<name>`` set (``digits`` as 8x8 images; ``breast_cancer``, ``wine``, ``iris`` tabular).
+    ``sklearn:<name>`` set (``digits`` as 8x8 images; ``breast_cancer``, ``wine``, ``iris`` tabular). A table with
+    ``text_column`` (or a text model) is text: tokenized in batches, truncated at ``max_length``.
     """
 
     _argument_group_name = "data"
@@ -49,6 +50,19 @@ class DataArguments:
     )
     image_column: str | None = field(
         default=None, metadata={"help": "Column with the images; default: the first Image column (none: tabular)."}
+    )
+    text_column: str | None = field(
+        default=None,
+        metadata={"help": "Column with the texts; set for a text model: the table's one column of long strings."},
+    )
+    text_pair_column: str | None = field(
+        default=None, metadata={"help": "Column with the second text of each pair (entailment, paraphrase)."}
+    )
+    max_length: int | None = field(
+        default=None, metadata={"help": "Texts are truncated to this many tokens; default: the model's longest input."}
+    )
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "Processes that tokenize the texts (datasets.map's num_proc); default: one."}
     )
     feature_columns: list[str] | None = field(
         default=None,
@@ -94,7 +108,14 @@ class DataArguments:
             check_range("imbalance_ratio", self.imbalance_ratio, 0, 1, "(]")
         check_choice("imbalance_splits", self.imbalance_splits, ("all", "train"))
         check_choice("unseen_labels", self.unseen_labels, ("error", "drop"))
-        for name in ("max_train_samples", "max_eval_samples", "max_test_samples", "image_size"):
+        for name in (
+            "max_train_samples",
+            "max_eval_samples",
+            "max_test_samples",
+            "image_size",
+            "max_length",
+            "preprocessing_num_workers",
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"Expected {name} >= 1 or None, got {value}")

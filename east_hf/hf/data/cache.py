@@ -34,7 +34,8 @@ __all__ = ["captured_warnings", "prepared_folder", "read_prepared", "staging", "
 FORMAT = 2  # the layout of a prepared folder; part of the key
 META_NAME = "prepared.json"
 SPLITS = ("train", "validation", "test")
-UNSHAPING = ("image_size", "augment")  # DataArguments fields that act after preparation: not part of the key
+# DataArguments fields that act after preparation, or only on text (never prepared here): not part of the key
+UNSHAPING = ("image_size", "augment", "text_column", "text_pair_column", "max_length", "preprocessing_num_workers")
 
 staging = store.staging
 

@@ -24,6 +24,7 @@ from east_hf.hf.data.rows import read_column
 from east_hf.hf.data.sources import DataError, load_raw, local_path, quiet_datasets
 from east_hf.hf.data.store import versions_kept
 from east_hf.hf.data.tabular import columns_message, tabular_splits
+from east_hf.hf.data.text import drop_empty_texts, text_columns
 
 __all__ = ["VALIDATION_NAMES", "EASTData", "load_data"]
 
@@ -38,16 +39,20 @@ class EASTData:
 
     ``train`` / ``validation`` / ``test``: ``datasets.Dataset``; tabular ones yield ``input_features`` (F,) float32 and
     ``labels``, image ones yield raw rows until ``set_image_transforms``. ``label_names[k]`` names class k.
-    ``dropped`` counts the rows left out at load by reason: an empty label cell, or the label -100 (the ignore index).
+    Text ones hold ``label`` and the text column(s) until ``east_hf.hf.data.text.tokenize_splits`` replaces them by
+    the tokenizer's inputs. ``dropped`` counts the rows left out at load by reason: an empty label cell, the label
+    -100 (the ignore index), or an empty text.
     """
 
     train: Any
     validation: Any
     test: Any | None
     label_names: list[str]
-    modality: str  # "image" or "tabular"
+    modality: str  # "image", "tabular" or "text"
     image_column: str | None = None
-    preprocessor: Any | None = None  # tabular: the fitted TabularFeatureExtractor
+    preprocessor: Any | None = None  # tabular: the fitted TabularFeatureExtractor; text: the tokenizer, once tokenized
+    text_column: str | None = None
+    text_pair_column: str | None = None
     dropped: dict[str, int] = field(default_factory=dict)  # rows left out at load, by reason ("empty label": 3)
 
     @property
@@ -300,7 +305,7 @@ def _find_split(dsd, requested: str | None, candidates: Sequence[str], what: str
     return next((c for c in candidates if c in dsd), None)
 
 
-def load_data(args) -> EASTData:
+def load_data(args, text: bool = False) -> EASTData:
     """Load, relabel, resample and split the data set of a ``DataArguments``; tabular rows are made model-ready.
 
     Tabular splits prepared from files are written once per content of the data as memory-mapped Arrow files in
@@ -308,29 +313,44 @@ def load_data(args) -> EASTData:
     process of a distributed run after the main one (``TrainingArguments.main_process_first``), maps them instead
     of reading the rows and preparing them again, and the processes share their pages. The warnings of the
     preparation are repeated. The rows themselves are cached by content too (``east_hf.hf.data.raw``).
+
+    ``text``: the model takes text, so a table without ``text_column`` is read as text, its column of long strings
+    the input (``east_hf.hf.data.text``); text splits are tokenized once the tokenizer is known, not here.
     """
     versions_kept()  # a bad EAST_HF_CACHE_VERSIONS is refused before anything is read or written
     local = local_path(args.dataset_name)
     with quiet_datasets(), one_listing():
         dsd = None if local is not None else load_raw(args.dataset_name, args.dataset_config)
-        folder = prepared_folder(args, local, dsd)
+        text = text or args.text_column is not None or args.text_pair_column is not None
+        folder = None if text else prepared_folder(args, local, dsd)
         if folder is not None and (cached := read_prepared(folder)) is not None:
             return EASTData(**cached)
         if dsd is None:
             dsd = load_raw(args.dataset_name, args.dataset_config)
         with staging(folder) as stage, captured_warnings("east_hf.hf.data") as warnings:
-            data = _prepare(dsd, args, stage)
+            data = _prepare(dsd, args, stage, text)
             if stage is None or data.modality != "tabular":
                 return data
             write_prepared(stage, folder, data, warnings)
         return EASTData(**read_prepared(folder, repeat_warnings=False))
 
 
-def _prepare(dsd, args, folder=None) -> EASTData:
-    """``folder``: where tabular splits are written as Arrow files (``None``: kept in memory)."""
+def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
+    """``folder``: where tabular splits are written as Arrow files (``None``: kept in memory); ``text``: read as text."""
     import datasets
 
     dsd, names, dropped = _encode_labels(dsd, args.label_column, args.dataset_name)
+    text_column = pair_column = None
+    if text:
+        text_column, pair_column = text_columns(
+            next(iter(dsd.values())), args.text_column, args.text_pair_column, args.dataset_name
+        )
+        keep = ["label", text_column] + ([pair_column] if pair_column else [])
+        dsd, empty = drop_empty_texts(
+            datasets.DatasetDict({k: ds.select_columns(keep) for k, ds in dsd.items()}), keep[1:]
+        )
+        if empty:
+            dropped["empty text"] = empty
     if args.positive_classes:
         dsd, names = _binarize(dsd, args.positive_classes, names)
     if len(names) < 2:
@@ -370,6 +390,17 @@ def _prepare(dsd, args, folder=None) -> EASTData:
     ):
         splits[key] = _cap(splits[key], cap, seed)
     _warn_untrained_classes(splits["train"], names, {k: splits[k] for k in ("validation", "test")})
+    if text:
+        return EASTData(
+            splits["train"],
+            splits["validation"],
+            splits["test"],
+            names,
+            "text",
+            dropped=dropped,
+            text_column=text_column,
+            text_pair_column=pair_column,
+        )
     image_column = _image_column(splits["train"], args.image_column, args.dataset_name)
     if image_column is not None:
         keep = [image_column, "label"]

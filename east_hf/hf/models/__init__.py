@@ -141,14 +141,15 @@ def create_image_model(
 def load_pretrained(path: str, **kwargs) -> PreTrainedModel:
     """Reload a ``save_pretrained`` directory of a model this package defines or registers.
 
-    An ``east_tabular_mlp`` config loads with ``AutoModelForSequenceClassification``, anything else (an
-    ``east_darknet`` or any ``TimmWrapper`` folder) with ``AutoModelForImageClassification``; ``kwargs`` go to
-    ``from_pretrained``.
+    An image config (an ``east_darknet`` or any ``TimmWrapper`` folder) loads with
+    ``AutoModelForImageClassification``, anything else (an ``east_tabular_mlp``, a text model) with
+    ``AutoModelForSequenceClassification``; ``kwargs`` go to ``from_pretrained``.
     """
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING
+
     config = AutoConfig.from_pretrained(path)
-    auto_cls = (
-        AutoModelForSequenceClassification if isinstance(config, TabularMLPConfig) else AutoModelForImageClassification
-    )
+    image = not isinstance(config, TabularMLPConfig) and type(config) in MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING
+    auto_cls = AutoModelForImageClassification if image else AutoModelForSequenceClassification
     return auto_cls.from_pretrained(path, **kwargs)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +18,11 @@ from east_hf.hf.models import (
     image_classifier_from_pretrained,
     label_maps,
 )
+from east_hf.hf.models.text import TEXT_TINY, text_tiny_model, train_wordpiece_tokenizer
 
 __all__ = ["DEFAULT_IMAGE_MODEL", "TABULAR_MODEL", "ModelArguments", "attach_data_config", "build_model"]
+
+logger = logging.getLogger(__name__)
 
 TABULAR_MODEL = "tabular_mlp"
 DEFAULT_IMAGE_MODEL = "darknet19"  # the paper's image architecture (its Appendix E)
@@ -33,7 +37,8 @@ class ModelArguments:
     model_name_or_path: str | None = field(
         default=None,
         metadata={
-            "help": "timm architecture, Hub id or checkpoint folder, or tabular_mlp; default: darknet19 / tabular_mlp."
+            "help": "timm architecture, Hub id or checkpoint folder, tabular_mlp or text_tiny; default: darknet19 / "
+            "tabular_mlp / text_tiny (images / tables / texts)."
         },
     )
     model_revision: str = field(default="main", metadata={"help": "Revision of a Hub checkpoint."})
@@ -72,16 +77,63 @@ def _is_timm_architecture(name: str) -> bool:
     return "/" not in name and not os.path.exists(name) and timm.is_model(name)
 
 
-def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str | None]:
+def _text_model(name: str, data, id2label, label2id, revision: str, max_length: int | None):
+    """(model, tokenizer, base model id or None) for text: ``text_tiny`` from scratch, else a checkpoint."""
+    if name == TEXT_TINY:
+        from east_hf.hf.data.rows import read_column
+
+        texts = read_column(data.train, data.text_column).to_pylist()
+        if data.text_pair_column is not None:
+            texts += read_column(data.train, data.text_pair_column).to_pylist()
+        tokenizer = train_wordpiece_tokenizer(texts, max_length=max_length or 128)
+        return text_tiny_model(tokenizer, id2label, max_length=max_length or 128), tokenizer, None
+    import transformers
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
+        config = AutoConfig.from_pretrained(name, revision=revision)
+        verbosity = transformers.logging.get_verbosity()
+        transformers.logging.set_verbosity_error()  # the head's report is the one line below
+        try:
+            model = AutoModelForSequenceClassification.from_pretrained(
+                name,
+                num_labels=data.num_labels,
+                id2label=id2label,
+                label2id=label2id,
+                ignore_mismatched_sizes=True,
+                revision=revision,
+            )
+        finally:
+            transformers.logging.set_verbosity(verbosity)
+    except OSError as e:
+        raise _unreachable("model", name, e) from None
+    has_head = any(a.endswith("ForSequenceClassification") for a in getattr(config, "architectures", None) or [])
+    if not has_head or config.num_labels != data.num_labels:
+        what = f"a head of {config.num_labels} classes" if has_head else "no classification head"
+        logger.warning(f"{name} has {what}: a new head of {data.num_labels} classes is trained from scratch")
+    return model, tokenizer, name
+
+
+def build_model(
+    model_args, data, revision: str = "main", max_length: int | None = None
+) -> tuple[Any, Any, str | None]:
     """(model, processor or None, base model id or None) for the data's modality and ``ModelArguments``.
 
     Tables: ``tabular_mlp`` (``TabularMLPForClassification``, the paper's 512-256-128 MLP) or a saved checkpoint;
     the processor is the data's fitted ``TabularFeatureExtractor``, which the Trainer saves beside the model.
-    Images: a timm architecture name builds a randomly initialised ``TimmWrapperForImageClassification``; a Hub id
-    or folder is fine-tuned with a new ``num_labels`` head and its own image processor.
+    Text: ``text_tiny`` (a small BERT and a WordPiece tokenizer trained on the training texts, ``max_length`` tokens
+    long) or any ``AutoModelForSequenceClassification`` checkpoint with its ``AutoTokenizer``; the processor is the
+    tokenizer. Images: a timm architecture name builds a randomly initialised ``TimmWrapperForImageClassification``;
+    a Hub id or folder is fine-tuned with a new ``num_labels`` head and its own image processor.
     """
     id2label, label2id = label_maps(data.num_labels, data.label_names)
     image = data.modality == "image"
+    if data.modality == "text":
+        name = model_args.model_name_or_path or TEXT_TINY
+        if name == TABULAR_MODEL or (name != TEXT_TINY and _is_timm_architecture(name)):
+            raise ValueError(f"model {name!r} does not take text: use {TEXT_TINY!r} or a text checkpoint")
+        return _text_model(name, data, id2label, label2id, revision, max_length)
     name = model_args.model_name_or_path or (DEFAULT_IMAGE_MODEL if image else TABULAR_MODEL)
     if name == TABULAR_MODEL:
         if image:
@@ -103,10 +155,11 @@ def build_model(model_args, data, revision: str = "main") -> tuple[Any, Any, str
     if "/" not in name and not os.path.exists(name):
         import timm
 
-        close = difflib.get_close_matches(name, [TABULAR_MODEL, *timm.list_models()], n=1)
+        close = difflib.get_close_matches(name, [TABULAR_MODEL, TEXT_TINY, *timm.list_models()], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(
-            f"unknown model {name!r}: not a timm architecture, {TABULAR_MODEL!r}, a local folder or a Hub id (owner/name){hint}"
+            f"unknown model {name!r}: not a timm architecture, {TABULAR_MODEL!r}, {TEXT_TINY!r}, a local folder or a Hub "
+            f"id (owner/name){hint}"
         )
     try:
         if not image:

@@ -1,0 +1,195 @@
+"""Text columns for ``east-train``: find and check them, drop empty texts, tokenize every split in batches.
+
+``text_columns`` names the text column (and the pair column) of a table: the one given, or, for a text model, the
+one column of long strings. ``drop_empty_texts`` leaves out rows whose text is missing or blank, counted by Arrow
+compute (no Python per row). ``tokenize_splits`` runs the tokenizer's batch call through ``datasets.map(batched=True)``
+(cached by ``datasets``, ``num_proc`` honoured), truncating at ``max_length``; padding is the collator's
+(``DataCollatorWithPadding``), per batch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from east_hf.hf.data.sources import DataError
+
+__all__ = ["LONG_TEXT_CHARS", "drop_empty_texts", "ensure_pad_token", "text_columns", "tokenize_splits"]
+
+logger = logging.getLogger(__name__)
+
+LONG_TEXT_CHARS = 16  # mean characters per cell from which a string column counts as text, not a category
+_SAMPLE_ROWS = 1000  # rows read to find the text column
+
+
+def _closest(name: str, columns: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(columns), n=3)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    return f"columns are: {', '.join(columns)}{hint}"
+
+
+def _is_string(feature: Any) -> bool:
+    return getattr(feature, "dtype", None) in ("string", "large_string")
+
+
+def _check_column(ds, column: str, what: str, dataset_name: str) -> None:
+    """Refuse a missing column (with the closest names) or one that does not hold strings (with an example row)."""
+    if column not in ds.column_names:
+        raise DataError(f"{what} {column!r} not found in {dataset_name!r}; {_closest(column, ds.column_names)}")
+    feature = ds.features[column]
+    if not _is_string(feature):
+        import pyarrow.compute as pc
+
+        values = ds.data.column(column)
+        present = pc.indices_nonzero(pc.is_valid(values)) if len(values) else []
+        row = int(present[0].as_py()) if len(present) else 0
+        example = values[row].as_py() if len(values) else None
+        kind = getattr(feature, "dtype", type(feature).__name__)
+        raise DataError(
+            f"{what} {column!r} holds {kind} values, not text (row {row}: {example!r}); "
+            "pass the column of strings, or convert it"
+        )
+
+
+def text_columns(ds, text_column: str | None, pair_column: str | None, dataset_name: str) -> tuple[str, str | None]:
+    """(text column, pair column or None) of ``ds``, a split with its ``label`` column already encoded.
+
+    Without ``text_column`` the text column is the one string column whose first rows average at least
+    ``LONG_TEXT_CHARS`` characters; none or several is an error that names the candidates.
+    """
+    if text_column is None:
+        import pyarrow.compute as pc
+
+        head = ds.data.slice(0, _SAMPLE_ROWS)
+        found = []
+        for name, feature in ds.features.items():
+            if name == "label" or name == pair_column or not _is_string(feature):
+                continue
+            mean = pc.mean(pc.utf8_length(head.column(name))).as_py()
+            if mean is not None and mean >= LONG_TEXT_CHARS:
+                found.append(name)
+        if len(found) != 1:
+            which = f"several long-text columns ({', '.join(found)})" if found else "no column of long texts"
+            raise DataError(
+                f"{dataset_name!r} has {which}: set --text_column; columns are: {', '.join(ds.column_names)}"
+            )
+        text_column = found[0]
+        logger.info(f"text column: {text_column!r}")
+    _check_column(ds, text_column, "text column", dataset_name)
+    if pair_column is not None:
+        _check_column(ds, pair_column, "text pair column", dataset_name)
+    return text_column, pair_column
+
+
+def drop_empty_texts(dsd, columns: Sequence[str]) -> tuple[Any, int]:
+    """(``dsd`` without the rows whose text in any of ``columns`` is missing or blank, the number left out)."""
+    import datasets
+    import pyarrow.compute as pc
+
+    dropped = 0
+    kept = {}
+    for split, ds in dsd.items():
+        keep = None
+        for column in columns:
+            values = ds.data.column(column)
+            ok = pc.fill_null(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(values)), 0), False)
+            keep = ok if keep is None else pc.and_(keep, ok)
+        mask = keep.to_numpy(zero_copy_only=False) if keep is not None else np.ones(len(ds), dtype=bool)
+        if ds._indices is not None:  # a selection: the mask is over the underlying table
+            mask = mask[ds._indices.column(0).to_numpy()]
+        if mask.all():
+            kept[split] = ds
+            continue
+        dropped += int((~mask).sum())
+        kept[split] = ds.select(np.flatnonzero(mask))
+    if dropped:
+        logger.warning(
+            f"dropped {dropped} row{'s' if dropped != 1 else ''} with an empty or missing text in {', '.join(columns)}"
+        )
+    return datasets.DatasetDict(kept), dropped
+
+
+def ensure_pad_token(tokenizer) -> None:
+    """Give a tokenizer without a pad token its eos (else unk) token as padding, with one warning; refuse one with
+    neither: ``DataCollatorWithPadding`` pads every batch."""
+    if tokenizer.pad_token is not None:
+        return
+    for name in ("eos_token", "unk_token"):
+        token = getattr(tokenizer, name, None)
+        if token is not None:
+            tokenizer.pad_token = token
+            logger.warning(f"the tokenizer has no pad token: padding with its {name.split('_')[0]} token {token!r}")
+            return
+    raise ValueError("the tokenizer has no pad, eos or unk token to pad batches with: add a pad token to it")
+
+
+def _check_pairs(tokenizer) -> None:
+    """A tokenizer takes pairs when it marks where the second text starts (a separator or token type)."""
+    if tokenizer.num_special_tokens_to_add(pair=True) <= tokenizer.num_special_tokens_to_add(pair=False):
+        raise ValueError(
+            f"the tokenizer ({type(tokenizer).__name__}) adds no separator between two texts, so it cannot take "
+            "text pairs: drop --text_pair_column or use a tokenizer made for pairs (BERT-style)"
+        )
+
+
+def default_max_length(tokenizer, model) -> int:
+    """The model's longest input: ``max_position_embeddings`` where the config has it, bounded by the tokenizer's
+    ``model_max_length`` (a huge number when the tokenizer sets none)."""
+    limits = [getattr(getattr(model, "config", None), "max_position_embeddings", None), tokenizer.model_max_length]
+    limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
+    if not limits:
+        raise ValueError("neither the model nor the tokenizer says its longest input: set --max_length")
+    return min(limits)
+
+
+def tokenize_splits(
+    data,
+    tokenizer,
+    model,
+    max_length: int | None = None,
+    num_proc: int | None = None,
+) -> None:
+    """Replace the text columns of ``data`` (an ``EASTData`` of modality ``"text"``) by the tokenizer's inputs.
+
+    Every split is tokenized by ``datasets.map(batched=True)``: one tokenizer call per batch of 1,000 texts, cached by
+    ``datasets``, ``num_proc`` processes. Texts are truncated at ``max_length`` (default ``default_max_length``);
+    one warning gives the share of training texts that were.
+    """
+    ensure_pad_token(tokenizer)
+    if data.text_pair_column is not None:
+        _check_pairs(tokenizer)
+    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if max_length is not None and isinstance(positions, int) and max_length > positions:
+        raise ValueError(f"Expected max_length <= {positions} (the model's longest input), got {max_length}")
+    max_length = default_max_length(tokenizer, model) if max_length is None else max_length
+    text, pair = data.text_column, data.text_pair_column
+
+    def encode(batch):
+        enc = tokenizer(
+            batch[text], batch[pair] if pair else None, truncation=True, max_length=max_length, return_length=True
+        )
+        # a text cut short fills max_length exactly; one that fits it exactly counts too (a small overcount)
+        enc["truncated"] = [n >= max_length for n in enc.pop("length")]
+        return enc
+
+    for split in ("train", "validation", "test"):
+        ds = getattr(data, split)
+        if ds is None:
+            continue
+        ds = ds.map(
+            encode,
+            batched=True,
+            num_proc=num_proc,
+            remove_columns=[c for c in ds.column_names if c != "label"],
+            desc=f"tokenizing {split}",
+        )
+        share = float(np.mean(ds.data.column("truncated").to_numpy(zero_copy_only=False))) if len(ds) else 0.0
+        if share > 0 and split == "train":
+            logger.warning(f"{share:.1%} of the training texts are longer than max_length={max_length}: truncated")
+        setattr(data, split, ds.remove_columns("truncated"))
+    tokenizer.model_max_length = max_length  # saved with the tokenizer: a pipeline truncates where training did
+    data.preprocessor = tokenizer

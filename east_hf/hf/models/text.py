@@ -1,0 +1,102 @@
+"""``text_tiny``: a small BERT trained from scratch, with a WordPiece tokenizer trained on the training texts.
+
+Both are plain transformers objects: the tokenizer a ``PreTrainedTokenizerFast`` over a ``tokenizers`` WordPiece
+model (BERT's normaliser, pre-tokenizer and ``[CLS] A [SEP] B [SEP]`` template), the model a
+``BertForSequenceClassification``. A run saves them with ``save_pretrained``, so it reloads with
+``AutoTokenizer`` + ``AutoModelForSequenceClassification`` and ``pipeline("text-classification", model=run_dir)``
+where east_hf is not installed.
+
+>>> tokenizer = train_wordpiece_tokenizer(["a red apple", "a green pear", "red and green"], vocab_size=60)
+>>> tokenizer("red pear")["input_ids"][0] == tokenizer.cls_token_id
+True
+>>> model = text_tiny_model(tokenizer, {0: "fruit", 1: "colour"}, max_length=32)
+>>> model(**tokenizer(["red apple"], return_tensors="pt")).logits.shape
+torch.Size([1, 2])
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+__all__ = ["TEXT_TINY", "is_text_model", "text_tiny_model", "train_wordpiece_tokenizer"]
+
+logger = logging.getLogger(__name__)
+
+TEXT_TINY = "text_tiny"
+_SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model")
+
+
+def train_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int = 4000, max_length: int = 128):
+    """A BERT-style ``PreTrainedTokenizerFast`` whose WordPiece vocabulary (at most ``vocab_size``) is learned from
+    ``texts`` (an iterable of strings or of lists of strings, read once)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(_SPECIAL)))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=max_length,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],  # BERT's: pairs mark their second text
+    )
+
+
+def text_tiny_model(
+    tokenizer,
+    id2label: Mapping[int, str],
+    max_length: int = 128,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 2,
+    dropout: float = 0.1,
+):
+    """A randomly initialised ``BertForSequenceClassification`` sized for ``tokenizer``'s vocabulary: ``hidden_size``
+    wide, ``num_layers`` layers of ``num_heads`` heads, inputs of at most ``max_length`` tokens."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        intermediate_size=4 * hidden_size,
+        max_position_embeddings=max_length,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        pad_token_id=tokenizer.pad_token_id,
+        num_labels=len(id2label),
+        id2label=dict(id2label),
+        label2id={name: i for i, name in id2label.items()},
+    )
+    return BertForSequenceClassification(config)
+
+
+def is_text_model(name: str | None) -> bool:
+    """Whether ``name`` is ``text_tiny``, a local folder with a tokenizer, or a Hub id whose tokenizer is cached."""
+    if name is None:
+        return False
+    if name == TEXT_TINY:
+        return True
+    if os.path.isdir(name):
+        return any((Path(name) / f).is_file() for f in _TOKENIZER_FILES)
+    if "/" not in name:
+        return False
+    from huggingface_hub import try_to_load_from_cache
+
+    return any(isinstance(try_to_load_from_cache(name, f), str) for f in _TOKENIZER_FILES[:2])

@@ -1,0 +1,130 @@
+"""The inputs east-predict reads, with their checks: a file, a folder or a data set read as east-train reads its data,
+images given as paths or PIL images, label columns passed through, and numeric feature columns holding text named in
+one line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+LABEL_COLUMNS = ("label", "labels")  # east-train's default label columns, passed through when the input has one
+
+__all__ = [
+    "LABEL_COLUMNS",
+    "as_numbers",
+    "decode",
+    "is_dataset",
+    "is_image_item",
+    "find_label_column",
+    "label_values",
+    "name_list",
+    "one_line",
+    "read_inputs",
+]
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def name_list(items: Sequence[Any], at_most: int = 8) -> str:
+    shown = ", ".join(map(str, items[:at_most]))
+    return shown + (f", ... ({len(items)} in all)" if len(items) > at_most else "") if items else "none"
+
+
+def read_inputs(source: str, split: str | None = None, dataset_config: str | None = None):
+    """The rows of ``source`` as a ``datasets.Dataset``, read as ``east-train`` reads its data
+    (``east_hf.hf.data.load_raw``): a CSV / TSV / Parquet / JSON file, a folder (an imagefolder, with or without one
+    sub-folder per class, or data files split by name), a datasets Hub id (from the cache when offline) or
+    ``sklearn:<name>``. ``split`` picks one of several splits; with one split it may be left out."""
+    from east_hf.hf.data.sources import load_raw
+
+    dsd = load_raw(source, dataset_config)
+    if split is None:
+        if len(dsd) > 1:
+            raise ValueError(f"Expected a split naming one of the splits of {source!r} ({', '.join(dsd)}), got none")
+        split = next(iter(dsd))
+    elif split not in dsd:
+        raise ValueError(f"Expected a split among the splits of {source!r} ({', '.join(dsd)}), got {split!r}")
+    return dsd[split]
+
+
+def is_dataset(data: Any) -> bool:
+    return type(data).__name__ == "Dataset" and hasattr(data, "features") and hasattr(data, "column_names")
+
+
+def is_image_item(item: Any) -> bool:
+    from PIL import Image
+
+    return isinstance(item, (Image.Image, str, os.PathLike))
+
+
+def find_label_column(columns: Sequence[str], requested: str | None) -> str | None:
+    """The label column to pass through: ``requested`` (which must be there), else the first of ``LABEL_COLUMNS``."""
+    if requested is not None:
+        if requested not in columns:
+            raise ValueError(f"Expected label column {requested!r} in the input, got the columns {name_list(columns)}")
+        return requested
+    return next((c for c in LABEL_COLUMNS if c in columns), None)
+
+
+def label_values(ds, column: str) -> list[Any]:
+    """A data set's label column, class names in place of a ``ClassLabel``'s indices."""
+    import datasets
+
+    values = list(ds.with_format(None)[column])
+    feature = ds.features[column]
+    if isinstance(feature, datasets.ClassLabel):
+        return [feature.int2str(int(v)) if v is not None and v >= 0 else None for v in values]
+    return list(values)
+
+
+def decode(item: Any):
+    """A PIL image from a PIL image, a file path or datasets' undecoded ``{"bytes", "path"}``, decoded by
+    ``datasets.Image`` as east-train's data was (EXIF orientation applied); an unreadable file is a one-line error."""
+    import datasets
+    from PIL import Image
+
+    if isinstance(item, Image.Image):
+        return item
+    value = {"path": os.fspath(item), "bytes": None} if isinstance(item, (str, os.PathLike)) else item
+    try:
+        return datasets.Image().decode_example(value)
+    except (OSError, ValueError) as e:  # a missing file, not an image, a truncated one
+        name = value.get("path") or "an image of the data set"
+        raise ValueError(f"Expected an image file, got {name}: {one_line(e)}") from None
+
+
+def as_numbers(frame, numeric: Sequence[str]):
+    """``frame`` with the run's numeric feature columns as numbers: a column of numbers written as text is parsed, a
+    blank cell left missing (imputed, as in training); a cell that is not a number (``n/a``, a typo, a shifted
+    column) is a one-line ``ValueError`` naming the column, how many rows hold text, and the first such value and
+    its row (counting the input's rows from 1). A copy where a column changes, ``frame`` itself where none does."""
+    import pandas as pd
+
+    by_name = {str(c): c for c in frame.columns}
+    parsed = {}
+    for name in numeric:
+        column = frame[by_name[name]]
+        if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
+            continue
+        numbers = pd.to_numeric(column, errors="coerce")  # bools, numbers and numeric strings; the rest NaN
+        blank = column.isna() | (column.astype(str).str.strip() == "")
+        text = (numbers.isna() & ~blank).to_numpy()  # (N,)
+        if text.any():
+            rows = np.flatnonzero(text)
+            raise ValueError(
+                f"Expected numbers in column {name!r} (a numeric feature of the run), got text in {len(rows)} of "
+                f"{len(frame)} rows, the first {column.iloc[rows[0]]!r} in row {rows[0] + 1}: fix or empty those "
+                "cells (an empty cell is imputed)"
+            )
+        parsed[by_name[name]] = numbers
+    if not parsed:
+        return frame
+    frame = frame.copy()
+    for key, numbers in parsed.items():
+        frame[key] = numbers
+    return frame
