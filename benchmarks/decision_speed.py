@@ -6,6 +6,10 @@ one warm-up call on the smallest size; the table gives seconds, rounds, and the 
 ``bound``: whether the tuner stopped at its work bound, and ``RSS GB``: the process's peak resident memory so far
 (data included; list the sizes in increasing order).
 
+``--file DIR`` also tunes from a ``LogitsFile`` of the same logits written under DIR (the decision-rule tuner's path
+in ``EASTTrainer.tune_decision_rule``): ``file s`` its seconds (the transposition of the file included), ``same``
+whether its offsets, scores and rounds equal the in-memory tuner's bit for bit.
+
 ``--reference`` also times the previous tuner (``east_hf/core/decision.py`` at commit ``--reference-commit``, read with
 ``git show``), which scores (K, 2C) states per candidate batch, O(N C^2) a round. A reference run stops after
 ``--reference-budget`` seconds; its row then gives the coordinates it finished and the seconds a round would take at
@@ -16,6 +20,7 @@ Usage::
     python benchmarks/decision_speed.py --threads 1 --reference
     python benchmarks/decision_speed.py --threads 1 --reference --sizes 50000x10 50000x100 50000x1000 50000x10000
     python benchmarks/decision_speed.py --threads 1 --sizes 50000x10000 --metrics fbeta --max-work 2e9
+    python benchmarks/decision_speed.py --threads 1 --sizes 50000x1000 50000x10000 --file /tmp
     python benchmarks/decision_speed.py --device cuda --sizes 50000x2 50000x100 200000x1000
 """
 
@@ -34,7 +39,7 @@ from pathlib import Path
 import torch
 
 from east_hf.core import decision
-from east_hf.core.decision import tune_logit_offsets
+from east_hf.core.decision import LogitsFile, tune_logit_offsets
 
 REFERENCE_COMMIT = "1a31261"  # the last commit with the batched-state tuner
 
@@ -91,6 +96,23 @@ def time_reference(module, logits, labels, metric, max_rounds: int, budget: floa
         module._best_offset = best_offset
 
 
+def time_file(folder: Path, logits, labels, metric, max_rounds: int, expected) -> str:
+    """Seconds of the tuner on a ``LogitsFile`` of ``logits`` (written in batches of 1,000 rows, not timed; its
+    transposition timed), and whether its rule equals ``expected`` bit for bit."""
+    with LogitsFile.temporary(dir=folder) as stored:
+        for part in logits.cpu().split(1000):
+            stored.append(part)
+        start = time.perf_counter()
+        rule = tune_logit_offsets(stored, labels.cpu(), metric, max_rounds=max_rounds)
+        seconds = time.perf_counter() - start
+    same = torch.equal(rule.offsets, expected.offsets.cpu()) and (rule.score, rule.baseline_score, rule.rounds) == (
+        expected.score,
+        expected.baseline_score,
+        expected.rounds,
+    )
+    return f"{seconds:>8.2f} {'yes' if same else 'NO':>4}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["50000x2", "50000x100"], help="N x C pairs")
@@ -99,6 +121,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--max-work", type=float, default=None, help="the tuner's work bound (default: its own)")
+    parser.add_argument("--file", type=Path, default=None, help="also tune from a LogitsFile under this folder")
     parser.add_argument("--reference", action="store_true", help="also time the previous tuner")
     parser.add_argument("--reference-commit", default=REFERENCE_COMMIT)
     parser.add_argument("--reference-budget", type=float, default=150.0, help="seconds per reference run, at most")
@@ -117,6 +140,7 @@ def main() -> None:
     logging.getLogger("east_hf.core.decision").addHandler(handler)
     header = f"{'N':>8} {'C':>5} {'metric':>7} {'seconds':>8} {'rounds':>6} {'argmax':>8} {'tuned':>8}"
     header += f" {'bound':>5} {'RSS GB':>6}"
+    header += f" | {'file s':>8} {'same':>4}" if args.file else ""
     print(header + (f" | {'ref s':>8} {'rounds':>6} {'tuned':>8}" if reference else ""), flush=True)
     for n, c in sizes:
         logits, labels = make_inputs(n, c, args.device)
@@ -129,6 +153,8 @@ def main() -> None:
             row = f"{n:>8} {c:>5} {metric:>7} {seconds:>8.2f} {rule.rounds:>6} {rule.baseline_score:>8.4f} "
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
             row += f"{rule.score:>8.4f} {'yes' if len(stops) > stopped else 'no':>5} {rss:>6.1f}"
+            if args.file:
+                row += " | " + time_file(args.file, logits, labels, metric, args.max_rounds, rule)
             if reference:
                 ref_seconds, note = time_reference(
                     reference, logits, labels, metric, args.max_rounds, args.reference_budget

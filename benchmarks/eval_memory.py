@@ -1,26 +1,31 @@
-"""Peak memory of ``EASTTrainer.evaluate`` at many classes: the full gather of every logit against per-batch counts.
+"""Peak memory of ``EASTTrainer.evaluate`` (or, with ``--tune``, of ``tune_decision_rule``) at many classes.
 
 Each configuration runs in its own process (``--child``), so one peak cannot hide another. The child builds a linear
 model (d -> C), an evaluation set of N rows computed on demand (its memory does not grow with N) and an EASTTrainer
 with east_hf's ``compute_metrics``, evaluates 512 rows once to warm up, then resets the kernel's peak-RSS mark
-(``/proc/self/clear_refs``), evaluates the N rows and reads the peak (``VmHWM``). The number reported is that peak
-minus the resident memory just before the evaluation (the model, the data, torch): what evaluation adds.
+(``/proc/self/clear_refs``), evaluates the N rows (or tunes the decision rule on them) and reads the peak (``VmHWM``).
+The number reported is that peak minus the resident memory just before (the model, the data, torch): what the call
+adds. With ``--tune`` the row also gives the tuned rule (rounds, argmax and tuned score, a digest of the offsets) so
+that two trees can be checked for the same rule.
 
-"old" is the code at ``--old-tree`` (by default a ``git worktree`` of HEAD at /tmp/old_eval, made if missing):
-there the Trainer gathers every logit and ``compute_metrics`` scores a (C, C) confusion matrix. "new" is this
-checkout: each batch adds its (3, C) hard-metric counts and its loss statistics, and nothing is gathered.
+"old" is the code at ``--old-tree`` (by default a ``git worktree`` of HEAD at /tmp/old_eval, made if missing; any
+folder holding an ``east_hf`` package will do, e.g. ``git archive HEAD | tar -x -C /tmp/old_eval``), "new" this
+checkout.
 
-    python benchmarks/eval_memory.py --classes 10000 --sizes 10000 50000 100000 [--loss east] [--max-old N] \\
+    python benchmarks/eval_memory.py --classes 10000 --sizes 20000 --batch 4096 [--loss east] [--max-old N] \\
         [--markdown FILE]
+    python benchmarks/eval_memory.py --tune --classes 10000 --sizes 20000 40000 160000 --max-old 40000
 
-The old path at N = 100,000 needs about 11 GB and 8 minutes on one CPU thread (its gathered logits are concatenated
-batch by batch); ``--max-old`` skips it above a size. Results: benchmarks/results/eval_memory_cpu.md.
+``--max-old`` skips the old tree above a size (the old tuner gathers every logit and holds about four copies of
+them: 160,000 x 10,000 would need about 25 GB). Results: docs/results/scale.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -51,6 +56,10 @@ def child(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     C, d = args.classes, 32
+    if args.max_work is not None:  # the tuner's work bound: a fixed number of its rounds, whatever the machine's load
+        from east_hf.core import decision
+
+        decision._MAX_WORK = int(args.max_work)
 
     step = max(1, C // 1024)
 
@@ -107,22 +116,31 @@ def child(args: argparse.Namespace) -> None:
         before = _status_kib("VmRSS")
         Path("/proc/self/clear_refs").write_text("5")  # the peak-RSS mark starts again from here
         start = time.perf_counter()
-        metrics = trainer.evaluate()
+        if args.tune:
+            stops = []  # the tuner's one-line message where it stops at its work bound
+            handler = logging.Handler()
+            handler.emit = lambda record: stops.append("work bound" in record.getMessage())
+            logging.getLogger("east_hf.core.decision").addHandler(handler)
+            rule = trainer.tune_decision_rule()
+        else:
+            metrics = trainer.evaluate()
         seconds = time.perf_counter() - start
         peak = _status_kib("VmHWM")
-    result = {
-        "n": args.n,
-        "before_mib": before / 1024,
-        "added_mib": (peak - before) / 1024,
-        "seconds": seconds,
-        "metrics": {key: metrics[key] for key in SCORED if key in metrics},
-    }
+    result = {"n": args.n, "before_mib": before / 1024, "added_mib": (peak - before) / 1024, "seconds": seconds}
+    if args.tune:
+        digest = hashlib.sha256(rule.offsets.numpy().tobytes()).hexdigest()[:12]
+        result["metrics"] = {"rounds": rule.rounds, "bound": any(stops), "argmax": rule.baseline_score}
+        result["metrics"].update(tuned=rule.score, offsets=digest)
+    else:
+        result["metrics"] = {key: metrics[key] for key in SCORED if key in metrics}
     print(json.dumps(result), flush=True)
 
 
 def run(tree: Path, n: int, args: argparse.Namespace) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--child", "--n", str(n), "--classes", str(args.classes)]
     command += ["--batch", str(args.batch), "--loss", args.loss, "--threads", str(args.threads)]
+    command += ["--tune"] if args.tune else []
+    command += [] if args.max_work is None else ["--max-work", str(args.max_work)]
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(args.threads)}
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_EVALUATE_OFFLINE="1")
     proc = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
@@ -142,7 +160,9 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=10_000)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 50_000, 100_000])
     parser.add_argument("--batch", type=int, default=1000, help="per_device_eval_batch_size")
-    parser.add_argument("--loss", default="ce", help="east_loss; 'east' adds its (C, C) soft confusion matrix")
+    parser.add_argument("--loss", default="ce", help="east_loss")
+    parser.add_argument("--tune", action="store_true", help="measure tune_decision_rule instead of evaluate")
+    parser.add_argument("--max-work", type=float, default=None, help="the tuner's work bound (default: its own)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--old-tree", type=Path, default=Path("/tmp/old_eval"))
     parser.add_argument("--max-old", type=int, default=None, help="skip the old path above this many rows")
@@ -154,40 +174,61 @@ def main() -> None:
         parser.error(f"Expected --classes >= 1024, got {args.classes}")
     if args.child:
         return child(args)
-    old = old_tree(args.old_tree)
-    head = subprocess.run(["git", "-C", str(old), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    compared = [n for n in args.sizes if args.max_old is None or n <= args.max_old]
+    old = old_tree(args.old_tree) if compared else None  # made only where a size is compared
+    head = subprocess.run(
+        ["git", "-C", str(old or ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    old_name = head.stdout.strip() if head.returncode == 0 and old != ROOT else str(old)
     rows = []
     for n in args.sizes:
         new_result = run(ROOT, n, args)
-        old_result = None if args.max_old is not None and n > args.max_old else run(old, n, args)
-        same = None if old_result is None else old_result["metrics"] == new_result["metrics"]
-        rows.append((n, old_result, new_result, same))
-        print(json.dumps({"n": n, "old": old_result, "new": new_result, "same_metrics": same}), flush=True)
+        old_result = run(old, n, args) if n in compared else None
+        rows.append((n, old_result, new_result))
+        print(json.dumps({"n": n, "old": old_result, "new": new_result}), flush=True)
 
     def cell(result, key, fmt):
         return "not run" if result is None else format(result[key], fmt)
 
-    lines = [
-        "| N | old: added MiB | new: added MiB | old: s | new: s | same metrics |",
-        "|---:|---:|---:|---:|---:|:---:|",
-    ]
-    for n, o, w, same in rows:
+    def same(o, w) -> str:
+        """Tuning: the same rule (offsets bit for bit, scores, rounds). Evaluation: the hard metrics exactly, and
+        eval_loss's relative difference (its float32 sums are taken over other chunks of rows)."""
+        if o is None:
+            return "-"
+        if args.tune:
+            return "yes" if o["metrics"] == w["metrics"] else "NO"
+        old, new = dict(o["metrics"]), dict(w["metrics"])
+        loss_old, loss_new = old.pop("eval_loss"), new.pop("eval_loss")
+        return f"{'yes' if old == new else 'NO'} | {abs(loss_new - loss_old) / abs(loss_old):.1e}"
+
+    if args.tune:
+        header = "| N | old: added MiB | new: added MiB | old: s | new: s | rounds | argmax | tuned | same rule |"
+        header = header.replace("| rounds |", "| rounds | bound |")
+        extra = lambda w: (  # noqa: E731
+            f"{w['metrics']['rounds']} | {'yes' if w['metrics']['bound'] else 'no'} | {w['metrics']['argmax']:.4f} | "
+            f"{w['metrics']['tuned']:.4f} | "
+        )
+    else:
+        header = "| N | old: added MiB | new: added MiB | old: s | new: s | same hard metrics | eval_loss rel. diff |"
+        extra = lambda w: ""  # noqa: E731
+    cells = header.strip("|").split("|")
+    lines = [header, "|" + "".join(":---:|" if "same" in cell or "diff" in cell else "---:|" for cell in cells)]
+    for n, o, w in rows:
         lines.append(
             f"| {n:,} | {cell(o, 'added_mib', ',.0f')} | {cell(w, 'added_mib', ',.0f')} | {cell(o, 'seconds', '.1f')} "
-            f"| {cell(w, 'seconds', '.1f')} | {'-' if same is None else 'yes' if same else 'NO'} |"
+            f"| {cell(w, 'seconds', '.1f')} | {extra(w)}{same(o, w)} |"
         )
     table = "\n".join(lines)
     print(table)
     if args.markdown is not None:
         command = " ".join(["python benchmarks/eval_memory.py", *sys.argv[1:]])
+        call = "tune_decision_rule" if args.tune else "evaluate"
         args.markdown.write_text(
-            f"# Evaluation memory on CPU: C = {args.classes:,}, east_loss={args.loss}\n\n"
+            f"# `EASTTrainer.{call}` memory on CPU: C = {args.classes:,}, east_loss={args.loss}\n\n"
             f"`{command}`\n\n"
-            f"Peak resident memory that `EASTTrainer.evaluate` adds (peak during the evaluation minus the resident "
-            f"memory just before it), one process per cell, {args.threads} thread(s), batches of {args.batch}. "
-            f"old: the code at {head.stdout.strip()} (every logit gathered, a (C, C) confusion matrix); new: this "
-            f'checkout ((3, C) counts per batch, nothing gathered). "same metrics": eval_loss, accuracy, fbeta, '
-            f"mcc, precision and recall equal exactly.\n\n{table}\n"
+            f"Peak resident memory that `EASTTrainer.{call}` adds (peak during the call minus the resident memory "
+            f"just before it), one process per cell, {args.threads} thread(s), batches of {args.batch}. old: the code "
+            f"at {old_name}; new: this checkout.\n\n{table}\n"
         )
 
 

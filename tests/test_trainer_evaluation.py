@@ -168,3 +168,96 @@ def test_two_process_evaluation_from_counts_equals_the_full_gather(tmp_path, los
     assert new == old
     assert result["gathers"]["counted"] <= 1  # a flag at most (a non-finite training step), never a logit
     assert result["gathers"]["gathered"] >= 4 * 3  # a batch of logits
+
+
+# ---- bounded temporaries: the statistics of a batch a chunk of rows at a time ----
+
+
+@pytest.mark.parametrize("loss", ["east", "ce", "dice"])
+def test_evaluation_in_chunks_of_rows_equals_whole_batches(tmp_path, monkeypatch, loss):
+    """One row a chunk (``_CHUNK_ELEMENTS`` below C) against whole batches: every hard metric exactly, eval_loss up to
+    float32 summation order; the loss never sees more than a chunk of rows at once."""
+    from east_hf.hf import evaluation
+
+    counted, _ = _two_trainers(tmp_path, loss, 3, "macro")
+    whole = counted.evaluate()
+    predicted = counted.predict(counted.eval_dataset)
+    seen = []
+    statistics = counted.east_loss.statistics
+    monkeypatch.setattr(
+        counted.east_loss, "statistics", lambda z, y, *a, **k: seen.append(len(z)) or statistics(z, y, *a, **k)
+    )
+    monkeypatch.setattr(evaluation, "_CHUNK_ELEMENTS", 2)  # 2 // 3 classes: one row a chunk
+    chunked = counted.evaluate()
+    assert seen and max(seen) == 1
+    for key in _TIMING:
+        whole.pop(key, None), chunked.pop(key, None)
+    assert chunked.pop("eval_loss") == pytest.approx(whole.pop("eval_loss"), rel=1e-6)
+    assert chunked == whole and list(chunked) == list(whole)
+    again = counted.predict(counted.eval_dataset)
+    assert torch.equal(torch.as_tensor(again.predictions), torch.as_tensor(predicted.predictions))
+    assert again.metrics["test_loss"] == pytest.approx(predicted.metrics["test_loss"], rel=1e-6)
+
+
+def test_evaluation_finiteness_check_in_chunks(tmp_path, monkeypatch):
+    """A NaN row is found whichever chunk holds it, with the count of the whole batch."""
+    from east_hf.hf import evaluation
+
+    counted, _ = _two_trainers(tmp_path, "ce", 3, "macro")
+    monkeypatch.setattr(evaluation, "_CHUNK_ELEMENTS", 6)  # two rows a chunk
+    logits = torch.zeros(5, 3)
+    logits[3, 1] = float("nan")
+    with pytest.raises(ValueError, match="NaN or inf in 1 of 5 rows"):
+        counted._check_eval_logits(logits)
+
+
+# ---- the decision-rule tuner reads the validation logits from a temporary file ----
+
+
+def _tuning_trainer(tmp_path, **more):
+    torch.manual_seed(0)
+    data = IgnoredRows(slice(5, 8), n=41, num_classes=4, seed=3, noise=2.0)  # 3 padded rows, an uneven last batch
+    args = east_args(tmp_path, east_loss="ce", per_device_eval_batch_size=8, **more)
+    model = PlainClassifier(num_classes=4)
+    return EASTTrainer(model=model, args=args, train_dataset=TinyTabular(num_classes=4), eval_dataset=data), data
+
+
+def test_tune_decision_rule_reads_a_file_and_removes_it(tmp_path, monkeypatch):
+    """The rule tuned from the file equals the rule of the gathered logits bit for bit; the file lives under
+    output_dir while the tuner runs and is gone afterwards."""
+    from east_hf.core import decision
+
+    trainer, data = _tuning_trainer(tmp_path)
+    predicted = trainer.predict(data)
+    logits, labels = torch.as_tensor(predicted.predictions), torch.as_tensor(predicted.label_ids)
+    expected = decision.tune_logit_offsets(logits, labels, "fbeta")
+    seen = {}
+    tune = decision.tune_logit_offsets
+
+    def spy(stored, labels, *args, **kwargs):
+        seen.update(kind=type(stored), folder=stored.directory, rows=stored.shape[0])
+        assert stored.directory.parent == tmp_path and (stored.directory / "rows.bin").is_file()
+        return tune(stored, labels, *args, **kwargs)
+
+    monkeypatch.setattr(decision, "tune_logit_offsets", spy)
+    bias = trainer.model.net[-1].bias.detach().clone()
+    rule = trainer.tune_decision_rule()
+    assert seen["kind"] is decision.LogitsFile and seen["rows"] == 38  # the 3 rows labelled -100 are not written
+    assert not seen["folder"].exists() and not list(tmp_path.glob("east-logits-*"))
+    assert torch.equal(rule.offsets, expected.offsets) and rule.score == expected.score
+    assert torch.equal(trainer.model.net[-1].bias.detach(), bias + rule.offsets)
+
+
+def test_tune_decision_rule_removes_the_file_after_an_error(tmp_path, monkeypatch):
+    from east_hf.core import decision
+
+    trainer, _ = _tuning_trainer(tmp_path)
+
+    def fails(stored, labels, *args, **kwargs):
+        stored.finish()
+        raise RuntimeError("tuning failed")
+
+    monkeypatch.setattr(decision, "tune_logit_offsets", fails)
+    with pytest.raises(RuntimeError, match="tuning failed"):
+        trainer.tune_decision_rule()
+    assert not list(tmp_path.glob("east-logits-*")) and trainer.decision_rule is None

@@ -43,11 +43,20 @@ below and one above all.
 
 Cost per round with a named metric: C times O(N) for the critical values and their selection, a sort of
 P_k + W_k of them, and O(C) for the per-class terms, so O(C (N + C)) plus the sorts; with a callable,
-O(C (N + K C^2)). Memory: the logits, one transposed (C, N) copy, and (N,) or (C,) vectors per sweep.
+O(C (N + K C^2)).
+
+Memory. A sweep reads one class's column of logits (N,), a kept change the rows whose top two it may alter, and the
+top two and the final argmax every row a block at a time; besides them the tuner holds (N,) and (C,) vectors and one
+batch of candidate states. Logits given as a tensor are read from it and from one transposed (C, N) copy. Logits
+written to a ``LogitsFile`` (``east_hf.core.decision_logits``: the rows and their transposition on disk, each read a
+copy) are never all in memory: the tuner's own memory is then O(N + C) plus a block of rows and a batch of states,
+and the tuned rule is the same bit for bit. Above ``_LIBRARY_CHECK_ELEMENTS`` entries of a (C, C) matrix the
+reported scores of a named metric are read from float32 per-class counts, the statistics the library's metric reads
+of the (C, C) matrix (the same value).
 
 Layout: this module holds the public API and the bounds named above; the per-class sweep lives in
-``east_hf.core.decision_sweep``, the candidate scoring in ``east_hf.core.decision_scorers``, and the coordinate ascent
-with its work bound in ``east_hf.core.decision_ascent``.
+``east_hf.core.decision_sweep``, the candidate scoring in ``east_hf.core.decision_scorers``, the coordinate ascent
+with its work bound in ``east_hf.core.decision_ascent``, and the logits it reads in ``east_hf.core.decision_logits``.
 
 The tuned score is measured on the data it was tuned on, an optimistic estimate: report the metric on held-out data.
 
@@ -68,13 +77,14 @@ import torch
 from torch import nn
 
 from east_hf.core.decision_ascent import AscentBounds, CoordinateAscent
+from east_hf.core.decision_logits import LogitsFile, TensorLogits
 from east_hf.core.decision_scorers import MatrixScorer, StatsScorer
 from east_hf.core.decision_sweep import CoordinateSweep, top2, update_top2
-from east_hf.core.metrics import METRICS, beta_vector
-from east_hf.core.surrogate import confusion_from_predictions, valid_rows
+from east_hf.core.metrics import METRICS, beta_vector, metric_from_counts
+from east_hf.core.surrogate import check_labels, confusion_from_predictions, valid_rows
 from east_hf.core.validation import check_average, check_int, check_metric
 
-__all__ = ["DecisionRule", "tune_logit_offsets", "fold_offsets_into_bias"]
+__all__ = ["DecisionRule", "LogitsFile", "tune_logit_offsets", "fold_offsets_into_bias"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +128,23 @@ def _block_rows(num_classes: int) -> int:
     return max(1, 4 * _BATCH_ELEMENTS // num_classes)
 
 
-def _check_inputs(logits, labels, ignore_index: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _check_inputs(logits, labels, ignore_index: int | None) -> tuple[TensorLogits | LogitsFile, torch.Tensor]:
     """The labelled rows of (N, C) logits (``valid_rows``), finite, in float32 or float64, and their (N,) int64
-    labels (moved to the logits' device)."""
+    labels (moved to the logits' device). A ``LogitsFile`` is finished (its appends checked them finite) and must
+    hold labelled rows only: dropping rows would copy them."""
+    if isinstance(logits, LogitsFile):
+        N, C = logits.finish().shape
+        if N == 0:
+            raise ValueError(f"Expected at least one labelled row, got none (ignore_index={ignore_index})")
+        if isinstance(labels, torch.Tensor) and labels.dtype in (torch.uint8, torch.int8, torch.int16):
+            labels = labels.long()
+        kept = check_labels(labels, N, C, ignore_index)
+        if not bool(kept.all()):
+            raise ValueError(
+                f"Expected every row of a LogitsFile labelled, got {int((~kept).sum())} of {N} labelled "
+                f"ignore_index={ignore_index}: append the labelled rows only"
+            )
+        return logits, labels.to("cpu").long()
     if isinstance(logits, torch.Tensor) and isinstance(labels, torch.Tensor):
         labels = labels.to(logits.device)
     logits, labels, _ = valid_rows(logits, labels, ignore_index=ignore_index, name="logits")
@@ -130,7 +154,7 @@ def _check_inputs(logits, labels, ignore_index: int | None) -> tuple[torch.Tenso
     if not bool(torch.stack([torch.isfinite(z).all() for z in logits.split(block)]).all()):
         raise ValueError(f"Expected finite logits, got NaN or inf in logits of shape {tuple(logits.shape)}")
     dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    return logits.detach().to(dtype), labels.long()
+    return TensorLogits(logits.detach().to(dtype)), labels.long()
 
 
 def _metric_kwargs(metric: str, beta, average, pos_label, zero_division, like: torch.Tensor) -> dict:
@@ -157,15 +181,22 @@ def _library_metric(metric, settings: tuple, num_classes: int, device) -> Callab
     return metric
 
 
-def _library_score(logits, labels, metric_fn, offsets: torch.Tensor | None = None) -> float:
+def _library_score(logits, labels, metric_fn, offsets: torch.Tensor | None = None, name: str | None = None) -> float:
     """The library's metric of the hard confusion matrix of argmax(logits + offsets) (``hard_confusion_matrix`` on
-    the checked rows: the argmax, then ``confusion_from_predictions``), without an (N, C) copy."""
+    the checked rows: the argmax, then ``confusion_from_predictions``), without an (N, C) copy: the logits are read a
+    block of rows at a time. A named metric (``name``, of which ``metric_fn`` is ``METRICS[name]``) above
+    ``_LIBRARY_CHECK_ELEMENTS`` matrix entries reads the float32 counts of the matrix instead (its diagonal, row and
+    column sums: the statistics the metric computes from it, the same value) without the (C, C) entries."""
     N, C = logits.shape
     block = _block_rows(C)
     pred = torch.empty(N, dtype=torch.int64, device=logits.device)
     for start in range(0, N, block):
-        z = logits[start : start + block]
+        z = logits.block(start, start + block)
         torch.argmax(z if offsets is None else z + offsets, dim=1, out=pred[start : start + block])
+    if name is not None and C * C > _LIBRARY_CHECK_ELEMENTS:
+        tp = torch.bincount(labels[labels == pred], minlength=C)
+        counts = torch.stack([tp, torch.bincount(labels, minlength=C), torch.bincount(pred, minlength=C)]).float()
+        return float(metric_from_counts(counts, name, **metric_fn.keywords))
     return float(metric_fn(confusion_from_predictions(labels, pred, C)))
 
 
@@ -183,7 +214,7 @@ def _warn_work_bound(ascent: CoordinateAscent, baseline: float) -> None:
 
 
 def tune_logit_offsets(
-    logits: torch.Tensor,
+    logits: torch.Tensor | LogitsFile,
     labels: torch.Tensor,
     metric: str | Callable[[torch.Tensor], torch.Tensor] = "fbeta",
     *,
@@ -196,8 +227,9 @@ def tune_logit_offsets(
 ) -> DecisionRule:
     """Per-class offsets b (C,) maximising ``metric`` of the hard confusion matrix of ``argmax(logits + b)``.
 
-    logits: (N, C) validation logits (or any scores: log-probabilities give the same rule); labels: (N,) integer
-    classes, rows labelled ``ignore_index`` are dropped. ``metric``, ``beta``, ``average``, ``pos_label`` and
+    logits: (N, C) validation logits (or any scores: log-probabilities give the same rule), a tensor or a
+    ``LogitsFile`` (logits written to disk, never all in memory; labelled rows only; the same rule); labels: (N,)
+    integer classes, rows labelled ``ignore_index`` are dropped. ``metric``, ``beta``, ``average``, ``pos_label`` and
     ``zero_division`` are those of ``EASTLoss``: a name in ``METRICS`` or a callable (C, C) -> scalar to maximise.
     Exact for two classes, coordinate ascent for more, each sweep over a window of rows and the whole within a work
     bound (see the module docstring); deterministic. ``score`` and ``baseline_score`` are
@@ -210,13 +242,14 @@ def tune_logit_offsets(
     N, C = logits.shape
     settings = (beta, average, pos_label, float(zero_division))
     metric_fn = _library_metric(metric, settings, C, logits.device)
+    score_of = partial(_library_score, metric_fn=metric_fn, name=None if callable(metric) else metric)
     if N * C >= _NOTICE_ELEMENTS:
         logger.warning(
             f"Tuning {C} offsets on {N} rows takes about {N * C / _NOTICE_ELEMENTS:.0f} min a round on one CPU core, "
             f"up to max_rounds={max_rounds} rounds; max_rounds=1 or a subsample of the rows bounds it"
         )
     with torch.no_grad():
-        baseline = _library_score(logits, labels, metric_fn)  # also validates beta, pos_label and the callable
+        baseline = score_of(logits, labels)  # also validates beta, pos_label and the callable
         if callable(metric):
             scorer = MatrixScorer(metric, C)
         else:
@@ -229,7 +262,7 @@ def tune_logit_offsets(
         ascent.run(max_rounds)
         if ascent.stopped_before is not None:
             _warn_work_bound(ascent, baseline)
-        score = _library_score(logits, labels, metric_fn, ascent.offsets)  # the same decisions, recounted
+        score = score_of(logits, labels, offsets=ascent.offsets)  # the same decisions, recounted
     return DecisionRule(offsets=ascent.offsets, score=score, baseline_score=baseline, rounds=ascent.rounds)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from east_hf.core.decision_logits import LogitsFile, TensorLogits
 from east_hf.core.decision_scorers import MatrixScorer, StatsScorer
 from east_hf.core.decision_sweep import CoordinateSweep, best_offset_batched, best_offset_swept, top2, update_top2
 from east_hf.core.surrogate import confusion_from_predictions
@@ -56,7 +57,8 @@ class WorkBound:
 
 
 class CoordinateAscent:
-    """Coordinate ascent over per-class offsets of ``logits`` (N, C) for the metric of ``scorer``.
+    """Coordinate ascent over per-class offsets of ``logits`` (N, C), in memory or on disk
+    (``east_hf.core.decision_logits``), for the metric of ``scorer``.
 
     ``library_metric``: the library's metric of a (C, C) confusion matrix, with which each change is checked where
     ``library_check`` (else on the scorer's exact counts); ``baseline``: its value at plain argmax. After ``run``:
@@ -66,7 +68,7 @@ class CoordinateAscent:
 
     def __init__(
         self,
-        logits: torch.Tensor,
+        logits: TensorLogits | LogitsFile,
         labels: torch.Tensor,
         scorer: StatsScorer | MatrixScorer,
         library_metric: Callable[[torch.Tensor], torch.Tensor],
@@ -78,7 +80,7 @@ class CoordinateAscent:
         self.logits, self.labels, self.scorer, self.library_metric = logits, labels, scorer, library_metric
         self.bounds, self.library_check, self.work = bounds, library_check, WorkBound(bounds.max_work)
         self.offsets = torch.zeros(C, dtype=logits.dtype, device=logits.device)
-        self.columns = logits.T.contiguous()  # (C, N): a class's logits in one run of memory
+        self.columns = logits.columns  # columns[k]: class k's logits (N,), one run of memory
         self.top = top2(logits, bounds.block_rows)
         self.state = scorer.count(labels, self.top[1])  # the counts of the current decisions
         self.current64 = float(scorer(self.state[None])[0])
@@ -159,4 +161,4 @@ class CoordinateAscent:
 
     def _shifted_rows(self, rows: torch.Tensor) -> torch.Tensor:
         """The rows (R, C) of logits + offsets at the indices ``rows`` (R,)."""
-        return self.logits.index_select(0, rows) + self.offsets
+        return self.logits.rows(rows) + self.offsets

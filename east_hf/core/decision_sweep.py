@@ -23,20 +23,19 @@ _MIN_BINS = 8  # ... and at least, however large a state
 _SUM_ROUNDING = 2.0**-40  # bound per summed candidate on the rounding of a float64 running sum of metric terms
 
 
-def top2(
-    z: torch.Tensor, block_rows: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def top2(z, block_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The largest entry of each row of z (N, C) and the largest of the others, values and indices (N,), in
-    ``argmax``'s order (ties to the lower index): argmax over j != k is the first unless the first is k. In blocks of
-    ``block_rows`` rows (all at once by default) written into preallocated outputs, so that the masked copy stays one
-    batch and no block's result outlives it (on CPU, small survivors between freed batches fragment the heap by a
-    batch each)."""
+    ``argmax``'s order (ties to the lower index): argmax over j != k is the first unless the first is k. z: a tensor,
+    or logits read by blocks of rows (``east_hf.core.decision_logits``). In blocks of ``block_rows`` rows (all at once
+    by default) written into preallocated outputs, so that the masked copy stays one batch and no block's result
+    outlives it (on CPU, small survivors between freed batches fragment the heap by a batch each)."""
     N, C = z.shape
     rows = block_rows or max(N, 1)
-    v1, v2 = z.new_empty(N), z.new_empty(N)
+    v1, v2 = torch.empty(N, dtype=z.dtype, device=z.device), torch.empty(N, dtype=z.dtype, device=z.device)
     i1, i2 = torch.empty(N, dtype=torch.int64, device=z.device), torch.empty(N, dtype=torch.int64, device=z.device)
     for start in range(0, N, rows):
-        block, out = z[start : start + rows], slice(start, start + rows)
+        out = slice(start, start + rows)
+        block = z[out] if isinstance(z, torch.Tensor) else z.block(start, start + rows)
         first = block.argmax(dim=1, keepdim=True)
         rest = block.scatter(1, first, -torch.inf)
         second = rest.argmax(dim=1, keepdim=True)

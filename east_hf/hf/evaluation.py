@@ -5,21 +5,61 @@ Every loss is a function of additive statistics (``east_hf.core.loss``), and eve
 both over the batches of each process (leaving out the samples that uneven sharding repeats), adds the sums across
 processes once, and scores them once: for EAST the surrogate of the whole set at the current temperature (one soft
 confusion matrix), for cross-entropy the mean over the set, for Dice the soft Dice of the set, and the hard metrics
-bit for bit equal to those of the gathered logits. Memory is that of one batch plus the statistics, whatever the size
-of the set. ``predict`` (and so the decision-rule tuner) and a ``compute_metrics`` of the user's receive every logit,
-gathered once by the Trainer.
+bit for bit equal to those of the gathered logits. Memory is that of the model's (batch, C) output plus a chunk of
+rows (``_CHUNK_ELEMENTS`` entries) for the loss statistics' temporaries, and the statistics, whatever C and the size
+of the set: the statistics are summed over chunks of ``_CHUNK_ELEMENTS // C`` rows, so ``eval_loss`` may differ from
+that of whole batches in the last bits of its float32 sums (as between two eval batch sizes); the hard metrics do
+not (integer counts, of ``argmax``, which keeps no (batch, C) temporary). ``predict`` and a ``compute_metrics`` of the
+user's receive every logit, gathered once by the Trainer. ``with_logits_on_disk`` (the decision-rule tuner's path)
+writes the gathered logits of each batch to a temporary ``LogitsFile`` on the main process instead of keeping them.
 """
 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import torch
 
-from east_hf.hf.metrics.compute import ComputeMetrics
+from east_hf.core.decision_logits import LogitsFile
+from east_hf.hf.metrics.compute import IGNORE_INDEX, ComputeMetrics
 
 __all__ = ["EvaluationFromCounts", "logits_of"]
+
+_CHUNK_ELEMENTS = 1 << 22  # entries of the (rows, C) chunk of logits whose statistics are taken at once: 16 MiB
+
+
+def _row_chunks(n: int, num_classes: int) -> list[slice]:
+    """The chunks of rows of an (n, C) batch taken at once: ``_CHUNK_ELEMENTS // C`` rows (at least one) each; one
+    empty chunk for an empty batch."""
+    rows = max(1, _CHUNK_ELEMENTS // max(num_classes, 1))
+    return [slice(start, start + rows) for start in range(0, n, rows)] or [slice(0, 0)]
+
+
+class _LogitsSink:
+    """The labelled rows of the gathered evaluation batches: logits appended to ``stored`` (the main process's
+    ``LogitsFile``; None on the others, which keep nothing), labels kept in memory (N,)."""
+
+    def __init__(self, stored: LogitsFile | None):
+        self.stored, self._labels = stored, []
+
+    def add(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        if self.stored is None:
+            return
+        labelled = labels != IGNORE_INDEX  # the Trainer's padding label, which the tuner drops
+        if not bool(labelled.all()):
+            logits, labels = logits[labelled], labels[labelled]
+        self.stored.append(logits)
+        self._labels.append(labels.to("cpu", torch.int64))
+
+    @property
+    def labels(self) -> torch.Tensor | None:
+        if self.stored is None:
+            return None
+        return torch.cat(self._labels) if self._labels else torch.zeros(0, dtype=torch.int64)
 
 
 def logits_of(outputs: Any) -> torch.Tensor:
@@ -54,12 +94,16 @@ class EvaluationFromCounts:
     _eval_counts: torch.Tensor | None = None
     _eval_stats: Any = None
     _eval_counts_only: bool = False
+    _logits_sink: _LogitsSink | None = None  # set while ``with_logits_on_disk`` predicts
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         """One evaluation batch: add this process's loss statistics (and, in ``evaluate``, the hard metrics' counts)
         to the running sums, leaving out the rows ``gather_for_metrics`` drops (the repeats that even out the last
         batch of several processes). Returns no logits while ``evaluation_loop`` scores from counts; the batch's
-        logits and labels otherwise (``predict``, a ``compute_metrics`` of the user's)."""
+        logits and labels otherwise (``predict``, a ``compute_metrics`` of the user's). The statistics are taken a
+        chunk of rows at a time (``_row_chunks``), so their temporaries stay a chunk whatever the batch and C. Under
+        ``with_logits_on_disk`` the batch's logits are gathered, written to the main process's file, and nothing is
+        returned."""
         inputs = self._prepare_inputs(inputs)
         inputs, labels = split_inputs(inputs)
         loss_fn = self._current_loss()
@@ -68,7 +112,13 @@ class EvaluationFromCounts:
             kept = self._unrepeated_rows(len(logits))
             own_logits, own_labels = logits[:kept], labels[:kept]  # (kept, C), (kept,)
             self._check_eval_logits(own_logits)
-            stats = loss_fn.statistics(own_logits, own_labels)  # this process's rows of the batch
+            if self._logits_sink is not None:
+                self._logits_sink.add(*self.accelerator.gather_for_metrics((logits, labels)))
+                return None, None, None
+            stats = None  # this process's rows of the batch, a chunk at a time
+            for rows in _row_chunks(kept, logits.shape[-1]):
+                part = loss_fn.statistics(own_logits[rows], own_labels[rows])
+                stats = part if stats is None else stats.add_(part)
             loss = None if self._eval_counts_only else loss_fn.loss_from_statistics(stats)
             self._eval_stats = stats if self._eval_stats is None else self._eval_stats.add_(stats)
             if self._eval_counts_only and not prediction_loss_only:
@@ -160,7 +210,9 @@ class EvaluationFromCounts:
         """An evaluation batch with NaN or inf logits is an error, never a silent 'no improvement' (one sync per
         evaluation batch; evaluation is off the training hot path). Several processes count their rows together, so
         every process raises, or none."""
-        finite = torch.isfinite(logits).all(dim=1)  # (N,)
+        finite = torch.cat(
+            [torch.isfinite(logits[rows]).all(dim=1) for rows in _row_chunks(len(logits), logits.shape[-1])]
+        )
         bad, rows = (~finite).sum(), torch.tensor(len(finite), device=finite.device)
         if self.accelerator.num_processes > 1:
             bad, rows = self.accelerator.reduce(torch.stack([bad, rows]), "sum")
@@ -180,3 +232,34 @@ class EvaluationFromCounts:
         if key not in metrics and key not in later:
             known = ", ".join(k.removeprefix("eval_") for k in sorted(metrics))
             raise ValueError(f"Expected metric_for_best_model among the evaluation metrics ({known}), got {name!r}")
+
+    def with_logits_on_disk(
+        self, dataset: Any, fn: Callable[[LogitsFile, torch.Tensor], Any], metric_key_prefix="test"
+    ):
+        """``fn(logits, labels)`` of the predictions on ``dataset``, never holding them all in memory: ``predict``
+        runs on every process, each batch's logits are gathered (``gather_for_metrics``) and the main process appends
+        its labelled rows to a ``LogitsFile`` in a temporary folder under ``output_dir``, removed afterwards (also on
+        an error); labels: (N,). ``fn`` runs on the main process; its result is returned on every process, and its
+        error raised on every process."""
+        main = self.accelerator.is_main_process
+        if main:
+            os.makedirs(self.args.output_dir, exist_ok=True)
+        result, error = None, None
+        with LogitsFile.temporary(dir=self.args.output_dir) if main else nullcontext() as stored:
+            sink = self._logits_sink = _LogitsSink(stored)
+            try:
+                self.predict(dataset, metric_key_prefix=metric_key_prefix)
+            finally:
+                self._logits_sink = None
+            if main:
+                try:
+                    result = fn(stored, sink.labels)
+                except Exception as exc:  # raised on every process below, not only here
+                    error = exc
+        if self.accelerator.num_processes > 1:
+            from accelerate.utils import broadcast_object_list
+
+            result, error = broadcast_object_list([result, error])
+        if error is not None:
+            raise error
+        return result

@@ -242,6 +242,10 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         every later evaluation, ``save_model`` and pipeline. Returns the ``east_hf.core.decision.DecisionRule``, also kept
         as ``trainer.decision_rule``. A head without a bias is a one-line error before any prediction runs.
 
+        The validation logits are never all in memory: each batch's are written to a temporary ``LogitsFile`` under
+        ``output_dir`` (twice their size on disk, removed afterwards), which the main process tunes from; every
+        process folds the same offsets (``EvaluationFromCounts.with_logits_on_disk``).
+
         A precision-leaning F-beta is tuned at ``max(beta_k, east_beta_floor)``, as the surrogate trains it: a rule
         tuned for F0.25 on a few dozen validation positives overfits them and scores lower at F0.25 on the test split
         than the rule tuned for F1 (the documentation's "Quality" results). ``east_beta_floor=0`` tunes the beta as
@@ -255,25 +259,24 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         if dataset is None:
             raise ValueError("Expected a validation set to tune the decision rule on, got none (pass eval_dataset)")
         head = classifier_head(self.model, self._num_classes)
-        output = self.predict(dataset, metric_key_prefix="tune")
-        logits = torch.as_tensor(
-            output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
-        )
-        labels = torch.as_tensor(output.label_ids)
         args, config = self.args, getattr(self.model, "config", None)
-        beta = getattr(self.east_loss, "beta", None)
-        if beta is None:  # a baseline: resolve the configured beta as EASTLoss would
-            beta = resolve_beta(args.east_beta, getattr(config, "id2label", None), logits.shape[1])
-        beta = floored_beta(beta.tolist() if isinstance(beta, torch.Tensor) else beta, args.east_beta_floor)
-        self.decision_beta = beta
-        rule = tune_logit_offsets(
-            logits.float(),
-            labels,
-            args.east_metric,
-            beta=beta,
-            average=args.east_average,
-            pos_label=args.east_pos_label,
-        )
+
+        def tune(logits, labels):
+            beta = getattr(self.east_loss, "beta", None)
+            if beta is None:  # a baseline: resolve the configured beta as EASTLoss would
+                beta = resolve_beta(args.east_beta, getattr(config, "id2label", None), logits.shape[1])
+            beta = floored_beta(beta.tolist() if isinstance(beta, torch.Tensor) else beta, args.east_beta_floor)
+            rule = tune_logit_offsets(
+                logits,
+                labels,
+                args.east_metric,
+                beta=beta,
+                average=args.east_average,
+                pos_label=args.east_pos_label,
+            )
+            return beta, rule
+
+        self.decision_beta, rule = self.with_logits_on_disk(dataset, tune, metric_key_prefix="tune")
         fold_offsets_into_bias(head, rule.offsets)
         self.decision_rule = rule
         return rule
