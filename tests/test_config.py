@@ -75,7 +75,9 @@ def test_from_config_maps_the_east_fields(tmp_path):
 def test_config_floors_precision_leaning_beta_by_default(tmp_path):
     loss = build_east_loss(EASTConfig(output_dir=str(tmp_path), east_beta=BETA, report_to="none"), 2)
     assert loss.beta_floor == 1.0 and loss.beta == BETA
-    paper = build_east_loss(EASTConfig(output_dir=str(tmp_path), east_beta=BETA, east_beta_floor=0, report_to="none"), 2)
+    paper = build_east_loss(
+        EASTConfig(output_dir=str(tmp_path), east_beta=BETA, east_beta_floor=0, report_to="none"), 2
+    )
     assert paper.beta_floor == 0.0 and paper.beta == BETA
     with pytest.raises(ValueError, match="east_beta_floor"):
         EASTConfig(output_dir=str(tmp_path), east_beta_floor=-1, report_to="none")

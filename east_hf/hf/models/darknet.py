@@ -115,7 +115,12 @@ class Darknet19(nn.Module):
                 # timm's conv-bn-act; its norm keeps the name `bn`, so the keys are stages.i.j.conv / stages.i.j.bn
                 modules.append(
                     ConvNormAct(
-                        prev_chs, out_chs, kernel_size, act_layer="leaky_relu", act_kwargs={"negative_slope": 0.1}, **dd
+                        prev_chs,
+                        out_chs,
+                        kernel_size,
+                        act_layer="leaky_relu",
+                        act_kwargs={"negative_slope": 0.1},
+                        **dd,
                     )
                 )
                 prev_chs = out_chs
