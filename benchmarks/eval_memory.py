@@ -176,10 +176,10 @@ def main() -> None:
         return child(args)
     compared = [n for n in args.sizes if args.max_old is None or n <= args.max_old]
     old = old_tree(args.old_tree) if compared else None  # made only where a size is compared
-    head = subprocess.run(
-        ["git", "-C", str(old or ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    old_name = head.stdout.strip() if head.returncode == 0 and old != ROOT else str(old)
+    old_name = "(not run)"
+    if old is not None:
+        head = subprocess.run(["git", "-C", str(old), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        old_name = head.stdout.strip() if head.returncode == 0 and old != ROOT else str(old)
     rows = []
     for n in args.sizes:
         new_result = run(ROOT, n, args)
@@ -194,7 +194,7 @@ def main() -> None:
         """Tuning: the same rule (offsets bit for bit, scores, rounds). Evaluation: the hard metrics exactly, and
         eval_loss's relative difference (its float32 sums are taken over other chunks of rows)."""
         if o is None:
-            return "-"
+            return "-" if args.tune else "- | -"
         if args.tune:
             return "yes" if o["metrics"] == w["metrics"] else "NO"
         old, new = dict(o["metrics"]), dict(w["metrics"])

@@ -124,9 +124,11 @@ def test_file_errors(tmp_path):
         stored.append(torch.tensor([[0.0, float("nan"), 1.0]]))
     with pytest.raises(ValueError, match="at least one labelled row"):
         tune_logit_offsets(stored, torch.zeros(0, dtype=torch.int64))
-    with pytest.raises(RuntimeError, match="before it is finished"):
+    with pytest.raises(RuntimeError, match="before it is finished.*after it is finished"):
         stored.append(torch.randn(2, 3))
     stored.close()
+    with pytest.raises(RuntimeError, match="an open LogitsFile, got a closed one"):
+        stored.columns[0]
     stored = LogitsFile(tmp_path / "b")
     stored.append(torch.randn(4, 3))
     with pytest.raises(ValueError, match="every row of a LogitsFile labelled.*1 of 4"):

@@ -261,3 +261,56 @@ def test_tune_decision_rule_removes_the_file_after_an_error(tmp_path, monkeypatc
     with pytest.raises(RuntimeError, match="tuning failed"):
         trainer.tune_decision_rule()
     assert not list(tmp_path.glob("east-logits-*")) and trainer.decision_rule is None
+
+
+_TWO_PROCESS_TUNING = """
+import json, sys
+import torch
+from helpers import IgnoredRows, PlainClassifier, TinyTabular, east_args
+from east_hf import EASTTrainer
+from east_hf.core.decision import tune_logit_offsets
+
+out = sys.argv[1]
+torch.manual_seed(0)
+data = IgnoredRows(slice(5, 8), n=29, num_classes=4, seed=3, noise=2.0)  # 2 processes x 4 rows: an uneven end
+args = east_args(out, east_loss="ce", per_device_eval_batch_size=4)
+trainer = EASTTrainer(model=PlainClassifier(num_classes=4), args=args, train_dataset=TinyTabular(num_classes=4),
+                      eval_dataset=data)
+predicted = trainer.predict(data)
+expected = tune_logit_offsets(torch.as_tensor(predicted.predictions), torch.as_tensor(predicted.label_ids))
+rule = trainer.tune_decision_rule()
+offsets = trainer.accelerator.gather(rule.offsets[None])  # (2, C): every process's rule
+if trainer.is_world_process_zero():
+    json.dump({"offsets": offsets.tolist(), "expected": expected.offsets.tolist(), "score": rule.score,
+               "expected_score": expected.score, "left": sorted(p.name for p in __import__("pathlib").Path(out).iterdir())},
+              open(f"{out}/result.json", "w"))
+import torch.distributed as dist
+dist.destroy_process_group()
+"""
+
+
+def test_two_process_tuning_gives_every_process_the_rule_of_the_gathered_logits(tmp_path):
+    """Two CPU processes: the main process tunes from its file, every process folds the same offsets, equal to the
+    rule of the gathered logits, and the file is gone."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    script = tmp_path / "tune_two.py"
+    script.write_text(_TWO_PROCESS_TUNING)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", str(script), str(out)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["offsets"][0] == result["offsets"][1] == result["expected"]
+    assert result["score"] == result["expected_score"]
+    assert not [name for name in result["left"] if name.startswith("east-logits-")]

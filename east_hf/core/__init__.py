@@ -8,7 +8,8 @@
   and ``loss`` (the registry, the cross-entropy mix, and every loss under one path).
 - The annealing schedule and its defaults: ``annealing``.
 - The decision-rule tuner: ``decision`` (its API), ``decision_sweep`` (one offset's sweep), ``decision_scorers``
-  (candidate scoring) and ``decision_ascent`` (the coordinate ascent and its work bound).
+  (candidate scoring), ``decision_ascent`` (the coordinate ascent and its work bound) and ``decision_logits`` (the
+  validation logits in memory or in a temporary file).
 - The checks of every setting (``validation``) and the resolver of classes given by name (``classes``).
 """
 

@@ -115,6 +115,7 @@ class LogitsFile:
         self._writer = open(self.rows_path, "wb")  # noqa: SIM115  (closed by finish or close)
         self._row_file = self._column_file = None
         self._columns: _Columns | None = None
+        self._closed = False
 
     @classmethod
     @contextmanager
@@ -141,7 +142,8 @@ class LogitsFile:
     def append(self, logits: torch.Tensor) -> None:
         """Write the rows of ``logits`` (b, C) after those already written."""
         if self._writer is None:
-            raise RuntimeError("Expected appends to a LogitsFile before it is finished, got one after")
+            state = "closed" if self._closed else "finished"
+            raise RuntimeError(f"Expected appends to a LogitsFile before it is finished, got one after it is {state}")
         if not isinstance(logits, torch.Tensor) or logits.ndim != 2 or not logits.is_floating_point():
             got = type(logits).__name__
             if isinstance(logits, torch.Tensor):
@@ -184,6 +186,8 @@ class LogitsFile:
 
     def finish(self) -> LogitsFile:
         """End the appends and write the transposed file (C, N), a block of rows at a time; returns self."""
+        if self._closed:
+            raise RuntimeError("Expected an open LogitsFile, got a closed one")
         if self._writer is None:
             return self
         self._writer.close()
@@ -209,6 +213,7 @@ class LogitsFile:
             if f is not None:
                 f.close()
         self._writer = self._row_file = self._column_file = self._columns = None
+        self._closed = True
 
     def _read(self, f, offset: int, shape: tuple[int, ...]) -> torch.Tensor:
         """A fresh tensor of ``shape`` entries of file ``f`` from entry ``offset`` on."""
@@ -218,8 +223,6 @@ class LogitsFile:
 
     def _read_into(self, f, out: np.ndarray, offset: int) -> None:
         """Fill the contiguous array ``out`` with the entries of file ``f`` from entry ``offset`` on."""
-        if f is None:
-            raise RuntimeError("Expected an open LogitsFile, got a closed one")
         if not out.size:
             return
         view, start = memoryview(out.reshape(-1)).cast("B"), offset * out.itemsize
