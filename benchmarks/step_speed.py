@@ -32,7 +32,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from timing import CLOCK_HELP, CLOCKS, against, check_clock, median_ms, time_interleaved
+from timing import CLOCK_HELP, CLOCKS, against, check_clock, median_ms, peak_bytes, time_interleaved
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 / darknet19_tiny with timm)
 from east_hf import EASTLoss
@@ -146,14 +146,7 @@ def make_train_step(model, forward, labels, loss_fn, device: str, amp_dtype, lr:
 
 def peak_step_bytes(step, device: str) -> int | None:
     """Peak bytes allocated during one step above what was allocated before it (CUDA only)."""
-    if device != "cuda":
-        return None
-    torch.cuda.synchronize()
-    start = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    step()
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - start
+    return peak_bytes(step, device) if device == "cuda" else None
 
 
 def run_config(name: str, spec, device: str, dtype: str, repeats: int, target_ms: float, clock: str = "wall") -> dict:
