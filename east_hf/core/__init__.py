@@ -6,6 +6,9 @@
   one autograd Function).
 - The losses: ``set_loss`` (their interface), ``east_loss`` (``EASTLoss``), ``baselines`` (cross-entropy, soft Dice)
   and ``loss`` (the registry, the cross-entropy mix, and every loss under one path).
+- Multi-label: ``multilabel`` (per-label soft predictions, the (4, L + 1) statistics, their metrics and
+  ``MultiLabelEASTLoss``), ``multilabel_losses`` (binary cross-entropy and the asymmetric loss as set losses, and the
+  multi-label registry) and ``decision_multilabel`` (per-label thresholds, ``tune_label_offsets``).
 - The annealing schedule and its defaults: ``annealing``.
 - The decision-rule tuner: ``decision`` (its API), ``decision_sweep`` (one offset's sweep), ``decision_scorers``
   (candidate scoring), ``decision_ascent`` (the coordinate ascent and its work bound) and ``decision_logits`` (the
@@ -27,6 +30,14 @@ from east_hf.core.metrics import (
     recall,
     target_metric_key,
 )
+from east_hf.core.multilabel import (
+    MULTILABEL_AVERAGES,
+    MULTILABEL_METRICS,
+    MultiLabelEASTLoss,
+    multilabel_metric_from_statistics,
+    multilabel_statistics,
+    soft_label_predictions,
+)
 from east_hf.core.surrogate import (
     check_labels,
     confusion_from_memberships,
@@ -44,6 +55,9 @@ __all__ = [
     "AVERAGES",
     "MAX_TEMPERATURE",
     "METRICS",
+    "MULTILABEL_AVERAGES",
+    "MULTILABEL_METRICS",
+    "MultiLabelEASTLoss",
     "accuracy",
     "beta_vector",
     "check_labels",
@@ -57,6 +71,8 @@ __all__ = [
     "hard_confusion_matrix",
     "linear_heaviside",
     "mcc",
+    "multilabel_metric_from_statistics",
+    "multilabel_statistics",
     "precision",
     "precision_recall_fbeta",
     "recall",
@@ -64,6 +80,7 @@ __all__ = [
     "safe_name",
     "soft_confusion_matrix",
     "soft_dice_loss",
+    "soft_label_predictions",
     "soft_predictions",
     "target_metric_key",
     "valid_rows",

@@ -11,10 +11,14 @@ processes, and a loss of those statistics.
 - ``SoftDiceLoss`` (``east_hf.core.baselines``): per class (sum p y, sum p^2, sum y); the loss 1 - mean_k Dice_k
   (Milletari et al., 2016).
 - ``MixedSetLoss`` (here): EAST plus a weighted cross-entropy (both statistics side by side), for an annealed
-  cross-entropy weight.
+  cross-entropy weight; multiclass (``EASTLoss`` + ``CrossEntropySetLoss``) or multi-label (``MultiLabelEASTLoss``
+  + ``BinaryCrossEntropySetLoss``).
+- Multi-label (``east_hf.core.multilabel``, ``east_hf.core.multilabel_losses``): ``MultiLabelEASTLoss``,
+  ``BinaryCrossEntropySetLoss`` (``ce``; ``wce`` with ``pos_weight``, ``la`` with a per-label logit adjustment) and
+  ``AsymmetricLoss`` (``asl``, Ridnik et al., 2021), in the registry ``MULTILABEL_LOSSES``.
 
-``build_loss(name, ...)`` makes one by its ``EASTConfig.east_loss`` name (the registry ``LOSSES``). Pure torch:
-nothing from transformers.
+``build_loss(name, ...)`` makes one by its ``EASTConfig.east_loss`` name (the registry ``LOSSES``, or with
+``multi_label=True`` ``MULTILABEL_LOSSES``). Pure torch: nothing from transformers.
 """
 
 from __future__ import annotations
@@ -34,16 +38,28 @@ from east_hf.core.baselines import (
     logit_adjustment_from_counts,
 )
 from east_hf.core.east_loss import EASTLoss, floored_beta
+from east_hf.core.multilabel import MultiLabelEASTLoss
+from east_hf.core.multilabel_losses import (
+    AsymmetricLoss,
+    BinaryCrossEntropySetLoss,
+    label_logit_adjustment,
+    label_pos_weight,
+)
 from east_hf.core.set_loss import SetLoss
 from east_hf.core.validation import check_choice, check_range
 
 __all__ = [
     "LOSSES",
+    "MULTILABEL_LOSSES",
+    "MULTILABEL_PRIOR_LOSSES",
     "PRIOR_LOSSES",
+    "AsymmetricLoss",
+    "BinaryCrossEntropySetLoss",
     "CrossEntropySetLoss",
     "EASTLoss",
     "LossSpec",
     "MixedSetLoss",
+    "MultiLabelEASTLoss",
     "SetLoss",
     "SoftDiceLoss",
     "build_loss",
@@ -116,6 +132,56 @@ LOSSES: dict[str, LossSpec] = {
 PRIOR_LOSSES = tuple(name for name, spec in LOSSES.items() if spec.needs_class_counts)
 
 
+def _multilabel_east(ignore_index: int | None, label_priors: Any = None, **east_settings: Any) -> SetLoss:
+    if "num_classes" in east_settings:  # the multiclass name of L
+        east_settings["num_labels"] = east_settings.pop("num_classes")
+    return MultiLabelEASTLoss(ignore_index=ignore_index, **east_settings)
+
+
+def _bce(name: str):
+    """The builder of ``ce``, ``wce`` (pos_weight from the priors) or ``la`` (logit adjustment from the priors)."""
+
+    def build(ignore_index: int | None, label_priors: Any = None, **_: Any) -> SetLoss:
+        loss = BinaryCrossEntropySetLoss(
+            ignore_index=ignore_index,
+            pos_weight=label_pos_weight(label_priors) if name == "wce" else None,
+            logit_adjustment=label_logit_adjustment(label_priors) if name == "la" else None,
+        )
+        loss.name = name
+        return loss
+
+    return build
+
+
+def _asl(ignore_index: int | None, label_priors: Any = None, **_: Any) -> SetLoss:
+    return AsymmetricLoss(ignore_index=ignore_index)
+
+
+MULTILABEL_LOSSES: dict[str, LossSpec] = {
+    spec.name: spec
+    for spec in (
+        LossSpec("east", _multilabel_east, "EAST surrogate, 1 - soft {metric} of per-label soft predictions"),
+        LossSpec("ce", _bce("ce"), "binary cross-entropy (baseline)"),
+        LossSpec(
+            "wce",
+            _bce("wce"),
+            "binary cross-entropy with pos_weight = neg / pos of each label in training (baseline)",
+            needs_class_counts=True,
+        ),
+        LossSpec(
+            "la",
+            _bce("la"),
+            "logit-adjusted binary cross-entropy, log(pi / (1 - pi)) per label (Menon et al., 2021; baseline)",
+            needs_class_counts=True,
+        ),
+        LossSpec("asl", _asl, "asymmetric loss, gamma_neg 4, gamma_pos 0, clip 0.05 (Ridnik et al., 2021; baseline)"),
+    )
+}
+"""The multi-label loss registry, by the multiclass registry's names plus ``asl`` (``needs_class_counts``: built from
+the training split's ``label_priors``)."""
+MULTILABEL_PRIOR_LOSSES = tuple(name for name, spec in MULTILABEL_LOSSES.items() if spec.needs_class_counts)
+
+
 def describe_losses(metric: str = "M") -> str:
     """Every loss name with its description, on one line (the help of ``east_loss``).
 
@@ -129,20 +195,43 @@ def build_loss(
     name: str,
     ignore_index: int | None = -100,
     class_counts: Sequence[int] | torch.Tensor | None = None,
+    *,
+    multi_label: bool = False,
+    label_priors: Sequence[float] | torch.Tensor | None = None,
     **east_settings: Any,
 ) -> SetLoss:
-    """The loss named ``name`` (``LOSSES``). ``east_settings`` (``metric``, ``beta``, ...) go to ``EASTLoss``;
-    ``wce`` and ``la`` need the training split's ``class_counts`` (or class priors: any scale gives the same loss).
+    """The loss named ``name`` (``LOSSES``, or ``MULTILABEL_LOSSES`` with ``multi_label=True``). ``east_settings``
+    (``metric``, ``beta``, ...) go to ``EASTLoss`` (``MultiLabelEASTLoss``, which takes ``num_classes`` as
+    ``num_labels``); ``wce`` and ``la`` need the training split's ``class_counts`` (or class priors: any scale gives
+    the same loss), or for multi-label its ``label_priors`` (L,), each label's positive rate.
 
-    - ``wce``: cross-entropy weighted by ``class_weights_from_counts(class_counts)``.
+    - ``wce``: cross-entropy weighted by ``class_weights_from_counts(class_counts)``; multi-label: binary
+      cross-entropy with ``pos_weight`` = neg_k / pos_k (``label_pos_weight``).
     - ``la``: cross-entropy of ``logits + log(prior)`` (``logit_adjustment_from_counts``, tau = 1); predictions
-      stay the argmax of the model's logits, which is the logit-adjusted loss's Bayes-optimal balanced rule.
+      stay the argmax of the model's logits, which is the logit-adjusted loss's Bayes-optimal balanced rule;
+      multi-label: binary cross-entropy of ``logits + log(pi_k / (1 - pi_k))`` (``label_logit_adjustment``).
+    - ``asl`` (multi-label only): ``AsymmetricLoss`` with the paper's defaults; ``dice`` is multiclass only.
 
     >>> build_loss("ce")
     CrossEntropySetLoss()
     >>> [round(w, 4) for w in build_loss("wce", class_counts=[90, 10]).class_weight.tolist()]
     [0.5556, 5.0]
+    >>> build_loss("wce", multi_label=True, label_priors=[0.2, 0.5]).pos_weight.tolist()
+    [4.0, 1.0]
     """
+    if multi_label:
+        if name == "dice":
+            raise ValueError(
+                f"Expected a multi-label loss in {tuple(MULTILABEL_LOSSES)}, got 'dice' (soft Dice is multiclass only)"
+            )
+        spec = MULTILABEL_LOSSES[check_choice("a multi-label loss", name, tuple(MULTILABEL_LOSSES))]
+        if spec.needs_class_counts and label_priors is None:
+            raise ValueError(
+                f"Expected the training split's label_priors (L,) for multi-label loss {name!r}, got None"
+            )
+        return spec.builder(ignore_index, label_priors, **east_settings)
+    if name == "asl":
+        raise ValueError(f"Expected a loss in {tuple(LOSSES)}, got 'asl' (the asymmetric loss is multi-label only)")
     spec = LOSSES[check_choice("a loss", name, tuple(LOSSES))]
     if spec.needs_class_counts and class_counts is None:
         raise ValueError(f"Expected the training split's class_counts for loss {name!r}, got None")
@@ -152,6 +241,8 @@ def build_loss(
 class MixedSetLoss(SetLoss):
     """``EASTLoss`` plus ``weight`` times mean cross-entropy: the loss of an annealed cross-entropy weight.
     ``cross_entropy``: plain by default, or a class-weighted or logit-adjusted one (``build_loss("la", ...)``).
+    Multi-label: ``MultiLabelEASTLoss`` plus a ``BinaryCrossEntropySetLoss`` (plain by default, or ``wce`` / ``la``
+    from ``build_loss(..., multi_label=True)``), its statistics (4, L + 1) with the same extra row.
 
     Statistics: EAST's (its (3, C) counts or (C, C) matrix) with one more row, the cross-entropy's (sum, count) padded
     with zeros to C; both additive, so the set's loss is exact across batches and processes as for the two losses alone. ``set_stage`` takes
@@ -167,12 +258,23 @@ class MixedSetLoss(SetLoss):
 
     name = "east"
 
-    def __init__(self, east: EASTLoss, weight: float = 1.0, cross_entropy: CrossEntropySetLoss | None = None):
+    def __init__(
+        self,
+        east: EASTLoss | MultiLabelEASTLoss,
+        weight: float = 1.0,
+        cross_entropy: CrossEntropySetLoss | BinaryCrossEntropySetLoss | None = None,
+    ):
         super().__init__(east.ignore_index)
-        if cross_entropy is not None and not isinstance(cross_entropy, CrossEntropySetLoss):
-            raise TypeError(f"Expected cross_entropy as a CrossEntropySetLoss, got {type(cross_entropy).__name__}")
+        if not isinstance(east, (EASTLoss, MultiLabelEASTLoss)):
+            raise TypeError(f"Expected east as an EASTLoss or a MultiLabelEASTLoss, got {type(east).__name__}")
+        kind = BinaryCrossEntropySetLoss if isinstance(east, MultiLabelEASTLoss) else CrossEntropySetLoss
+        if cross_entropy is not None and not isinstance(cross_entropy, kind):
+            raise TypeError(
+                f"Expected cross_entropy as a {kind.__name__} beside a {type(east).__name__}, got "
+                f"{type(cross_entropy).__name__}"
+            )
         self.east = east
-        self.cross_entropy = cross_entropy or CrossEntropySetLoss(ignore_index=east.ignore_index)
+        self.cross_entropy = cross_entropy or kind(ignore_index=east.ignore_index)
         self.weight = weight
 
     @property
@@ -198,7 +300,7 @@ class MixedSetLoss(SetLoss):
         east = self.east.statistics(logits, labels, sample_weight, validate_args=validate_args)
         ce = self.cross_entropy.statistics(logits, labels, sample_weight, validate_args=validate_args)
         ce = F.pad(ce.to(east.dtype), (0, east.shape[-1] - 2)).unsqueeze(0)  # (1, C): (sum, count, 0, ...)
-        return torch.cat([east, ce])  # (4, C) or (C + 1, C)
+        return torch.cat([east, ce])  # (4, C) or (C + 1, C); multi-label (5, L + 1)
 
     @property
     def label_fault(self) -> torch.Tensor | None:

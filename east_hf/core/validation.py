@@ -19,11 +19,13 @@ from typing import Any
 __all__ = [
     "AVERAGES",
     "MAX_TEMPERATURE",
+    "MULTILABEL_AVERAGES",
     "check_average",
     "check_choice",
     "check_class_priors",
     "check_int",
     "check_metric",
+    "check_multilabel_average",
     "check_num_classes",
     "check_pos_label",
     "check_range",
@@ -232,3 +234,27 @@ def _read_class_priors(path: Path, name: str) -> Any:
             raise ValueError(f"Expected each class once in {str(path)!r}, got {key!r} twice")
         values[key] = number
     return values
+
+
+MULTILABEL_AVERAGES = ("macro", "micro", "weighted", "samples")
+
+
+def check_multilabel_average(average: Any, *, allow_none: bool = False) -> str | None:
+    """``average`` for multi-label scores: one of ``MULTILABEL_AVERAGES`` (or None, the per-label values, where
+    ``allow_none``); ``"binary"`` is refused with a pointer to the multi-label averages.
+
+    >>> check_multilabel_average("samples"), check_multilabel_average(None, allow_none=True)
+    ('samples', None)
+    """
+    if average is None and allow_none:
+        return None
+    if average == "binary":
+        raise ValueError(
+            f"Expected average in {MULTILABEL_AVERAGES} for multi-label labels, got 'binary' (each label is already "
+            "binary: average=None gives the per-label scores)"
+        )
+    if average not in MULTILABEL_AVERAGES:
+        raise ValueError(
+            f"Expected average in {MULTILABEL_AVERAGES}{' or None' if allow_none else ''}, got {average!r}"
+        )
+    return average

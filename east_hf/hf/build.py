@@ -8,6 +8,11 @@ number of classes and their names (the model's ``config``), the training split's
 and ``la``), whether the training set is a stream, and the size of the validation set (the default across-stage
 threshold). Control flows one way: trainer -> builder -> core; nothing here calls back into the trainer.
 
+Multi-label classification (the model's ``config.problem_type == "multi_label_classification"``, or training labels
+that are multi-hot rows) gets the multi-label counterpart of every part under the same names: EAST's per-label
+surrogate, binary cross-entropy for ``ce`` (``wce``: its ``pos_weight`` from each label's positive rate; ``la``: the
+logits adjusted by each label's prior log-odds), ``asl``, and hard metrics over labels.
+
 >>> from east_hf.hf.config import EASTConfig
 >>> args = EASTConfig(output_dir="out", report_to="none")
 >>> schedule = build_schedule(args, eval_size=400)
@@ -23,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from east_hf.core.annealing import AnnealingSchedule, monitor_mode
-from east_hf.core.classes import resolve_class_priors
-from east_hf.core.loss import PRIOR_LOSSES, EASTLoss, MixedSetLoss, SetLoss, build_loss
+from east_hf.core.classes import resolve_beta, resolve_class_priors
+from east_hf.core.loss import PRIOR_LOSSES, MixedSetLoss, SetLoss, build_loss
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.config import EASTConfig
 from east_hf.hf.config_fields import LOSS_FIELDS, SCHEDULE_FIELDS
@@ -32,10 +37,13 @@ from east_hf.hf.dataset_stats import (
     absent_classes,
     column_class_counts,
     dataset_length,
+    has_multi_hot_labels,
     training_class_counts,
+    training_label_counts,
     validation_size,
 )
 from east_hf.hf.metrics.compute import ComputeMetrics
+from east_hf.hf.metrics.multilabel import MultiLabelComputeMetrics
 
 __all__ = [
     "EASTComponents",
@@ -48,6 +56,8 @@ __all__ = [
     "build_schedule",
     "class_counts",
     "class_priors",
+    "is_multi_label",
+    "label_priors",
     "needs_class_counts",
     "trains_cross_entropy",
 ]
@@ -68,15 +78,17 @@ class EASTComponents:
             brings its own).
         compute_metrics: the hard metrics of the configured target, or None where the caller passed its own (or the
             number of classes is unknown until the first evaluation batch).
-        num_classes: C from the model's ``config.num_labels``, or None.
+        num_classes: C (or L labels) from the model's ``config.num_labels``, or None.
+        multi_label: whether the task is multi-label (``is_multi_label``).
     """
 
     loss: SetLoss
     ce_loss: SetLoss
     mixed_loss: MixedSetLoss | None
     annealing: TemperatureAnnealingCallback | None
-    compute_metrics: ComputeMetrics | None
+    compute_metrics: ComputeMetrics | MultiLabelComputeMetrics | None
     num_classes: int | None
+    multi_label: bool = False
 
 
 def trains_cross_entropy(args: EASTConfig) -> bool:
@@ -131,6 +143,53 @@ def class_counts(
     return counts
 
 
+def is_multi_label(model: Any, train_dataset: Any = None) -> bool:
+    """Whether the task is multi-label: the model's ``config.problem_type`` is ``"multi_label_classification"``, or
+    (where the config does not say) the training labels are multi-hot rows. A config that says single-label beside
+    multi-hot labels is a one-line error."""
+    problem_type = getattr(getattr(model, "config", None), "problem_type", None)
+    if problem_type == "multi_label_classification":
+        return True
+    multi_hot = has_multi_hot_labels(train_dataset)
+    if multi_hot and problem_type == "single_label_classification":
+        raise ValueError(
+            "Expected class ids for a model with config.problem_type='single_label_classification', got multi-hot "
+            "training labels; set config.problem_type='multi_label_classification' for multi-label classification"
+        )
+    return multi_hot
+
+
+def label_priors(
+    args: EASTConfig, train_dataset: Any, num_labels: int | None = None, label_names: Any = None
+) -> list[float] | None:
+    """Each label's positive rate, the prior of the multi-label ``wce`` and ``la``: ``east_class_priors`` (one rate
+    in (0, 1) per label, or a {label name: rate} mapping), else counted on the training split, where a loss needs them
+    (``needs_class_counts``). A label never positive or never negative in training gets one warning line: its F1 is 0
+    on any split where it has positives (never positive), and the model learns nothing about it."""
+    if not needs_class_counts(args):
+        return None
+    if args.east_class_priors is not None:
+        priors = resolve_class_priors(args.east_class_priors, label_names, num_labels, "east_class_priors")
+        if any(not 0 < p < 1 for p in priors):
+            raise ValueError(
+                f"Expected east_class_priors as each label's positive rate in (0, 1) for multi-label, got {priors}"
+            )
+        return priors
+    if train_dataset is None or dataset_length(train_dataset) is None:
+        return None
+    positives, labelled = training_label_counts(train_dataset, num_labels)
+    names = {int(k): str(v) for k, v in (label_names or {}).items()} if isinstance(label_names, Mapping) else {}
+    never = [names.get(k, str(k)) for k, (p, n) in enumerate(zip(positives, labelled)) if p == 0 or p == n]
+    if never:
+        logger.warning(
+            f"{len(never)} label(s) never positive or never negative in training ({', '.join(never[:10])}"
+            f"{', ...' if len(never) > 10 else ''}): the model has nothing to tell them apart from; a label never "
+            "positive is predicted absent, so its F1 is 0 wherever it occurs"
+        )
+    # a rate of 0 or 1 has no finite log-odds: a label seen on one side only is clipped half a sample inside
+    return [min(max(p, 0.5), n - 0.5) / n if n else 0.5 for p, n in zip(positives, labelled)]
+
+
 def warn_absent_validation_classes(eval_dataset: Any, num_classes: int | None, id2label: Any = None) -> None:
     """One warning naming the classes of ``num_classes`` that have no validation sample, where the validation labels
     can be read without running transforms: their F-beta can only be 0, which caps a macro average."""
@@ -144,23 +203,41 @@ def warn_absent_validation_classes(eval_dataset: Any, num_classes: int | None, i
         )
 
 
+def _priors(counts: Sequence[float] | None, multi_label: bool) -> dict[str, Any]:
+    """``build_loss``'s keyword for the priors: class counts (multi-class) or each label's positive rate."""
+    return {"multi_label": True, "label_priors": counts} if multi_label else {"class_counts": counts}
+
+
 def build_east_loss(
-    args: EASTConfig, num_classes: int | None = None, class_names: Any = None, counts: Sequence[float] | None = None
+    args: EASTConfig,
+    num_classes: int | None = None,
+    class_names: Any = None,
+    counts: Sequence[float] | None = None,
+    multi_label: bool = False,
 ) -> SetLoss:
-    """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``) or none (the baselines).
+    """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``, or its multi-label counterpart) or
+    none (the baselines).
 
     ``class_names`` (a list or an ``id2label`` mapping) resolves an ``east_beta`` given by class name; ``counts``
-    (training samples per class) are the priors of ``wce`` and ``la``."""
+    (training samples per class; multi-label: each label's positive rate, ``label_priors``) are the priors of ``wce``
+    and ``la``."""
     if args.east_loss != "east":
-        return build_loss(args.east_loss, class_counts=counts)
+        return build_loss(args.east_loss, **_priors(counts, multi_label))
     settings = {param: getattr(args, name) for name, param in LOSS_FIELDS.items()}
+    if multi_label:
+        settings.pop("pos_label"), settings.pop("threshold_grad")  # multi-class settings (a fixed 0.5 threshold)
+        if isinstance(settings["beta"], (str, Mapping)):  # beta by label name: one value per label
+            settings["beta"] = resolve_beta(settings["beta"], class_names, num_classes)
+        return build_loss("east", num_classes=num_classes, multi_label=True, **settings)
     return build_loss("east", num_classes=num_classes, class_names=class_names, **settings)
 
 
-def build_ce_loss(args: EASTConfig, counts: Sequence[float] | None = None, warn: bool = True) -> SetLoss:
-    """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``). Without ``counts`` a
-    ``wce`` / ``la`` falls back to the plain cross-entropy, with a warning (``warn``) where it trains: the default
-    trains on any data set, a stream without ``east_class_priors`` included."""
+def build_ce_loss(
+    args: EASTConfig, counts: Sequence[float] | None = None, warn: bool = True, multi_label: bool = False
+) -> SetLoss:
+    """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``; multi-label: binary
+    cross-entropy). Without ``counts`` a ``wce`` / ``la`` falls back to the plain cross-entropy, with a warning
+    (``warn``) where it trains: the default trains on any data set, a stream without ``east_class_priors`` included."""
     name = args.resolved_ce_loss
     if counts is None and name in PRIOR_LOSSES:
         if warn and trains_cross_entropy(args):
@@ -169,8 +246,8 @@ def build_ce_loss(args: EASTConfig, counts: Sequence[float] | None = None, warn:
                 "no east_class_priors): EAST's cross-entropy is the plain one ('ce'); pass east_class_priors to "
                 "adjust it"
             )
-        return build_loss("ce")
-    return build_loss(name, class_counts=counts)
+        return build_loss("ce", **_priors(None, multi_label))
+    return build_loss(name, **_priors(counts, multi_label))
 
 
 def anneal_threshold(args: EASTConfig, eval_size: int | None = None) -> float:
@@ -225,11 +302,14 @@ def build_annealing_callback(
 
 
 def build_compute_metrics(
-    args: EASTConfig, num_classes: int, id2label: Mapping[int, str] | None = None
-) -> ComputeMetrics:
+    args: EASTConfig, num_classes: int, id2label: Mapping[int, str] | None = None, multi_label: bool = False
+) -> ComputeMetrics | MultiLabelComputeMetrics:
     """The hard metrics of the configured target (``east_beta``, ``east_average``, ``east_pos_label``):
     ``accuracy``, ``fbeta``, ``mcc``, ``precision``, ``recall`` and the per-class keys of
-    ``east_hf.hf.metrics.build_compute_metrics``'s default, scored from the evaluation's counts."""
+    ``east_hf.hf.metrics.build_compute_metrics``'s default, scored from the evaluation's counts; for ``multi_label``
+    the same keys over labels (``MultiLabelComputeMetrics``: subset accuracy, per-label MCC averaged, ``jaccard``)."""
+    if multi_label:
+        return MultiLabelComputeMetrics(num_classes, beta=args.east_beta, average=args.east_average, id2label=id2label)
     return ComputeMetrics(
         num_classes, beta=args.east_beta, average=args.east_average, pos_label=args.east_pos_label, id2label=id2label
     )
@@ -256,16 +336,20 @@ def build_components(
         raise ValueError(
             "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
         )
-    counts = class_counts(args, train_dataset, num_classes, id2label)
-    warn_absent_validation_classes(eval_dataset, num_classes, id2label)
-    loss = build_east_loss(args, num_classes, id2label, counts)
-    ce_loss = build_ce_loss(args, counts, warn=train_dataset is not None)  # no training set: nothing trains
-    mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if isinstance(loss, EASTLoss) else None
+    multi_label = is_multi_label(model, train_dataset)
+    if multi_label:
+        counts = label_priors(args, train_dataset, num_classes, id2label)
+    else:
+        counts = class_counts(args, train_dataset, num_classes, id2label)
+        warn_absent_validation_classes(eval_dataset, num_classes, id2label)
+    loss = build_east_loss(args, num_classes, id2label, counts, multi_label)
+    ce_loss = build_ce_loss(args, counts, train_dataset is not None, multi_label)  # no training set: nothing trains
+    mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if loss.name == "east" else None
     annealing = None
     if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
         streamed = train_dataset is not None and dataset_length(train_dataset) is None
         annealing = build_annealing_callback(args, validation_size(eval_dataset, args.east_anneal_key), streamed)
     metrics = None
     if compute_metrics is None and num_classes is not None:
-        metrics = build_compute_metrics(args, num_classes, id2label)
-    return EASTComponents(loss, ce_loss, mixed, annealing, metrics, num_classes)
+        metrics = build_compute_metrics(args, num_classes, id2label, multi_label)
+    return EASTComponents(loss, ce_loss, mixed, annealing, metrics, num_classes, multi_label)

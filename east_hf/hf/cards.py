@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from east_hf.core.loss import LOSSES
+from east_hf.core.loss import LOSSES, MULTILABEL_LOSSES
 from east_hf.hf.card_plot import annealing_trajectory, plot_annealing, write_atomically
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
 from east_hf.hf.secret_masking import is_secret, mask_secrets
@@ -96,6 +96,9 @@ def is_hub_id(name: str | None) -> bool:
     (True, False, False)
     """
     return bool(name) and _HUB_ID.fullmatch(str(name)) is not None and not Path(str(name)).exists()
+
+
+_MULTI_LABEL_NAMES = {"mcc": "MCC (macro over labels)", "accuracy": "Subset accuracy"}  # a multi-label card's names
 
 
 def _metric_identity(key: str, args, id2label: dict) -> tuple[str, str, dict[str, Any] | None]:
@@ -202,6 +205,7 @@ def card_metadata(
     id2label = {int(k): v for k, v in (getattr(config, "id2label", None) or {}).items()}
     target_key = args.east_target_key
     task = _task(model)
+    multi_label = getattr(config, "problem_type", None) == "multi_label_classification"
     test_metrics = test_metrics or {}
     dataset_name = dataset_name or "custom"
     eval_results = []
@@ -210,6 +214,8 @@ def card_metadata(
         if value is None:
             continue
         metric_type, name, metric_args = _metric_identity(key, args, id2label)
+        if multi_label and key in _MULTI_LABEL_NAMES:  # averaged over labels, or over rows
+            name = _MULTI_LABEL_NAMES[key]
         eval_results.append(
             EvalResult(
                 task_type=task,
@@ -225,6 +231,7 @@ def card_metadata(
     metric_tag = _metric_identity(target_key, args, id2label)[0]
     is_timm = getattr(config, "model_type", None) in ("timm_wrapper", "east_darknet")  # east_darknet: a TimmWrapper
     all_tags = ["east", "east_hf", metric_tag, "generated_from_trainer"] + (["timm"] if is_timm else [])
+    all_tags += ["multi-label"] if multi_label else []
     return ModelCardData(
         model_name=model_name,
         license=check_license(license),
@@ -275,12 +282,14 @@ def card_context(
     beta = getattr(loss_fn, "beta", args.east_beta)
     betas = [(id2label.get(i, str(i)), b) for i, b in enumerate(beta)] if isinstance(beta, (list, tuple)) else None
     east = args.east_loss == "east"  # a baseline's card has no temperature, stages or surrogate
-    loss_description = LOSSES[args.east_loss].describe(target_key)
+    multi_label = getattr(config, "problem_type", None) == "multi_label_classification"
+    registry = MULTILABEL_LOSSES if multi_label else LOSSES
+    loss_description = registry[args.east_loss].describe(target_key)
     ce_weight = args.resolved_ce_weight
     if ce_weight > 0:
         ce_name = getattr(getattr(trainer, "warm_start_loss", None), "name", args.resolved_ce_loss)  # after a fallback
         loss_description += (
-            f" + {ce_weight:g} x {_without_baseline(LOSSES[ce_name].describe(target_key))}"
+            f" + {ce_weight:g} x {_without_baseline(registry[ce_name].describe(target_key))}"
             f", its weight x{args.east_ce_weight_decay:g} at every stage"
         )
     warm_start = "none"
@@ -296,12 +305,18 @@ def card_context(
         if f"{metric_prefix}_{name}" in test_metrics
     ]
     temperatures = [r["temperature"] for r in rows if r["temperature"] is not None]
+    task_description = {
+        "image-classification": "an image classifier",
+        "text-classification": "a text classifier",
+    }.get(_task(model), "a tabular classifier")
     return dict(
         model_name=model_name,
-        task_description={
-            "image-classification": "an image classifier",
-            "text-classification": "a text classifier",
-        }.get(_task(model), "a tabular classifier"),
+        task_description=task_description.replace("classifier", "multi-label classifier")
+        if multi_label
+        else (task_description),
+        multi_label=multi_label,
+        unit="label" if multi_label else "class",
+        decides="`sigmoid(logits) > 0.5` for each label" if multi_label else "`argmax` of its logits",
         text_model=_task(model) == "text-classification",
         east=east,
         target_metric_label=f"{_HUB_METRICS.get(target_key, (None, target_key))[1]}"

@@ -21,7 +21,7 @@ from transformers import TrainingArguments
 from east_hf.core import AVERAGES, METRICS, target_metric_key
 from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, monitor_mode
 from east_hf.core.east_loss import EASTLoss
-from east_hf.core.loss import LOSSES, PRIOR_LOSSES, build_loss, describe_losses
+from east_hf.core.loss import LOSSES, MULTILABEL_LOSSES, PRIOR_LOSSES, build_loss, describe_losses
 from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
 from east_hf.hf.callbacks import check_evaluates
 from east_hf.hf.config_fields import (
@@ -67,8 +67,12 @@ class EASTConfig(TrainingArguments):
     Parameters that control the surrogate:
         east_loss (`str`, defaults to `"east"`): ``"east"``, or a baseline with otherwise identical settings (the
             loss registry, ``east_hf.core.loss.LOSSES``): ``"ce"``, ``"wce"`` (class-weighted), ``"la"``
-            (logit-adjusted, Menon et al. 2021, tau = 1) or ``"dice"`` (soft Dice).
-        east_metric (`str`, defaults to `"fbeta"`): the confusion-matrix metric M to train for; the loss is 1 - M.
+            (logit-adjusted, Menon et al. 2021, tau = 1) or ``"dice"`` (soft Dice). A multi-label model
+            (``problem_type="multi_label_classification"``) gets each name's multi-label counterpart
+            (``east_hf.core.loss.MULTILABEL_LOSSES``: binary cross-entropy, ``pos_weight``, per-label logit
+            adjustment) and ``"asl"`` (the asymmetric loss, Ridnik et al. 2021, multi-label only).
+        east_metric (`str`, defaults to `"fbeta"`): the confusion-matrix metric M to train for; the loss is 1 - M
+            (multi-label: also ``"jaccard"``).
         east_beta (`float`, `list[float]` or `dict[str, float]`, defaults to `1.0`): F-beta's beta, one for all
             classes, one per class, or a mapping from class name (``id2label``) to beta, the rest 1.0.
         east_beta_floor (`float`, defaults to `1.0`): the surrogate trains each class at ``max(beta_k, floor)``;
@@ -77,7 +81,8 @@ class EASTConfig(TrainingArguments):
             is reached by memorising a pure subset of the training positives and pushing the others to p ~ 0, where
             softmax gives them almost no gradient; recall-leaning betas (> 1) are left as given. ``0`` trains the
             configured beta, as the paper (evidence: the documentation's "Per-class beta" results page).
-        east_average (`str`, defaults to `"macro"`): macro, weighted, micro or binary.
+        east_average (`str`, defaults to `"macro"`): macro, weighted, micro or binary; multi-label: macro, weighted,
+            micro (over every entry) or samples (each row's score, averaged over rows).
         east_pos_label (`int`, defaults to `1`): the positive class for ``east_average="binary"``.
         east_threshold_grad (`bool`, defaults to `True`): gradients flow through the dynamic threshold.
         east_sync_across_processes (`bool`, defaults to `True`): all-reduce the soft confusion matrix across
@@ -176,10 +181,11 @@ class EASTConfig(TrainingArguments):
     # --- the surrogate ---
     east_loss: str = field(
         default="east",
-        metadata={"help": f"Loss: {describe_losses()}."},
+        metadata={"help": f"Loss: {describe_losses()}; multi-label also asl: asymmetric loss (Ridnik et al., 2021)."},
     )
     east_metric: str = field(
-        default=core_default(EASTLoss, "metric"), metadata={"help": f"Metric to train for, one of {sorted(METRICS)}."}
+        default=core_default(EASTLoss, "metric"),
+        metadata={"help": f"Metric to train for, one of {sorted(METRICS)} (multi-label: also jaccard)."},
     )
     east_beta: Any = field(
         default=core_default(EASTLoss, "beta"),
@@ -194,7 +200,10 @@ class EASTConfig(TrainingArguments):
         },
     )
     east_average: str = field(
-        default=core_default(EASTLoss, "average"), metadata={"help": f"Averaging over classes, one of {AVERAGES}."}
+        default=core_default(EASTLoss, "average"),
+        metadata={
+            "help": f"Averaging over classes, one of {AVERAGES} (multi-label: macro, weighted, micro, samples)."
+        },
     )
     east_pos_label: int = field(
         default=core_default(EASTLoss, "pos_label"),
@@ -334,7 +343,7 @@ class EASTConfig(TrainingArguments):
             self.metric_for_best_model = self.east_anneal_key  # keep the model the annealing judged best
 
     def _validate_east(self) -> None:
-        check_choice("east_loss", self.east_loss, tuple(LOSSES))
+        check_choice("east_loss", self.east_loss, tuple(dict.fromkeys([*LOSSES, *MULTILABEL_LOSSES])))
         self.east_beta = parse_beta(self.east_beta, "east_beta")
         if self.east_class_priors is not None:  # a file is read now: the arguments saved with a run hold its values
             self.east_class_priors = parse_class_priors(self.east_class_priors, "east_class_priors")
@@ -358,6 +367,10 @@ class EASTConfig(TrainingArguments):
         loss_settings = {param: getattr(self, name) for name, param in LOSS_FIELDS.items()}
         if isinstance(self.east_beta, Mapping):
             loss_settings["beta"] = list(self.east_beta.values())
+        if self.east_average == "samples" or self.east_metric == "jaccard" or self.east_loss == "asl":
+            # settings of multi-label classification alone: checked by its loss, without the multiclass settings
+            loss_settings = {k: v for k, v in loss_settings.items() if k not in ("pos_label", "threshold_grad")}
+            loss_settings["multi_label"] = True
         try:
             build_loss("east", **loss_settings)
         except (ValueError, TypeError) as e:

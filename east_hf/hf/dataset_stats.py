@@ -2,6 +2,10 @@
 ``wce`` and ``la``), the validation labels' class counts where they can be read cheaply (a class absent there can only
 score 0) and the size of the validation set behind the anneal monitor. Reads a label column without running a data
 set's transforms wherever the data set allows it, and checks labels as the losses do before counting them.
+
+Multi-label sets (each label a multi-hot row of L values 0 / 1, -100 for an entry that does not count) are counted
+per label: ``training_label_counts`` gives each label's positives and labelled entries, the priors of the multi-label
+``wce`` (``pos_weight``) and ``la``; ``has_multi_hot_labels`` tells such a set from a multi-class one.
 """
 
 from __future__ import annotations
@@ -9,11 +13,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from east_hf.core import check_labels
 
-__all__ = ["absent_classes", "column_class_counts", "dataset_length", "training_class_counts", "validation_size"]
+__all__ = [
+    "absent_classes",
+    "column_class_counts",
+    "dataset_length",
+    "has_multi_hot_labels",
+    "training_class_counts",
+    "training_label_counts",
+    "validation_size",
+]
 
 
 def dataset_length(dataset: Any) -> int | None:
@@ -34,7 +47,7 @@ def _label_column(dataset: Any, size: int, rows: bool) -> torch.Tensor | None:
     if column is not None and hasattr(dataset, "with_format"):
         from east_hf.hf.data.rows import read_column  # an indices mapping applied by one Arrow take, not row by row
 
-        return torch.tensor(read_column(dataset, column).to_numpy())  # no Python object per row
+        return _arrow_labels(read_column(dataset, column))
     targets = getattr(dataset, "targets", None)
     if isinstance(targets, (list, tuple, torch.Tensor)) and len(targets) == size:
         return torch.as_tensor(targets)
@@ -48,6 +61,29 @@ def _label_column(dataset: Any, size: int, rows: bool) -> torch.Tensor | None:
             f"{got}; or pass east_class_priors"
         )
     return torch.as_tensor([dataset[i]["labels"] for i in range(size)])
+
+
+def _arrow_labels(column) -> torch.Tensor:
+    """An Arrow label column as a tensor: (N,) for class ids, (N, L) for a list column of L values per row (a
+    multi-hot label), read without a Python object per row; rows of unequal length are a one-line error."""
+    import pyarrow as pa
+
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    kind = column.type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+        return torch.tensor(column.to_numpy(zero_copy_only=False))
+    if pa.types.is_fixed_size_list(kind):
+        values = column.flatten().to_numpy(zero_copy_only=False)
+        return torch.tensor(np.asarray(values, dtype=np.float32).reshape(len(column), kind.list_size))
+    lengths = column.value_lengths().to_numpy(zero_copy_only=False)
+    if len(lengths) and (lengths != lengths[0]).any():
+        odd = int(np.flatnonzero(lengths != lengths[0])[0])
+        raise ValueError(
+            f"Expected every multi-hot label row to hold {int(lengths[0])} values, got {int(lengths[odd])} in row {odd}"
+        )
+    width = int(lengths[0]) if len(lengths) else 0
+    values = column.flatten().to_numpy(zero_copy_only=False)
+    return torch.tensor(np.asarray(values, dtype=np.float32).reshape(len(column), width))
 
 
 def _checked_counts(labels: torch.Tensor, num_classes: int | None, split: str) -> list[int]:
@@ -86,6 +122,43 @@ def training_class_counts(dataset: Any, num_classes: int | None) -> list[int]:
             f"file) for 'wce' / 'la' with a training set that cannot be counted, got {got}"
         )
     return _checked_counts(_label_column(dataset, size, rows=True), num_classes, "training")
+
+
+def has_multi_hot_labels(dataset: Any) -> bool:
+    """Whether a data set's labels are multi-hot rows (a float vector per sample: multi-label classification), read
+    from its label column without running transforms where it can, else from its first sample."""
+    size = None if dataset is None or isinstance(dataset, Mapping) else dataset_length(dataset)
+    if not size:
+        return False
+    try:
+        labels = _label_column(dataset, size, rows=False)
+        if labels is None:
+            first = dataset[0]
+            if not isinstance(first, Mapping) or "labels" not in first:
+                return False
+            labels = torch.as_tensor(first["labels"]).unsqueeze(0)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return labels.ndim == 2 and labels.is_floating_point()
+
+
+def training_label_counts(dataset: Any, num_labels: int | None) -> tuple[list[float], list[float]]:
+    """(positives, labelled entries) per label of a multi-label training set: each label's positive rate is
+    ``positives / labelled``, the prior of the multi-label ``wce`` and ``la``. Labels are checked first (0 / 1 or -100,
+    ``num_labels`` wide); a set that cannot be counted is the error of ``training_class_counts``."""
+    size = None if dataset is None else dataset_length(dataset)
+    if not size:
+        training_class_counts(dataset, num_labels)  # raises its one-line error
+    labels = _label_column(dataset, size, rows=True).float()
+    if labels.ndim != 2 or (num_labels is not None and labels.shape[1] != num_labels):
+        raise ValueError(f"Expected multi-hot training labels of shape (N, {num_labels}), got {tuple(labels.shape)}")
+    labelled = labels != -100
+    bad = labelled & (labels != 0) & (labels != 1)
+    if bool(bad.any()):
+        values = sorted({float(v) for v in labels[bad].unique()[:5].tolist()})
+        raise ValueError(f"Expected multi-hot training labels of 0 or 1 (or -100, ignored), got values {values}")
+    positives = torch.where(labelled, labels, 0.0).sum(0)
+    return positives.tolist(), labelled.sum(0).float().tolist()
 
 
 def column_class_counts(dataset: Any, num_classes: int | None, split: str = "validation") -> list[int] | None:

@@ -1,7 +1,8 @@
 """Evaluation from additive statistics: ``eval_loss`` and the hard metrics of the whole set, without keeping logits.
 
 Every loss is a function of additive statistics (``east_hf.core.loss``), and every hard metric of
-``ComputeMetrics`` a function of (3, C) per-class counts. ``EvaluationFromCounts`` (a mixin of ``EASTTrainer``) sums
+``ComputeMetrics`` a function of (3, C) per-class counts (of ``MultiLabelComputeMetrics``, (4, L + 1) per-label and
+per-row statistics). ``EvaluationFromCounts`` (a mixin of ``EASTTrainer``) sums
 both over the batches of each process (leaving out the samples that uneven sharding repeats), adds the sums across
 processes once, and scores them once: for EAST the surrogate of the whole set at the current temperature (one soft
 confusion matrix), for cross-entropy the mean over the set, for Dice the soft Dice of the set, and the hard metrics
@@ -26,6 +27,7 @@ import torch
 
 from east_hf.core.decision_logits import LogitsFile
 from east_hf.hf.metrics.compute import IGNORE_INDEX, ComputeMetrics
+from east_hf.hf.metrics.multilabel import MultiLabelComputeMetrics
 
 __all__ = ["EvaluationFromCounts", "logits_of"]
 
@@ -41,7 +43,8 @@ def _row_chunks(n: int, num_classes: int) -> list[slice]:
 
 class _LogitsSink:
     """The labelled rows of the gathered evaluation batches: logits appended to ``stored`` (the main process's
-    ``LogitsFile``; None on the others, which keep nothing), labels kept in memory (N,)."""
+    ``LogitsFile``; None on the others, which keep nothing), labels kept in memory: (N,) class ids, or (N, L) float
+    multi-hot rows."""
 
     def __init__(self, stored: LogitsFile | None):
         self.stored, self._labels = stored, []
@@ -50,10 +53,12 @@ class _LogitsSink:
         if self.stored is None:
             return
         labelled = labels != IGNORE_INDEX  # the Trainer's padding label, which the tuner drops
+        if labelled.ndim == 2:  # multi-hot rows: a row counts where any of its entries does
+            labelled = labelled.any(dim=1)
         if not bool(labelled.all()):
             logits, labels = logits[labelled], labels[labelled]
         self.stored.append(logits)
-        self._labels.append(labels.to("cpu", torch.int64))
+        self._labels.append(labels.to("cpu", torch.int64 if labels.ndim == 1 else torch.float32))
 
     @property
     def labels(self) -> torch.Tensor | None:
@@ -161,7 +166,8 @@ class EvaluationFromCounts:
         self._raise_if_nonfinite()
         self._eval_stats = self._eval_counts = None
         self._eval_counts_only = description != "Prediction" and (
-            self.compute_metrics is None or isinstance(self.compute_metrics, ComputeMetrics)
+            self.compute_metrics is None
+            or isinstance(self.compute_metrics, (ComputeMetrics, MultiLabelComputeMetrics))
         )
         if self._eval_counts_only and self.compute_metrics is None:
             prediction_loss_only = None  # evaluate() asks for the loss alone without compute_metrics: count anyway
@@ -239,8 +245,8 @@ class EvaluationFromCounts:
         """``fn(logits, labels)`` of the predictions on ``dataset``, never holding them all in memory: ``predict``
         runs on every process, each batch's logits are gathered (``gather_for_metrics``) and the main process appends
         its labelled rows to a ``LogitsFile`` in a temporary folder under ``output_dir``, removed afterwards (also on
-        an error); labels: (N,). ``fn`` runs on the main process; its result is returned on every process, and its
-        error raised on every process."""
+        an error); labels: (N,), or (N, L) multi-hot rows. ``fn`` runs on the main process; its result is returned
+        on every process, and its error raised on every process."""
         main = self.accelerator.is_main_process
         if main:
             os.makedirs(self.args.output_dir, exist_ok=True)

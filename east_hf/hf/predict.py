@@ -15,6 +15,11 @@ offsets into the output bias (``east_hf.core.decision.fold_offsets_into_bias``) 
 saved model's logits applies the tuned rule and nothing is added again here. The probabilities are the softmax of
 those logits: the scores whose argmax is the predicted label (with a tuned rule, shifted by its offsets).
 
+A multi-label run (``config.problem_type == "multi_label_classification"``) predicts each label whose logit is above
+0 (sigmoid above 0.5, the tuned per-label offsets already in the bias): ``predicted_label`` is the row's label set
+joined by ``LABEL_SEPARATOR`` (``"|"``; empty for a row with no label), and ``probability_<name>`` each label's
+sigmoid.
+
 ``decision_rule.json`` is a record, not a setting: predictions are the saved model's alone, as with the Auto classes
 or a pipeline, so an edit of the file is not applied. ``east-train`` also records the folded offsets in
 ``config.json`` (``FOLDED_OFFSETS_KEY``); where the file's offsets differ from them, ``Predictor`` says in one warning
@@ -57,6 +62,7 @@ __all__ = [
     "DECISION_RULE_FILE",
     "FOLDED_OFFSETS_KEY",
     "LABEL_COLUMNS",
+    "LABEL_SEPARATOR",
     "PREDICTION_COLUMN",
     "PROBABILITY_PREFIX",
     "TEXT_COLUMNS_KEY",
@@ -67,6 +73,7 @@ __all__ = [
 ]
 
 PREDICTION_COLUMN = "predicted_label"
+LABEL_SEPARATOR = "|"  # joins a multi-label row's predicted labels in PREDICTION_COLUMN
 PROBABILITY_PREFIX = "probability_"  # + a class name: one column per class with probabilities=True
 TEXT_COLUMNS_KEY = "east_text_columns"  # config.json: the text column and the pair column (or None) of a text run
 
@@ -128,6 +135,7 @@ class Predictor:
         batch_size: inputs per forward pass; images are read and transformed one batch at a time.
 
     Attributes: ``model``; ``modality`` (``"tabular"``, ``"text"`` or ``"image"``); ``label_names`` (class k's name);
+    ``multi_label`` (the model predicts a set of labels per row: see the module docstring);
     ``feature_extractor`` (tabular: raw rows -> ``input_features`` (N, F)) or ``transform`` (image: a PIL image ->
     (3, H, W)); ``decision_rule``: ``decision_rule.json`` as a dict where the run tuned a rule (already in the
     model's bias: see the module docstring), else None; ``decision_rule_edited``: whether its offsets differ from
@@ -152,6 +160,7 @@ class Predictor:
         self.model.to(self.device)
         config = self.model.config
         self.label_names = [str(config.id2label[k]) for k in range(config.num_labels)]
+        self.multi_label = getattr(config, "problem_type", None) == "multi_label_classification"
         processor_file = self.run_dir / "preprocessor_config.json"
         saved = json.loads(processor_file.read_text()) if processor_file.is_file() else {}
         tabular = (
@@ -214,9 +223,15 @@ class Predictor:
             for inputs in batches:
                 logits.append(self.model(**{k: v.to(self.device) for k, v in inputs.items()}).logits.float().cpu())
         logits = torch.cat(logits) if logits else torch.empty(0, len(self.label_names))  # (N, C)
-        columns[PREDICTION_COLUMN] = [self.label_names[k] for k in logits.argmax(-1).tolist()]
+        if self.multi_label:
+            columns[PREDICTION_COLUMN] = [
+                LABEL_SEPARATOR.join(self.label_names[k] for k in row.nonzero().flatten().tolist())
+                for row in logits > 0
+            ]
+        else:
+            columns[PREDICTION_COLUMN] = [self.label_names[k] for k in logits.argmax(-1).tolist()]
         if probabilities:
-            probs = logits.softmax(-1).numpy()  # (N, C)
+            probs = (logits.sigmoid() if self.multi_label else logits.softmax(-1)).numpy()  # (N, C)
             for k, name in enumerate(self.label_names):
                 columns[f"{PROBABILITY_PREFIX}{name}"] = probs[:, k]
         return pd.DataFrame(columns, index=range(n))

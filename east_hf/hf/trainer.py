@@ -43,7 +43,7 @@ from torch import nn
 from transformers import Trainer, TrainingArguments
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
-from east_hf.core.loss import EASTLoss, SetLoss, floored_beta
+from east_hf.core.loss import SetLoss, floored_beta
 from east_hf.hf.build import build_components, build_compute_metrics
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.cards import hub_preflight, write_model_card
@@ -127,6 +127,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         self.east_ce_weight = args.resolved_ce_weight  # w0 of the annealed cross-entropy weight
         self._mixed_loss = parts.mixed_loss  # EAST plus the annealed cross-entropy, in the stages with a weight > 0
         self._num_classes = parts.num_classes
+        self.multi_label = parts.multi_label
         if parts.compute_metrics is not None and len(pargs) < len(names):
             kwargs["compute_metrics"] = parts.compute_metrics
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
@@ -151,9 +152,8 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
 
     def _default_metrics(self, num_classes: int):
         """The hard metrics of the configured target for ``num_classes`` classes (no ``compute_metrics`` given)."""
-        return build_compute_metrics(
-            self.args, num_classes, getattr(getattr(self.model, "config", None), "id2label", None)
-        )
+        id2label = getattr(getattr(self.model, "config", None), "id2label", None)
+        return build_compute_metrics(self.args, num_classes, id2label, self.multi_label)
 
     # ---- the annealing state, pulled from the callback ----
     @property
@@ -227,7 +227,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
                 logs[self.east_loss.soft_metric_key] = round(mean.item(), 6)
             self._soft_metric_sum, self._soft_metric_count = None, 0
         # A baseline has no temperature, and without a warm start one stage: those keys would be constants.
-        annealing, east = self.annealing, isinstance(self.east_loss, EASTLoss)
+        annealing, east = self.annealing, self.east_loss.name == "east"
         if east:
             logs.setdefault("east_temperature", self.east_temperature)
         if east or (annealing is not None and annealing.schedule.has_warm_start):  # Dice's warm start is stage -1
@@ -239,7 +239,9 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         """Tune per-class logit offsets on ``eval_dataset`` (default: the evaluation set) for the configured metric
         (``east_metric``, ``east_beta``, ``east_average``, ``east_pos_label``) and fold them into the model's output
         bias (``east_hf.hf.models.classifier_head``), so that ``argmax`` of the model's logits applies the tuned rule in
-        every later evaluation, ``save_model`` and pipeline. Returns the ``east_hf.core.decision.DecisionRule``, also kept
+        every later evaluation, ``save_model`` and pipeline. A multi-label model gets one offset per label
+        (``east_hf.core.decision_multilabel.tune_label_offsets``), so that ``sigmoid(logits) > 0.5`` of the saved model
+        applies it. Returns the ``east_hf.core.decision.DecisionRule``, also kept
         as ``trainer.decision_rule``. A head without a bias is a one-line error before any prediction runs.
 
         The validation logits are never all in memory: each batch's are written to a temporary ``LogitsFile`` under
@@ -253,6 +255,8 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         """
         from east_hf.core import resolve_beta
         from east_hf.core.decision import fold_offsets_into_bias, tune_logit_offsets
+        from east_hf.core.decision_logits import LogitsFile
+        from east_hf.core.decision_multilabel import tune_label_offsets
         from east_hf.hf.models import classifier_head
 
         dataset = self.eval_dataset if eval_dataset is None else eval_dataset
@@ -266,6 +270,12 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
             if beta is None:  # a baseline: resolve the configured beta as EASTLoss would
                 beta = resolve_beta(args.east_beta, getattr(config, "id2label", None), logits.shape[1])
             beta = floored_beta(beta.tolist() if isinstance(beta, torch.Tensor) else beta, args.east_beta_floor)
+            if self.multi_label:  # one offset per label, tuned on the (N, L) logits in memory
+                scores = logits.block(0, logits.shape[0]) if isinstance(logits, LogitsFile) else logits
+                settings = dict(
+                    beta=beta, average=args.east_average, zero_division=getattr(self.east_loss, "zero_division", 0.0)
+                )
+                return beta, tune_label_offsets(scores, labels, args.east_metric, **settings)
             rule = tune_logit_offsets(
                 logits,
                 labels,
@@ -307,7 +317,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
             raise ValueError(
                 f"Expected logits of shape (N, {C}) for the configured classes, got {tuple(logits.shape)}"
             )
-        if isinstance(self.east_loss, EASTLoss):
+        if self.east_loss.name == "east":
             self.east_loss.bind_num_classes(logits.shape[1])
         self._current_loss().statistics(logits, labels)  # labels in range, beta length
 

@@ -84,7 +84,9 @@ class ScriptArguments:
     )
     report_classes: list[str] | None = field(
         default=None,
-        metadata={"help": "Classes (names, indices or 'all') with per-class metrics; default: own-beta ones."},
+        metadata={
+            "help": "Classes (names, indices or 'all') with per-class metrics; default: own-beta ones (multi-label: all)."
+        },
     )
     model_card: bool = field(default=True, metadata={"help": "Write a model card (README.md) into output_dir."})
     tune_decision_rule: bool = field(

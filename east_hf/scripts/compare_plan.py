@@ -11,7 +11,7 @@ from typing import Any
 
 from east_hf.core import target_metric_key
 from east_hf.core.annealing import anneal_key, monitor_mode
-from east_hf.core.loss import LOSSES
+from east_hf.core.loss import LOSSES, MULTILABEL_LOSSES
 
 __all__ = [
     "DEFAULT_LOSSES",
@@ -33,8 +33,8 @@ def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[s
     """``--losses east,ce`` and ``--variants NAME:FLAGS`` -> {name: east-train flags}, in the order given."""
     out: dict[str, list[str]] = {}
     for loss in [x.strip() for x in (losses or "").split(",") if x.strip()]:
-        if loss not in LOSSES:
-            raise ValueError(f"Expected losses among {sorted(LOSSES)}, got {loss!r}")
+        if loss not in LOSSES and loss not in MULTILABEL_LOSSES:
+            raise ValueError(f"Expected losses among {sorted({*LOSSES, *MULTILABEL_LOSSES})}, got {loss!r}")
         out[loss] = ["--east_loss", loss]
     for spec in variants or []:
         name, sep, flags = spec.partition(":")

@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--losses",
         default=None,
-        help=f"comma-separated losses among {', '.join(LOSSES)} (default: {DEFAULT_LOSSES} unless --variants is given)",
+        help=f"comma-separated losses among {', '.join(LOSSES)} (multi-label: also asl; not dice) (default: "
+        f"{DEFAULT_LOSSES} unless --variants is given)",
     )
     parser.add_argument(
         "--tuned",

@@ -86,10 +86,12 @@ def __getattr__(name: str) -> Any:
 
 
 def _data_line(name: str, data) -> str:
-    """The data summary line: split sizes, training samples per class, rows left out at load."""
+    """The data summary line: split sizes, training samples per class (multi-label: positives per label), rows left
+    out at load."""
     counts = ", ".join(f"{n}: {c}" for n, c in zip(data.label_names, data.class_counts("train")))
     sizes = f"{len(data.train)} train / {len(data.validation)} validation / {len(data.test or [])} test samples"
-    line = f"{name}: {sizes}; training samples per class: {counts}"
+    per = "training positives per label" if getattr(data, "multi_label", False) else "training samples per class"
+    line = f"{name}: {sizes}; {per}: {counts}"
     dropped = getattr(data, "dropped", None) or {}
     if dropped:
         what = {"empty label": "with an empty label", "empty text": "with an empty text"}
@@ -323,13 +325,18 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
             )
             attach_data_config(model, data_config)
             set_image_transforms(data, train_tf, eval_tf)
+        report_classes = script.report_classes[0] if script.report_classes == ["all"] else script.report_classes
+        if report_classes is None and data.multi_label:
+            report_classes = "all"  # a multi-label run reports every label: the card's per-label table
+        target = dict(beta=training.east_beta, average=training.east_average)
+        if not data.multi_label:
+            target["pos_label"] = training.east_pos_label
         compute_metrics = build_compute_metrics(
             data.num_labels,
-            beta=training.east_beta,
-            average=training.east_average,
-            pos_label=training.east_pos_label,
+            multi_label=data.multi_label,
+            **target,
             id2label=data.id2label,
-            report_classes=script.report_classes[0] if script.report_classes == ["all"] else script.report_classes,
+            report_classes=report_classes,
         )
         trainer = EASTTrainer(
             model=model,

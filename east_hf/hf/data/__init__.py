@@ -34,7 +34,8 @@ local data, which the caches and ``east-compare``'s run records are keyed on), `
 one folder per source, checked before use, bounded, shown and cleared by ``east-cache``), ``raw`` (the rows of local
 files, cached by content), ``cache`` (prepared tabular splits as memory-mapped Arrow files, shared by the processes of
 a distributed run), ``rows`` (column reads through an indices mapping), ``images`` (``image_transforms``) and ``text`` (the text column,
-empty texts, ``tokenize_splits``).
+empty texts, ``tokenize_splits``) and ``multilabel`` (several labels per row: 0/1 label columns, a separated or
+list-valued label column, multi-hot ``label`` vectors, stratification by each row's rarest positive label).
 """
 
 from east_hf.hf.data.arguments import DataArguments

@@ -6,7 +6,17 @@ from dataclasses import dataclass, field
 
 from east_hf.core.validation import check_choice, check_range
 
-__all__ = ["DataArguments"]
+__all__ = ["DataArguments", "multilabel_refusal"]
+
+
+def multilabel_refusal(name: str) -> str:
+    """The one line refusing ``positive_classes`` or ``imbalance_ratio``, made for one class per row, on multi-label
+    data."""
+    what = {
+        "positive_classes": "relabels one class per row to binary",
+        "imbalance_ratio": "subsamples by each row's one class",
+    }[name]
+    return f"{name} {what}: it does not apply to multi-label data (label_columns, label_separator or a list column)"
 
 
 @dataclass
@@ -17,6 +27,11 @@ class DataArguments:
     class, or CSV / Parquet / JSON files, split by file name), a local CSV / Parquet / JSON file, or a bundled
     ``sklearn:<name>`` set (``digits`` as 8x8 images; ``breast_cancer``, ``wine``, ``iris`` tabular). A table with
     ``text_column`` (or a text model) is text: tokenized in batches, truncated at ``max_length``.
+
+    Multi-label data (every row a set of labels, ``east_hf.hf.data.multilabel``): ``label_columns`` names several 0/1
+    columns (``"a,b,c"`` on the command line, a list in a recipe), ``label_separator`` splits a text label column
+    (``"drama|comedy"``), and a list-valued label column is multi-label as it is. ``positive_classes`` and
+    ``imbalance_ratio``, made for one class per row, are refused with them.
     """
 
     _argument_group_name = "data"
@@ -46,7 +61,22 @@ class DataArguments:
     test_size: float = field(default=0.2, metadata={"help": "Test fraction of the whole data set (paper: 0.2)."})
     split_seed: int = field(default=42, metadata={"help": "Seed of the stratified splits and of the subsampling."})
     label_column: str | None = field(
-        default=None, metadata={"help": "Column with the class; default: 'label' or 'labels'."}
+        default=None,
+        metadata={
+            "help": "Column with the class; default: 'label' or 'labels'. A column of lists is multi-label (label "
+            "names, or 0/1 vectors of one length)."
+        },
+    )
+    label_columns: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Multi-label: several 0/1 columns, one per label ('a,b,c' or a list); an empty cell leaves the "
+            "entry out (-100). Not with label_column."
+        },
+    )
+    label_separator: str | None = field(
+        default=None,
+        metadata={"help": "Multi-label: the label column's cells list several labels split by this, e.g. '|'."},
     )
     image_column: str | None = field(
         default=None, metadata={"help": "Column with the images; default: the first Image column (none: tabular)."}
@@ -99,7 +129,13 @@ class DataArguments:
         default=False, metadata={"help": "timm's training augmentation (random resized crop, flip); paper: off."}
     )
 
+    @property
+    def multi_label(self) -> bool:
+        """Whether the arguments alone say the labels are multi-label (a list column is found at load)."""
+        return bool(self.label_columns) or self.label_separator is not None
+
     def __post_init__(self):
+        self._check_label_columns()
         for name in ("val_size", "test_size"):
             check_range(name, getattr(self, name), 0, 1, "()")
         if self.val_size + self.test_size >= 1:
@@ -119,3 +155,45 @@ class DataArguments:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"Expected {name} >= 1 or None, got {value}")
+
+    def _check_label_columns(self) -> None:
+        """Normalise ``label_columns`` (``"a,b,c"`` or ``["a", "b,c"]`` -> ``["a", "b", "c"]``) and refuse the settings
+        that contradict multi-label data, one line each."""
+        if self.label_columns is not None:
+            items = [self.label_columns] if isinstance(self.label_columns, str) else list(self.label_columns)
+            names = [n.strip() for item in items for n in str(item).split(",")]
+            if any(not n for n in names):
+                raise ValueError(f"Expected label_columns as column names 'a,b,c', got an empty name in {items}")
+            repeated = sorted({n for n in names if names.count(n) > 1})
+            if repeated:
+                raise ValueError(f"Expected each of label_columns once, got {repeated} more than once")
+            if len(names) < 2:
+                raise ValueError(
+                    f"Expected at least 2 label_columns (one 0/1 column is a binary label: set label_column), got {names}"
+                )
+            self.label_columns = names
+            if self.label_column is not None:
+                raise ValueError(
+                    f"Expected label_column or label_columns, got both ({self.label_column!r} and {names}): "
+                    "label_columns names every label column"
+                )
+            if self.label_separator is not None:
+                raise ValueError(
+                    "Expected label_separator with one text label_column, got label_columns (0/1 columns need none)"
+                )
+            inputs = {
+                "feature_columns": self.feature_columns or [],
+                "image_column": [self.image_column],
+                "text_column": [self.text_column],
+                "text_pair_column": [self.text_pair_column],
+            }
+            for name, columns in inputs.items():
+                both = [c for c in columns if c in names]
+                if both:
+                    raise ValueError(f"Expected {name} apart from label_columns, got {both} in both")
+        if self.label_separator is not None and not self.label_separator:
+            raise ValueError("Expected label_separator to be a non-empty string such as '|', got ''")
+        if self.multi_label:
+            for name in ("positive_classes", "imbalance_ratio"):
+                if getattr(self, name):
+                    raise ValueError(multilabel_refusal(name))

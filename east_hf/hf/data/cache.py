@@ -6,7 +6,7 @@ The key hashes the source's content: for a local file or folder its content fing
 bytes, not the modification time), for a Hub data set the ``datasets`` cache files of its revision; with every
 ``DataArguments`` field that shapes the splits (not ``image_size`` or ``augment``) and the east_hf version. The folder
 holds one ``<split>.arrow`` per split (``input_features`` (F,) float32 and ``labels``), the fitted feature extractor
-(``preprocessor_config.json``) and ``prepared.json`` (class names, dropped rows, the warnings of the preparation, each
+(``preprocessor_config.json``) and ``prepared.json`` (class names, whether multi-label, dropped rows, the warnings of the preparation, each
 split's rows and features, and the size and SHA-256 of every file).
 
 Another call with the same key checks the folder against its record, then maps the files instead: the other processes
@@ -106,6 +106,7 @@ def write_prepared(stage: Path, folder: Path, data, warnings: list[tuple[str, st
         "format": FORMAT,
         "splits": {k: {"rows": ds.num_rows, "features": _features(ds)} for k, ds in splits.items()},
         "label_names": data.label_names,
+        "multi_label": data.multi_label,
         "dropped": data.dropped,
         "warnings": warnings,
         "files": store.checksums(stage, names),
@@ -147,4 +148,5 @@ def read_prepared(folder: Path, repeat_warnings: bool = True) -> dict[str, Any] 
         modality="tabular",
         preprocessor=preprocessor,
         dropped=meta["dropped"],
+        multi_label=meta.get("multi_label", False),  # folders written before multi-label data hold one class a row
     )

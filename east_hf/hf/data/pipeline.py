@@ -6,6 +6,11 @@ ratio**(k/(C-1)) of class k; missing splits are carved from the training split b
 64 % train / 16 % validation / 20 % test of the whole, fixed seed), and ``resplit`` pools every split first.
 A validation/test label with no training rows is refused (``unseen_labels="error"``) or left out with its rows
 (``"drop"``); any other class left without training rows gets a warning before training.
+
+Multi-label data (``label_columns``, ``label_separator`` or a list-valued label column; ``east_hf.hf.data.multilabel``)
+goes the same way with a multi-hot ``label``: (L,) float32 of 0.0 / 1.0, -100 for an entry left out; the splits are
+carved stratified by each row's rarest positive label, and a label never positive (or never negative) in training
+gets a warning saying what its F1 will be.
 """
 
 from __future__ import annotations
@@ -18,8 +23,18 @@ from typing import Any
 import numpy as np
 
 from east_hf.core import class_index
+from east_hf.hf.data.arguments import multilabel_refusal
 from east_hf.hf.data.cache import captured_warnings, prepared_folder, read_prepared, staging, write_prepared
 from east_hf.hf.data.fingerprint import one_listing
+from east_hf.hf.data.multilabel import (
+    encode_multilabel,
+    is_list_column,
+    label_matrix,
+    label_strata,
+    mergeable_strata,
+    positives,
+    warn_untrainable_labels,
+)
 from east_hf.hf.data.rows import read_column
 from east_hf.hf.data.sources import DataError, load_raw, local_path, quiet_datasets
 from east_hf.hf.data.store import versions_kept
@@ -42,6 +57,10 @@ class EASTData:
     Text ones hold ``label`` and the text column(s) until ``east_hf.hf.data.text.tokenize_splits`` replaces them by
     the tokenizer's inputs. ``dropped`` counts the rows left out at load by reason: an empty label cell, the label
     -100 (the ignore index), or an empty text.
+
+    ``multi_label``: every row carries a set of labels (``east_hf.hf.data.multilabel``); ``label_names`` are the L
+    labels and each row's label is (L,) float32, 1.0 / 0.0, or -100 for an entry that does not count (an empty cell
+    of a 0/1 column); a row with no entry left is dropped and counted as ``"empty label"``.
     """
 
     train: Any
@@ -54,6 +73,7 @@ class EASTData:
     text_column: str | None = None
     text_pair_column: str | None = None
     dropped: dict[str, int] = field(default_factory=dict)  # rows left out at load, by reason ("empty label": 3)
+    multi_label: bool = False  # labels are (L,) float multi-hot vectors, not one class index per row
 
     @property
     def num_labels(self) -> int:
@@ -64,11 +84,21 @@ class EASTData:
         return dict(enumerate(self.label_names))
 
     def class_counts(self, split: str = "train") -> list[int]:
-        """Samples per class in a split, read as one Arrow column (no image decoded, no transform run)."""
+        """Samples per class in a split (multi-label: positives per label), read as one Arrow column (no image
+        decoded, no transform run)."""
         ds = getattr(self, split)
+        if self.multi_label:
+            return positives(ds).tolist()
         column = "labels" if "labels" in ds.column_names else "label"
         labels = read_column(ds, column).to_numpy()
         return np.bincount(np.asarray(labels, dtype=np.int64), minlength=self.num_labels).tolist()
+
+
+def _list_labels(dsd, label_column: str | None) -> bool:
+    """Whether the label column (``label_column``, else ``label`` / ``labels``) holds a list per row: multi-label."""
+    first = next(iter(dsd.values()))
+    column = label_column or next((c for c in ("label", "labels") if c in first.column_names), None)
+    return is_list_column(first, column)
 
 
 def _encode_labels(dsd, label_column: str | None, dataset_name: str):
@@ -265,18 +295,19 @@ def _imbalance(ds, ratio: float, num_classes: int, seed: int):
     return ds.select(np.sort(np.concatenate(keep)))
 
 
-def _stratified_split(ds, fraction: float, seed: int, what: str):
-    """(rest, carved): ``fraction`` of ``ds`` carved off, stratified by label."""
+def _stratified_split(ds, fraction: float, seed: int, what: str, multi_label: bool = False):
+    """(rest, carved): ``fraction`` of ``ds`` carved off, stratified by label; multi-label by each row's rarest positive
+    label (``east_hf.hf.data.multilabel.label_strata``, strata too small to split merged)."""
     from sklearn.model_selection import train_test_split
 
-    labels = _labels(ds)
+    labels = mergeable_strata(label_strata(label_matrix(ds)), fraction) if multi_label else _labels(ds)
     try:
         rest, carved = train_test_split(np.arange(len(ds)), test_size=fraction, stratify=labels, random_state=seed)
     except ValueError as e:
         counts = np.bincount(labels)
         raise DataError(
-            f"cannot carve a stratified {what} split ({fraction:.3g} of {len(ds)} samples, smallest class "
-            f"{counts[counts > 0].min()} samples): {e}"
+            f"cannot carve a stratified {what} split ({fraction:.3g} of {len(ds)} samples, smallest "
+            f"{'stratum' if multi_label else 'class'} {counts[counts > 0].min() if len(labels) else 0} samples): {e}"
         ) from None
     return ds.select(np.sort(rest)), ds.select(np.sort(carved))
 
@@ -339,7 +370,14 @@ def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
     """``folder``: where tabular splits are written as Arrow files (``None``: kept in memory); ``text``: read as text."""
     import datasets
 
-    dsd, names, dropped = _encode_labels(dsd, args.label_column, args.dataset_name)
+    multi_label = args.multi_label or _list_labels(dsd, args.label_column)
+    if multi_label:
+        for name in ("positive_classes", "imbalance_ratio"):
+            if getattr(args, name):
+                raise DataError(multilabel_refusal(name))
+        dsd, names, dropped = encode_multilabel(dsd, args, args.dataset_name)
+    else:
+        dsd, names, dropped = _encode_labels(dsd, args.label_column, args.dataset_name)
     text_column = pair_column = None
     if text:
         text_column, pair_column = text_columns(
@@ -365,8 +403,9 @@ def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
         "validation": dsd[val_name] if val_name else None,
         "test": dsd[test_name] if test_name else None,
     }
-    splits, names = _unseen_labels(splits, names, args.unseen_labels)
-    splits = {k: None if ds is None else _labelled(ds) for k, ds in splits.items()}
+    if not multi_label:  # multi-label: a label without training positives is warned about below
+        splits, names = _unseen_labels(splits, names, args.unseen_labels)
+        splits = {k: None if ds is None else _labelled(ds) for k, ds in splits.items()}
     long_tail = args.imbalance_ratio is not None and args.imbalance_ratio < 1
     if long_tail and args.imbalance_splits != "train":  # "all": before carving, so every split has the long tail
         for key in ("train", "validation", "test"):
@@ -376,10 +415,10 @@ def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
     if splits["test"] is None:
         # Without a validation split both are carved: test_size of the whole, then val_size of the whole from the rest.
         fraction = test if splits["validation"] is None else test / (1 - val)
-        splits["train"], splits["test"] = _stratified_split(splits["train"], fraction, seed, "test")
+        splits["train"], splits["test"] = _stratified_split(splits["train"], fraction, seed, "test", multi_label)
     if splits["validation"] is None:
         splits["train"], splits["validation"] = _stratified_split(
-            splits["train"], val / (1 - test), seed, "validation"
+            splits["train"], val / (1 - test), seed, "validation", multi_label
         )
     if long_tail and args.imbalance_splits == "train":  # after carving: validation and test keep the original mix
         splits["train"] = _imbalance(splits["train"], args.imbalance_ratio, len(names), args.split_seed)
@@ -389,7 +428,11 @@ def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
         ("test", args.max_test_samples),
     ):
         splits[key] = _cap(splits[key], cap, seed)
-    _warn_untrained_classes(splits["train"], names, {k: splits[k] for k in ("validation", "test")})
+    held_out = {k: splits[k] for k in ("validation", "test")}
+    if multi_label:
+        warn_untrainable_labels(splits["train"], names, held_out)
+    else:
+        _warn_untrained_classes(splits["train"], names, held_out)
     if text:
         return EASTData(
             splits["train"],
@@ -400,15 +443,25 @@ def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
             dropped=dropped,
             text_column=text_column,
             text_pair_column=pair_column,
+            multi_label=multi_label,
         )
     image_column = _image_column(splits["train"], args.image_column, args.dataset_name)
     if image_column is not None:
         keep = [image_column, "label"]
         splits = {k: ds.select_columns(keep) for k, ds in splits.items()}
         return EASTData(
-            splits["train"], splits["validation"], splits["test"], names, "image", image_column, dropped=dropped
+            splits["train"],
+            splits["validation"],
+            splits["test"],
+            names,
+            "image",
+            image_column,
+            dropped=dropped,
+            multi_label=multi_label,
         )
-    splits, preprocessor = tabular_splits(splits, args.feature_columns, args.standardize, names, folder)
+    splits, preprocessor = tabular_splits(
+        splits, args.feature_columns, args.standardize, names, folder, multi_label=multi_label
+    )
     return EASTData(
         splits["train"],
         splits["validation"],
@@ -417,4 +470,5 @@ def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
         "tabular",
         preprocessor=preprocessor,
         dropped=dropped,
+        multi_label=multi_label,
     )

@@ -246,8 +246,12 @@ def tabular_splits(
     standardize: bool,
     names: list[str],
     folder: Path | None = None,
+    multi_label: bool = False,
 ):
     """(splits of ``input_features`` (F,) float32 and ``labels``, the fitted extractor) from the raw splits.
+
+    ``labels``: a ``ClassLabel`` of ``names``, or with ``multi_label`` the (L,) float32 multi-hot vector of the
+    ``label`` column (the label columns themselves were removed before: never an input).
 
     The extractor is fitted on the training split; every split is then encoded batch by batch (``BATCH_CELLS``) into
     an Arrow fixed-size-list column, written to ``folder/<split>.arrow`` and memory-mapped, or kept in memory
@@ -271,7 +275,11 @@ def tabular_splits(
     features = datasets.Features(
         {
             "input_features": datasets.List(datasets.Value("float32"), length=width),
-            "labels": datasets.ClassLabel(names=names),
+            "labels": (
+                datasets.List(datasets.Value("float32"), length=len(names))
+                if multi_label
+                else datasets.ClassLabel(names=names)
+            ),
         }
     )
     schema = features.arrow_schema
@@ -287,7 +295,7 @@ def tabular_splits(
                 if infinite.any():  # refused once the split is counted
                     continue
                 inputs = pa.FixedSizeListArray.from_arrays(pa.array(extractor.normalize(raw).reshape(-1)), width)
-                labels = table.column("label").combine_chunks().cast(pa.int64())
+                labels = table.column("label").combine_chunks().cast(schema.field("labels").type)
                 write(pa.Table.from_arrays([inputs, labels], schema=schema))
         _as_data_error(extractor.refuse_infinite, infinite, k)
         out[k] = (

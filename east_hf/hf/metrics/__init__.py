@@ -4,7 +4,10 @@
   (``east_hf/hf/metrics/<name>/<name>.py``), offline. Each module folder stands alone: its script needs only
   numpy (with evaluate and datasets), computes what the core computes, and pushes to the Hub as a Space.
 - ``build_compute_metrics(num_classes, ...)`` returns a Trainer ``compute_metrics`` that calls the functional core
-  directly (no evaluate inside the evaluation loop).
+  directly (no evaluate inside the evaluation loop); ``multi_label=True`` a ``MultiLabelComputeMetrics`` for
+  multi-hot labels (N, L).
+- ``load_metric(name, config_name="multilabel")`` loads a module's multi-label config (indicator rows), as
+  evaluate's own ``f1``.
 """
 
 from __future__ import annotations
@@ -13,13 +16,16 @@ from pathlib import Path
 
 from east_hf.core.validation import check_choice
 from east_hf.hf.metrics.compute import METRIC_KEYS, SUMMARY_KEYS, ComputeMetrics, build_compute_metrics, safe_name
+from east_hf.hf.metrics.multilabel import MULTILABEL_METRIC_KEYS, MultiLabelComputeMetrics
 
 __all__ = [
     "METRIC_DIR",
     "METRIC_KEYS",
     "METRIC_NAMES",
+    "MULTILABEL_METRIC_KEYS",
     "SUMMARY_KEYS",
     "ComputeMetrics",
+    "MultiLabelComputeMetrics",
     "build_compute_metrics",
     "load_metric",
     "safe_name",

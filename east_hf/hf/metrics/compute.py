@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -44,30 +43,17 @@ from east_hf.core import (
 )
 from east_hf.core.validation import check_average, check_num_classes, check_pos_label, check_zero_division
 from east_hf.hf.metrics.counts import class_counts, scores_from_counts
+from east_hf.hf.metrics.inputs import IGNORE_INDEX
+from east_hf.hf.metrics.inputs import as_tensor as _as_tensor
+from east_hf.hf.metrics.inputs import class_names as _class_names
+from east_hf.hf.metrics.multilabel import MultiLabelComputeMetrics
 
 __all__ = ["METRIC_KEYS", "SUMMARY_KEYS", "ComputeMetrics", "build_compute_metrics", "safe_name"]
 
-IGNORE_INDEX = -100  # the label the Trainer pads with and the loss ignores
 METRIC_KEYS = ("accuracy", "fbeta", "mcc", "precision", "recall")
 """The averaged keys ``compute_metrics`` returns, in order (the per-class keys follow them)."""
 SUMMARY_KEYS = (*METRIC_KEYS, "loss")
 """The keys a run's results are summarised by (east-train's summary, the model card): the metrics and the loss."""
-
-
-def _class_names(num_classes: int, id2label: Mapping[Any, str] | None) -> list[str]:
-    """Safe names of all classes, from ``id2label`` or the index; clashing or empty names get ``_<index>``."""
-    labels = {int(k): str(v) for k, v in (id2label or {}).items()}
-    names = [safe_name(labels.get(k, k)) for k in range(num_classes)]
-    return [f"{name}_{k}" if names.count(name) > 1 or not name else name for k, name in enumerate(names)]
-
-
-def _as_tensor(x: Any) -> torch.Tensor:
-    """Predictions or labels as one tensor: the first of several model outputs, batches concatenated."""
-    if isinstance(x, tuple):  # a model with several outputs: the logits come first
-        return _as_tensor(x[0])
-    if isinstance(x, list) and x and isinstance(x[0], (tuple, list, np.ndarray, torch.Tensor)):
-        return torch.cat([_as_tensor(b) for b in x])  # eval_do_concat_batches=False: one entry per batch
-    return torch.as_tensor(x)
 
 
 class ComputeMetrics:
@@ -213,8 +199,16 @@ class ComputeMetrics:
         return self.from_counts(counts)
 
 
-def build_compute_metrics(num_classes: int, **settings: Any) -> ComputeMetrics:
+def build_compute_metrics(
+    num_classes: int, multi_label: bool = False, **settings: Any
+) -> ComputeMetrics | MultiLabelComputeMetrics:
     """A Trainer ``compute_metrics`` reporting the hard metrics EAST trains for.
+
+    ``multi_label=True`` (multi-hot labels (N, L), ``problem_type="multi_label_classification"``): a
+    ``MultiLabelComputeMetrics`` over ``num_classes`` = L labels, with ``beta``, ``average`` (``macro``, ``micro``,
+    ``weighted``, ``samples``), ``id2label``, ``report_classes`` and ``zero_division``, reporting ``accuracy``
+    (subset accuracy), ``fbeta``, ``mcc``, ``precision``, ``recall``, ``jaccard`` and per-label keys; see there.
+    The rest of this docstring is about single-label classification.
 
     Keys (the Trainer prefixes them with ``eval_``, and ``metric_for_best_model`` takes them with or without it):
 
@@ -244,4 +238,6 @@ def build_compute_metrics(num_classes: int, **settings: Any) -> ComputeMetrics:
     >>> {key: round(value, 4) for key, value in compute_metrics((logits, labels)).items()}
     {'accuracy': 0.6, 'fbeta': 0.6111, 'mcc': 0.4375, 'precision': 0.6667, 'recall': 0.6667, 'precision_cat': 0.5, 'recall_cat': 0.5, 'fbeta_cat': 0.5}
     """
+    if multi_label:
+        return MultiLabelComputeMetrics(num_classes, **settings)
     return ComputeMetrics(num_classes, **settings)

@@ -20,11 +20,19 @@ from east_hf.hf.models import (
 )
 from east_hf.hf.models.text import TEXT_TINY, text_tiny_model, train_wordpiece_tokenizer
 
-__all__ = ["DEFAULT_IMAGE_MODEL", "TABULAR_MODEL", "ModelArguments", "attach_data_config", "build_model"]
+__all__ = [
+    "DEFAULT_IMAGE_MODEL",
+    "MULTI_LABEL",
+    "TABULAR_MODEL",
+    "ModelArguments",
+    "attach_data_config",
+    "build_model",
+]
 
 logger = logging.getLogger(__name__)
 
 TABULAR_MODEL = "tabular_mlp"
+MULTI_LABEL = "multi_label_classification"  # transformers' config.problem_type of a sigmoid per label
 DEFAULT_IMAGE_MODEL = "darknet19"  # the paper's image architecture (its Appendix E)
 
 
@@ -126,7 +134,18 @@ def build_model(
     long) or any ``AutoModelForSequenceClassification`` checkpoint with its ``AutoTokenizer``; the processor is the
     tokenizer. Images: a timm architecture name builds a randomly initialised ``TimmWrapperForImageClassification``;
     a Hub id or folder is fine-tuned with a new ``num_labels`` head and its own image processor.
+
+    Multi-label data (``data.multi_label``): one logit per label (``num_labels`` = L, ``id2label`` the label names) and
+    ``config.problem_type = "multi_label_classification"``, which transformers' models, ``TabularMLPForClassification``,
+    ``pipeline()`` (sigmoid scores) and east_hf's trainer read as "a sigmoid per label".
     """
+    model, processor, base_model = _build_model(model_args, data, revision, max_length)
+    if getattr(data, "multi_label", False):
+        model.config.problem_type = MULTI_LABEL
+    return model, processor, base_model
+
+
+def _build_model(model_args, data, revision: str, max_length: int | None) -> tuple[Any, Any, str | None]:
     id2label, label2id = label_maps(data.num_labels, data.label_names)
     image = data.modality == "image"
     if data.modality == "text":

@@ -63,7 +63,10 @@ class TabularMLPForClassification(PreTrainedModel):
     """MLP ``num_features -> hidden_sizes... -> num_labels`` with ReLU and dropout on the hidden layers.
 
     ``forward(input_features (B, num_features), labels (B,) | None)`` returns a ``SequenceClassifierOutput`` with
-    ``logits`` (B, num_labels) and, when ``labels`` are given, the mean cross-entropy ``loss``.
+    ``logits`` (B, num_labels) and, when ``labels`` are given, the mean cross-entropy ``loss``. With
+    ``config.problem_type == "multi_label_classification"`` the labels are (B, num_labels) multi-hot floats and the
+    loss is the mean binary cross-entropy over the entries that count (-100 entries left out), as transformers'
+    sequence classifiers do for that problem type.
     """
 
     config_class = TabularMLPConfig
@@ -94,7 +97,8 @@ class TabularMLPForClassification(PreTrainedModel):
     def forward(
         self, input_features: torch.Tensor, labels: torch.LongTensor | None = None
     ) -> SequenceClassifierOutput:
-        """input_features: (B, num_features), labels: (B,) class indices -> logits (B, num_labels)."""
+        """input_features: (B, num_features), labels: (B,) class indices (multi-label: (B, num_labels) 0/1 floats)
+        -> logits (B, num_labels)."""
         expected = self.config.num_features
         if input_features.ndim != 2 or input_features.shape[1] != expected:
             got = input_features.shape[-1] if input_features.ndim else None
@@ -103,7 +107,14 @@ class TabularMLPForClassification(PreTrainedModel):
                 f"got {got} (shape {tuple(input_features.shape)})"
             )
         logits = self.classifier(self.mlp(input_features.to(self.classifier.weight.dtype)))
-        loss = None if labels is None else F.cross_entropy(logits, labels.to(logits.device).long())
+        if labels is None:
+            return SequenceClassifierOutput(logits=logits)
+        labels = labels.to(logits.device)
+        if self.config.problem_type == "multi_label_classification":
+            counted = labels != -100  # (B, num_labels): the entries that count
+            loss = F.binary_cross_entropy_with_logits(logits[counted], labels[counted].to(logits.dtype))
+        else:
+            loss = F.cross_entropy(logits, labels.long())
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 

@@ -11,7 +11,8 @@
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
 # limitations under the License.
-"""Macro F-beta metric with one beta per class; numpy only, the formulas of east_hf's confusion-matrix core."""
+"""Macro F-beta metric with one beta per class (or per label, for multi-label references); numpy only, the formulas
+of east_hf's confusion-matrix core."""
 
 import datasets
 import evaluate
@@ -25,14 +26,19 @@ precision, beta > 1 recall), and averages it over classes: macro (unweighted mea
 micro (pooled counts) or binary (the positive class only). It is the metric that EAST (Evaluation Aligned
 Surrogate Training) trains for, computed from the same confusion counts with the same formulas as east_hf's core
 (`east_hf.core.fbeta`), and equals scikit-learn's `fbeta_score` / `precision_recall_fscore_support` on the same
-inputs. The module needs only numpy (besides evaluate and datasets), not east_hf.
+inputs. The "multilabel" config (`evaluate.load("macro_fbeta", "multilabel")`, the config name evaluate's own
+`f1` uses) takes 0/1 indicator rows, one column per label, scores F-beta per label (one beta per label allowed)
+and averages it over labels (macro, weighted, micro, samples, or None for the per-label values), equal to
+scikit-learn's `fbeta_score` on indicator arrays. The module needs only numpy (besides evaluate and datasets), not
+east_hf.
 """
 
 
 _KWARGS_DESCRIPTION = """
 Args:
-    predictions (`list` of `int`): Predicted labels.
-    references (`list` of `int`): Ground truth labels.
+    predictions (`list` of `int`): Predicted labels; with the "multilabel" config, rows of 0/1 indicators (one
+        column per label).
+    references (`list` of `int`): Ground truth labels; with the "multilabel" config, rows of 0/1 indicators.
     beta (`float` or `list` of `float`): F-beta's beta, one for all classes, or one per class in the order of
         `labels` (or of the sorted labels present when `labels` is None). Each must be > 0. Defaults to 1.0.
     average (`string`): How to average over classes. Defaults to `'macro'`.
@@ -41,13 +47,17 @@ Args:
         - 'weighted': the mean weighted by support (the number of references of each label).
         - 'micro': pool TP, FP and FN over the scored labels (needs a single beta).
         - 'binary': the score of `pos_label` alone (one-vs-rest if there are more than two labels).
+        - 'samples' ("multilabel" only): the mean over rows of each row's F-beta over its labels (needs a single
+          beta); a row with no reference and no predicted label scores `zero_division`, as scikit-learn.
+        - None ("multilabel" only): no average; `fbeta`, `precision` and `recall` are the per-label lists.
     labels (`list` of `int`): The labels to score, in this order. Labels absent from the data are scored
         (their precision, recall or F-beta takes `zero_division`), labels present but not listed still count as
         errors of the listed ones. Defaults to None: the sorted union of the labels in `references` and
-        `predictions`, as scikit-learn.
-    pos_label (`int`): The label scored by `average='binary'`. Defaults to 1.
+        `predictions`, as scikit-learn. With the "multilabel" config: the columns to score, in this order
+        (default: all).
+    pos_label (`int`): The label scored by `average='binary'`. Defaults to 1. Not used by the "multilabel" config.
     zero_division (`float`): The value of a ratio whose denominator is zero, 0.0 or 1.0. Defaults to 0.0.
-    sample_weight (`list` of `float`): Sample weights. Defaults to None.
+    sample_weight (`list` of `float`): Sample weights (one per row of the "multilabel" config). Defaults to None.
 
 Returns:
     fbeta (`float`): F-beta averaged as `average` says; 0 to 1, higher is better.
@@ -81,6 +91,17 @@ Examples:
         >>> results = macro_fbeta.compute(predictions=[0, 1, 1, 0], references=[0, 1, 0, 0], beta=0.5, average="binary")
         >>> print(round(results["fbeta"], 4), results["precision"], results["recall"])
         0.5556 0.5 1.0
+
+    Example 5-Multi-label: each row holds several labels; macro F1 over the three labels, and the samples average.
+        >>> multilabel_fbeta = evaluate.load("macro_fbeta", "multilabel")
+        >>> references = [[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 1]]
+        >>> predictions = [[1, 0, 0], [0, 1, 1], [1, 0, 0], [0, 0, 1]]
+        >>> results = multilabel_fbeta.compute(predictions=predictions, references=references)
+        >>> print(round(results["fbeta"], 4), [round(f, 4) for f in results["fbeta_per_class"]])
+        0.7222 [1.0, 0.6667, 0.5]
+        >>> results = multilabel_fbeta.compute(predictions=predictions, references=references, average="samples")
+        >>> print(round(results["fbeta"], 4))
+        0.75
 """
 
 
@@ -95,6 +116,8 @@ _CITATION = """
 
 
 AVERAGES = ("macro", "weighted", "micro", "binary")
+MULTILABEL_AVERAGES = ("macro", "weighted", "micro", "samples", None)
+CONFIG_NAMES = ("default", "binary", "multiclass", "multilabel")
 
 
 def scored_labels(references, predictions, labels, average, pos_label):
@@ -133,6 +156,8 @@ def per_label_betas(beta, scored, average):
         raise ValueError(f"Expected every beta > 0 and finite, got {betas.tolist()}")
     if average == "micro" and np.unique(betas).size > 1:
         raise ValueError(f"Expected one beta for average='micro' (classes are pooled), got {betas.tolist()}")
+    if average == "samples" and np.unique(betas).size > 1:
+        raise ValueError(f"Expected one beta for average='samples' (each row pools its labels), got {betas.tolist()}")
     return betas
 
 
@@ -167,15 +192,106 @@ def fbeta_precision_recall(tp, predicted, support, beta, zero_division):
     return np.stack([divide((1 + b2) * tp, b2 * support + predicted), divide(tp, predicted), divide(tp, support)])
 
 
+def weighted_mean(values, weights):
+    """(3, K) -> (3,): the mean over K weighted by ``weights`` (K,), the plain mean where they are None or sum to
+    0, as scikit-learn."""
+    if weights is None or weights.sum() == 0:
+        return values.mean(axis=1)
+    return (values * weights).sum(axis=1) / weights.sum()
+
+
+def indicator_rows(predictions, references, sample_weight=None):
+    """(N, L) int64 indicator arrays of predictions and references (0/1 rows, one column per label), checked; and
+    the (N,) float64 sample weights or None."""
+    lengths = sorted({len(row) for row in references} | {len(row) for row in predictions})
+    if len(lengths) > 1:
+        raise ValueError(
+            f"Expected every row of predictions and references with one entry per label, got rows of {lengths} labels"
+        )
+    references, predictions = np.asarray(references, dtype=np.int64), np.asarray(predictions, dtype=np.int64)
+    if references.ndim != 2 or references.size == 0:
+        raise ValueError(
+            f"Expected at least one row with at least one label, got references of shape {references.shape}"
+        )
+    if predictions.shape != references.shape:
+        raise ValueError(
+            f"Expected predictions of shape {references.shape} like the references, got {predictions.shape}"
+        )
+    values = np.union1d(references, predictions)
+    if not np.isin(values, (0, 1)).all():
+        raise ValueError(f"Expected predictions and references as 0/1 indicator rows, got values {values.tolist()}")
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight, dtype=np.float64)
+        if sample_weight.shape != references.shape[:1]:
+            raise ValueError(
+                f"Expected sample_weight of shape {references.shape[:1]}, got shape {sample_weight.shape}"
+            )
+    return predictions, references, sample_weight
+
+
+def scored_columns(labels, num_labels):
+    """(K,) the label columns to score, in order: ``labels`` as given (distinct, in [0, L)), else all L."""
+    if labels is None:
+        return np.arange(num_labels)
+    scored = np.asarray(labels, dtype=np.int64).reshape(-1)
+    if scored.size == 0 or np.unique(scored).size != scored.size or scored.min() < 0 or scored.max() >= num_labels:
+        raise ValueError(
+            f"Expected labels as distinct column indices in [0, {num_labels - 1}] for multilabel references, got "
+            f"{scored.tolist()}"
+        )
+    return scored
+
+
+def multilabel_report(predictions, references, beta, average, labels, zero_division, sample_weight):
+    """F-beta, precision and recall of (N, L) indicator rows per label and averaged over labels (or over rows for
+    ``average='samples'``), as scikit-learn's ``precision_recall_fscore_support`` on indicator arrays."""
+    if average not in MULTILABEL_AVERAGES:
+        raise ValueError(f"Expected average in {MULTILABEL_AVERAGES} for multilabel references, got {average!r}")
+    predictions, references, sample_weight = indicator_rows(predictions, references, sample_weight)
+    scored = scored_columns(labels, references.shape[1])
+    predictions, references = predictions[:, scored], references[:, scored]  # (N, K)
+    betas = per_label_betas(beta, scored, average)
+    w = np.ones(references.shape[0]) if sample_weight is None else sample_weight
+    weighted = (references * predictions, predictions, references)  # TP, predicted, support indicators
+    tp, predicted, support = (np.einsum("n,nk->k", w, x.astype(np.float64)) for x in weighted)  # (K,) each
+    values = fbeta_precision_recall(tp, predicted, support, betas, zero_division)  # (3, K)
+    if average is None:
+        averaged = values
+    elif average == "micro":  # TP, FP and FN pooled over the scored labels
+        averaged = fbeta_precision_recall(tp.sum(), predicted.sum(), support.sum(), betas[0], zero_division)
+    elif average == "samples":  # each row's own F-beta, precision and recall over its labels, weighted by row
+        rows = (w * x.sum(axis=1) for x in weighted)  # (N,) each: weighted as scikit-learn's samplewise counts
+        averaged = weighted_mean(fbeta_precision_recall(*rows, betas[0], zero_division), sample_weight)
+    else:
+        averaged = weighted_mean(values, support if average == "weighted" else None)
+    f, p, r = (v.tolist() if average is None else float(v) for v in averaged)
+    return {
+        "fbeta": f,
+        "precision": p,
+        "recall": r,
+        "fbeta_per_class": values[0].tolist(),
+        "precision_per_class": values[1].tolist(),
+        "recall_per_class": values[2].tolist(),
+        "labels": scored.tolist(),
+    }
+
+
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class MacroFbeta(evaluate.Metric):
     def _info(self):
+        if self.config_name not in CONFIG_NAMES:
+            raise ValueError(f"Expected a config name in {CONFIG_NAMES}, got {self.config_name!r}")
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
             features=datasets.Features(
                 {
+                    "predictions": datasets.Sequence(datasets.Value("int32")),
+                    "references": datasets.Sequence(datasets.Value("int32")),
+                }
+                if self.config_name == "multilabel"
+                else {
                     "predictions": datasets.Value("int64"),
                     "references": datasets.Value("int64"),
                 }
@@ -194,14 +310,18 @@ class MacroFbeta(evaluate.Metric):
         zero_division=0.0,
         sample_weight=None,
     ):
-        if average not in AVERAGES:
-            raise ValueError(f"Expected average in {AVERAGES}, got {average!r}")
         if (
             isinstance(zero_division, bool)
             or not isinstance(zero_division, (int, float))
             or not 0 <= zero_division <= 1
         ):
             raise ValueError(f"Expected zero_division as a float in [0, 1], got {zero_division!r}")
+        if self.config_name == "multilabel":
+            return multilabel_report(
+                predictions, references, beta, average, labels, float(zero_division), sample_weight
+            )
+        if average not in AVERAGES:
+            raise ValueError(f"Expected average in {AVERAGES}, got {average!r}")
         references, predictions = np.asarray(references, dtype=np.int64), np.asarray(predictions, dtype=np.int64)
         if references.size == 0:
             raise ValueError("Expected at least one prediction, got none")
