@@ -100,7 +100,7 @@ def test_summary_and_variant_parsing():
         "r08": ["--east_decay", "0.8"],
     }
     with pytest.raises(ValueError, match="losses among"):
-        parse_variants("focal", None)
+        parse_variants("hinge", None)
     with pytest.raises(ValueError, match="NAME:FLAGS"):
         parse_variants(None, ["no-colon"])
     # another average redefines macro F-beta but not a class's own F-beta; another beta redefines both

@@ -10,6 +10,8 @@ processes, and a loss of those statistics.
   ``la`` (Menon et al. 2021).
 - ``SoftDiceLoss`` (``east_hf.core.baselines``): per class (sum p y, sum p^2, sum y); the loss 1 - mean_k Dice_k
   (Milletari et al., 2016).
+- ``FocalLoss`` and ``LDAMLoss`` (``east_hf.core.long_tail_losses``): focal loss (Lin et al., 2017) and LDAM with
+  deferred re-weighting (Cao et al., 2019), the mean of a per-sample loss as cross-entropy.
 - ``MixedSetLoss`` (here): EAST plus a weighted cross-entropy (both statistics side by side), for an annealed
   cross-entropy weight; multiclass (``EASTLoss`` + ``CrossEntropySetLoss``) or multi-label (``MultiLabelEASTLoss``
   + ``BinaryCrossEntropySetLoss``).
@@ -38,6 +40,7 @@ from east_hf.core.baselines import (
     logit_adjustment_from_counts,
 )
 from east_hf.core.east_loss import EASTLoss, floored_beta
+from east_hf.core.long_tail_losses import FocalLoss, LDAMLoss, effective_number_weights, ldam_margins
 from east_hf.core.multilabel import MultiLabelEASTLoss
 from east_hf.core.multilabel_losses import (
     AsymmetricLoss,
@@ -57,6 +60,8 @@ __all__ = [
     "BinaryCrossEntropySetLoss",
     "CrossEntropySetLoss",
     "EASTLoss",
+    "FocalLoss",
+    "LDAMLoss",
     "LossSpec",
     "MixedSetLoss",
     "MultiLabelEASTLoss",
@@ -66,6 +71,7 @@ __all__ = [
     "class_weights_from_counts",
     "describe_losses",
     "floored_beta",
+    "ldam_before_deferral",
     "logit_adjustment_from_counts",
 ]
 
@@ -108,6 +114,20 @@ def _dice(ignore_index: int | None, class_counts: Any = None, **_: Any) -> SetLo
     return SoftDiceLoss(ignore_index=ignore_index)
 
 
+def _focal(ignore_index: int | None, class_counts: Any = None, **_: Any) -> SetLoss:
+    return FocalLoss(ignore_index=ignore_index)
+
+
+def _ldam(ignore_index: int | None, class_counts: Any = None, **_: Any) -> SetLoss:
+    """LDAM after its deferral: the margins and the re-weighting, both from the training split's class counts."""
+    return LDAMLoss(ldam_margins(class_counts), ignore_index, class_weight=effective_number_weights(class_counts))
+
+
+def ldam_before_deferral(loss: LDAMLoss) -> LDAMLoss:
+    """The LDAM of the stage before LDAM-DRW's deferred re-weighting: ``loss``'s margins, without class weights."""
+    return LDAMLoss(loss.margins, loss.ignore_index, loss.scale)
+
+
 LOSSES: dict[str, LossSpec] = {
     spec.name: spec
     for spec in (
@@ -126,6 +146,14 @@ LOSSES: dict[str, LossSpec] = {
             needs_class_counts=True,
         ),
         LossSpec("dice", _dice, "soft Dice (baseline)"),
+        LossSpec("focal", _focal, "focal loss, gamma = 2 (Lin et al., 2017; baseline)"),
+        LossSpec(
+            "ldam",
+            _ldam,
+            "LDAM-DRW: LDAM until its early stopping, then re-weighted by effective numbers (Cao et al., 2019; "
+            "baseline)",
+            needs_class_counts=True,
+        ),
     )
 }
 """The loss registry, by ``EASTConfig.east_loss`` name: EAST and the paper's baselines."""
@@ -157,6 +185,13 @@ def _asl(ignore_index: int | None, label_priors: Any = None, **_: Any) -> SetLos
     return AsymmetricLoss(ignore_index=ignore_index)
 
 
+def _binary_focal(ignore_index: int | None, label_priors: Any = None, **_: Any) -> SetLoss:
+    """Focal loss per label: the asymmetric loss with both gammas 2 and no clip is binary focal loss (no alpha)."""
+    loss = AsymmetricLoss(ignore_index=ignore_index, gamma_neg=2.0, gamma_pos=2.0, clip=0.0)
+    loss.name = "focal"
+    return loss
+
+
 MULTILABEL_LOSSES: dict[str, LossSpec] = {
     spec.name: spec
     for spec in (
@@ -175,9 +210,10 @@ MULTILABEL_LOSSES: dict[str, LossSpec] = {
             needs_class_counts=True,
         ),
         LossSpec("asl", _asl, "asymmetric loss, gamma_neg 4, gamma_pos 0, clip 0.05 (Ridnik et al., 2021; baseline)"),
+        LossSpec("focal", _binary_focal, "binary focal loss per label, gamma = 2 (Lin et al., 2017; baseline)"),
     )
 }
-"""The multi-label loss registry, by the multiclass registry's names plus ``asl`` (``needs_class_counts``: built from
+"""The multi-label loss registry, by the multiclass registry's names (``focal``: per label) plus ``asl`` (``needs_class_counts``: built from
 the training split's ``label_priors``)."""
 MULTILABEL_PRIOR_LOSSES = tuple(name for name, spec in MULTILABEL_LOSSES.items() if spec.needs_class_counts)
 
@@ -210,7 +246,11 @@ def build_loss(
     - ``la``: cross-entropy of ``logits + log(prior)`` (``logit_adjustment_from_counts``, tau = 1); predictions
       stay the argmax of the model's logits, which is the logit-adjusted loss's Bayes-optimal balanced rule;
       multi-label: binary cross-entropy of ``logits + log(pi_k / (1 - pi_k))`` (``label_logit_adjustment``).
-    - ``asl`` (multi-label only): ``AsymmetricLoss`` with the paper's defaults; ``dice`` is multiclass only.
+    - ``asl`` (multi-label only): ``AsymmetricLoss`` with the paper's defaults; ``dice`` and ``ldam`` are multiclass
+      only.
+    - ``focal``: ``FocalLoss`` (gamma 2); multi-label: binary focal loss per label.
+    - ``ldam``: ``LDAMLoss`` with ``ldam_margins(class_counts)`` and the deferred re-weighting
+      (``effective_number_weights``); the stage before the deferral trains ``ldam_before_deferral`` of it.
 
     >>> build_loss("ce")
     CrossEntropySetLoss()
@@ -220,9 +260,9 @@ def build_loss(
     [4.0, 1.0]
     """
     if multi_label:
-        if name == "dice":
+        if name in ("dice", "ldam"):
             raise ValueError(
-                f"Expected a multi-label loss in {tuple(MULTILABEL_LOSSES)}, got 'dice' (soft Dice is multiclass only)"
+                f"Expected a multi-label loss in {tuple(MULTILABEL_LOSSES)}, got {name!r} (multiclass only)"
             )
         spec = MULTILABEL_LOSSES[check_choice("a multi-label loss", name, tuple(MULTILABEL_LOSSES))]
         if spec.needs_class_counts and label_priors is None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from east_hf.core.annealing import AnnealingSchedule, monitor_mode
 from east_hf.core.classes import resolve_beta, resolve_class_priors
-from east_hf.core.loss import PRIOR_LOSSES, MixedSetLoss, SetLoss, build_loss
+from east_hf.core.loss import PRIOR_LOSSES, MixedSetLoss, SetLoss, build_loss, ldam_before_deferral
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.config import EASTConfig
 from east_hf.hf.config_fields import LOSS_FIELDS, SCHEDULE_FIELDS
@@ -71,7 +71,8 @@ class EASTComponents:
 
     Attributes:
         loss: the loss ``east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``).
-        ce_loss: the cross-entropy of the warm start and of the annealed weight (``east_ce_loss``).
+        ce_loss: the cross-entropy of the warm start and of the annealed weight (``east_ce_loss``); for ``ldam``,
+            LDAM before its deferred re-weighting.
         mixed_loss: EAST plus the annealed cross-entropy (``MixedSetLoss``), for the stages whose weight is > 0;
             None for the baselines.
         annealing: the ``TemperatureAnnealingCallback`` to install, or None (``east_annealing=False``, or the caller
@@ -266,10 +267,14 @@ def build_schedule(args: EASTConfig, eval_size: int | None = None, streamed: boo
     across-stage threshold, ``anneal_threshold``). Baselines get one stage (their early stopping, with the same
     patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start. ``streamed``: the training set
     has no length (an ``IterableDataset``), so a warm start measured in epochs runs until its own early stopping
-    instead, with a warning (``east_warm_start_steps`` sets its length)."""
+    instead, with a warning (``east_warm_start_steps`` sets its length). ``ldam`` (LDAM-DRW) defers its re-weighting
+    with the same machinery: stage -1 trains LDAM without class weights until its own early stopping (or
+    ``east_warm_start_steps``), stage 0 the re-weighted LDAM (Cao et al. defer at a fixed epoch instead)."""
     settings = {param: getattr(args, name) for name, param in SCHEDULE_FIELDS.items()}
     warm_start = args.east_warm_start if args.east_loss in ("east", "dice") else "none"
     epochs = args.east_warm_start_epochs
+    if args.east_loss == "ldam":  # LDAM-DRW: the plain LDAM is stage -1, until its own early stopping
+        warm_start, epochs = "ce", -1
     if streamed and warm_start != "none" and args.east_warm_start_steps is None and epochs != -1:
         logger.warning(
             f"east_warm_start_epochs={epochs:g} on a training set without a length: the warm start runs until its "
@@ -343,7 +348,10 @@ def build_components(
         counts = class_counts(args, train_dataset, num_classes, id2label)
         warn_absent_validation_classes(eval_dataset, num_classes, id2label)
     loss = build_east_loss(args, num_classes, id2label, counts, multi_label)
-    ce_loss = build_ce_loss(args, counts, train_dataset is not None, multi_label)  # no training set: nothing trains
+    if args.east_loss == "ldam":  # the stage before the deferred re-weighting (build_schedule)
+        ce_loss = ldam_before_deferral(loss)
+    else:
+        ce_loss = build_ce_loss(args, counts, train_dataset is not None, multi_label)  # no training set: none trains
     mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if loss.name == "east" else None
     annealing = None
     if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):

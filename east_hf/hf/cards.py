@@ -294,7 +294,9 @@ def card_context(
         )
     warm_start = "none"
     annealing = getattr(trainer, "annealing", None)  # the schedule the run trained with
-    if annealing is not None and annealing.schedule.has_warm_start:
+    if args.east_loss == "ldam":
+        warm_start = "LDAM without re-weighting until its own early stopping (the deferral of LDAM-DRW)"
+    elif annealing is not None and annealing.schedule.has_warm_start:
         steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
         warm_start = "cross-entropy for " + (
             f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"

@@ -67,7 +67,9 @@ class EASTConfig(TrainingArguments):
     Parameters that control the surrogate:
         east_loss (`str`, defaults to `"east"`): ``"east"``, or a baseline with otherwise identical settings (the
             loss registry, ``east_hf.core.loss.LOSSES``): ``"ce"``, ``"wce"`` (class-weighted), ``"la"``
-            (logit-adjusted, Menon et al. 2021, tau = 1) or ``"dice"`` (soft Dice). A multi-label model
+            (logit-adjusted, Menon et al. 2021, tau = 1), ``"dice"`` (soft Dice), ``"focal"`` (focal loss, gamma 2,
+            Lin et al. 2017) or ``"ldam"`` (LDAM-DRW, Cao et al. 2019: LDAM until its early stopping, then
+            re-weighted by effective numbers of samples, in one more stage). A multi-label model
             (``problem_type="multi_label_classification"``) gets each name's multi-label counterpart
             (``east_hf.core.loss.MULTILABEL_LOSSES``: binary cross-entropy, ``pos_weight``, per-label logit
             adjustment) and ``"asl"`` (the asymmetric loss, Ridnik et al. 2021, multi-label only).

@@ -24,14 +24,24 @@ __all__ = [
 ]
 
 DEFAULT_LOSSES = "east,ce,la"
-"""EAST and the strongest baselines: cross-entropy and logit-adjusted cross-entropy (with ``--tuned``, each tuned)."""
+"""EAST and the strongest baselines: cross-entropy and logit-adjusted cross-entropy (with ``--tuned``, each tuned);
+``--losses all`` runs every baseline of the registry."""
 TARGET_FLAGS = {"--east_beta", "--beta", "--east_metric", "--metric", "--east_average", "--east_pos_label"}
 AVERAGE_FLAGS = {"--east_average", "--east_pos_label"}
 
 
-def parse_variants(losses: str | None, variants: Sequence[str] | None) -> dict[str, list[str]]:
-    """``--losses east,ce`` and ``--variants NAME:FLAGS`` -> {name: east-train flags}, in the order given."""
+def parse_variants(
+    losses: str | None, variants: Sequence[str] | None, multi_label: bool = False
+) -> dict[str, list[str]]:
+    """``--losses east,ce`` and ``--variants NAME:FLAGS`` -> {name: east-train flags}, in the order given.
+    ``--losses all``: every loss of the registry of the task (``multi_label``: ``MULTILABEL_LOSSES``).
+
+    >>> list(parse_variants("all", None))
+    ['east', 'ce', 'wce', 'la', 'dice', 'focal', 'ldam']
+    """
     out: dict[str, list[str]] = {}
+    if (losses or "").strip() == "all":
+        losses = ",".join(MULTILABEL_LOSSES if multi_label else LOSSES)
     for loss in [x.strip() for x in (losses or "").split(",") if x.strip()]:
         if loss not in LOSSES and loss not in MULTILABEL_LOSSES:
             raise ValueError(f"Expected losses among {sorted({*LOSSES, *MULTILABEL_LOSSES})}, got {loss!r}")

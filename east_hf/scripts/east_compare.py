@@ -122,8 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--losses",
         default=None,
-        help=f"comma-separated losses among {', '.join(LOSSES)} (multi-label: also asl; not dice) (default: "
-        f"{DEFAULT_LOSSES} unless --variants is given)",
+        help=f"comma-separated losses among {', '.join(LOSSES)} (multi-label: also asl; not dice or ldam), or 'all' "
+        f"(default: {DEFAULT_LOSSES} unless --variants is given)",
     )
     parser.add_argument(
         "--tuned",
@@ -182,7 +182,9 @@ def _recipe_and_variants(
     recipe_path = resolve_recipe(args.recipe)  # a YAML path, or a packaged recipe by name as east-train takes it
     try:
         recipe = load_recipe(recipe_path)
-        variants = parse_variants(args.losses if args.losses or args.variants else DEFAULT_LOSSES, args.variants)
+        multi_label = bool(recipe.get("label_columns") or recipe.get("label_separator"))
+        losses = args.losses if args.losses or args.variants else DEFAULT_LOSSES
+        variants = parse_variants(losses, args.variants, multi_label)
     except ValueError as e:
         parser.error(str(e))
     rows = variant_rows(variants, args.tuned)

@@ -1,0 +1,162 @@
+"""Two losses practitioners reach for on imbalanced and long-tailed data, as set losses (baselines for EAST).
+
+- ``FocalLoss`` (Lin et al., ICCV 2017): cross-entropy scaled by (1 - p_t)^gamma, which lowers the weight of the
+  samples the model already gets right; gamma = 2 as the paper. Optional per-class weights (alpha_t).
+- ``LDAMLoss`` (Cao et al., NeurIPS 2019): cross-entropy of the logits with a class-dependent margin subtracted from
+  the true class, Delta_k proportional to n_k^(-1/4) and the largest ``max_margin`` (0.5, the paper's), so rare
+  classes are pushed further from the decision boundary; ``scale`` multiplies the logits. With ``class_weight`` it is
+  the deferred re-weighting stage of LDAM-DRW, whose weights are the inverse effective numbers of samples
+  (``effective_number_weights``, beta = 0.9999 as the paper).
+
+Both are the mean over the set of a per-sample loss: statistics (sum of weighted losses, sum of weights), as
+``CrossEntropySetLoss``. Where the deferral happens is the Trainer layer's (``east_hf.hf.build``): the plain LDAM
+trains until its early stopping, then the re-weighted one (the paper defers at a fixed epoch, 160 of 200). Pure torch.
+
+The paper's LDAM has ``scale`` s = 30 on a cosine classifier (normalised features and weights, logits in [-1, 1]);
+the heads here are plain linear layers whose logits are not bounded, so ``scale`` defaults to 1 and the margins are
+in logit units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from east_hf.core.set_loss import SetLoss
+from east_hf.core.validation import check_range
+
+__all__ = ["FocalLoss", "LDAMLoss", "effective_number_weights", "ldam_margins"]
+
+
+def ldam_margins(counts: Sequence[float] | torch.Tensor, max_margin: float = 0.5) -> torch.Tensor:
+    """LDAM's per-class margins Delta_k = c / n_k^(1/4), c such that the largest is ``max_margin``; a class without
+    training samples is floored at half a sample (the largest margin).
+
+    >>> [round(m, 4) for m in ldam_margins([10000, 100]).tolist()]
+    [0.1581, 0.5]
+    """
+    counts = _counts(counts)
+    check_range("max_margin", max_margin, 0, float("inf"), "(]")
+    margins = counts.clamp(min=0.5).pow(-0.25)
+    return margins * (max_margin / margins.max())
+
+
+def effective_number_weights(counts: Sequence[float] | torch.Tensor, beta: float = 0.9999) -> torch.Tensor:
+    """Class weights (1 - beta) / (1 - beta^n_k), the inverse effective number of samples (Cui et al., CVPR 2019),
+    normalised to sum to the number of classes: the re-weighting of LDAM-DRW. A class without samples gets 0.
+
+    >>> [round(w, 4) for w in effective_number_weights([10000, 100]).tolist()]
+    [0.031, 1.969]
+    """
+    counts = _counts(counts).double()  # 1 - beta^n loses 4 digits in float32 at beta = 0.9999
+    check_range("beta", beta, 0, 1, "[)")
+    weights = torch.where(counts > 0, (1.0 - beta) / (1.0 - torch.pow(beta, counts.clamp(min=1.0))), 0.0)
+    return (weights * (len(counts) / weights.sum())).float()
+
+
+def _counts(counts: Sequence[float] | torch.Tensor) -> torch.Tensor:
+    counts = torch.as_tensor(counts, dtype=torch.float32)
+    if counts.ndim != 1 or counts.numel() < 2 or bool((counts < 0).any()) or not counts.sum() > 0:
+        raise ValueError(f"Expected class counts as >= 2 non-negative numbers, not all 0, got {counts.tolist()}")
+    return counts
+
+
+class _PerSampleLoss(SetLoss):
+    """A mean of per-sample losses as a set loss: statistics (sum of weighted losses, sum of weights)."""
+
+    def __init__(self, ignore_index: int | None = -100, class_weight: Sequence[float] | torch.Tensor | None = None):
+        super().__init__(ignore_index)
+        if class_weight is not None:
+            class_weight = torch.as_tensor(class_weight, dtype=torch.float32)
+            if class_weight.ndim != 1 or not bool(torch.isfinite(class_weight).all()):
+                raise ValueError(f"Expected class_weight as a finite (C,) vector, got {class_weight.tolist()}")
+        self.register_buffer("class_weight", class_weight, persistent=False)
+
+    def _per_sample(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _check_width(self, what: str, value: torch.Tensor | None, num_classes: int) -> None:
+        if value is not None and value.shape[0] != num_classes:
+            raise ValueError(f"Expected {what} of {num_classes} classes, got {value.shape[0]}")
+
+    def statistics(self, logits, labels, sample_weight=None, *, validate_args=True):
+        logits, labels, sample_weight = self._rows(logits, labels, sample_weight, validate_args)
+        with torch.autocast(logits.device.type, enabled=False):
+            logits = logits.float()
+            self._check_width("class_weight", self.class_weight, logits.shape[1])
+            per_sample = self._per_sample(logits, labels)  # (n,)
+            weight = None if self.class_weight is None else self.class_weight[labels]
+            if sample_weight is not None:
+                weight = sample_weight.float() if weight is None else weight * sample_weight.float()
+            if weight is None:
+                return torch.stack([per_sample.sum(), per_sample.new_tensor(float(len(per_sample)))])
+            return torch.stack([(per_sample * weight).sum(), weight.sum()])
+
+    def loss_from_statistics(self, stats):
+        count = stats[1]  # no labelled row: 0 / 1, a loss of 0 with a zero gradient
+        return stats[0] / torch.where(count == 0, torch.ones_like(count), count)
+
+    def is_empty(self, stats):
+        return stats[1] == 0
+
+
+class FocalLoss(_PerSampleLoss):
+    """Focal loss, -alpha_t (1 - p_t)^gamma log p_t (Lin et al., 2017), the mean over the set.
+
+    ``gamma`` = 2 (the paper's); ``class_weight`` (C,) plays alpha_t where given (none by default: the paper's alpha
+    is for its binary foreground / background split). ``gamma = 0`` is cross-entropy.
+
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 0])
+    >>> torch.isclose(FocalLoss(gamma=0.0)(logits, labels), F.cross_entropy(logits, labels)).item()
+    True
+    """
+
+    name = "focal"
+
+    def __init__(self, ignore_index: int | None = -100, gamma: float = 2.0, class_weight=None):
+        super().__init__(ignore_index, class_weight)
+        self.gamma = check_range("gamma", gamma, 0, float("inf"), "[)")
+
+    def extra_repr(self) -> str:
+        return f"gamma={self.gamma:g}"
+
+    def _per_sample(self, logits, labels):
+        log_p = F.log_softmax(logits, dim=1).gather(1, labels.unsqueeze(1)).squeeze(1)  # (n,) log p_t
+        if self.gamma == 0:
+            return -log_p
+        return -((1.0 - log_p.exp()).clamp(min=0.0) ** self.gamma) * log_p
+
+
+class LDAMLoss(_PerSampleLoss):
+    """LDAM, cross-entropy of ``scale * (logits - Delta_y e_y)`` (Cao et al., 2019), the mean over the set.
+
+    ``margins`` (C,): ``ldam_margins(training class counts)``; ``class_weight``: the deferred re-weighting
+    (``effective_number_weights``), none before the deferral. See the module docstring for ``scale``.
+
+    >>> loss = LDAMLoss(margins=[0.0, 0.0])
+    >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 0])
+    >>> torch.isclose(loss(logits, labels), F.cross_entropy(logits, labels)).item()
+    True
+    """
+
+    name = "ldam"
+
+    def __init__(self, margins: Sequence[float] | torch.Tensor, ignore_index: int | None = -100, scale: float = 1.0,
+                 class_weight=None):  # fmt: skip
+        super().__init__(ignore_index, class_weight)
+        margins = torch.as_tensor(margins, dtype=torch.float32)
+        if margins.ndim != 1 or not bool(torch.isfinite(margins).all()) or bool((margins < 0).any()):
+            raise ValueError(f"Expected margins as a finite, non-negative (C,) vector, got {margins.tolist()}")
+        self.register_buffer("margins", margins, persistent=False)
+        self.scale = check_range("scale", scale, 0, float("inf"), "(]")
+
+    def extra_repr(self) -> str:
+        weighted = ", re-weighted" if self.class_weight is not None else ""
+        return f"max_margin={self.margins.max().item():.3g}, scale={self.scale:g}{weighted}"
+
+    def _per_sample(self, logits, labels):
+        self._check_width("margins", self.margins, logits.shape[1])
+        shifted = logits - F.one_hot(labels, logits.shape[1]).to(logits.dtype) * self.margins.to(logits.device)
+        return F.cross_entropy(self.scale * shifted, labels, reduction="none")
