@@ -23,12 +23,11 @@ from sklearn.metrics import (
 from east_hf.core.decision_multilabel import tune_label_offsets
 from east_hf.core.loss import MULTILABEL_LOSSES, MixedSetLoss, build_loss
 from east_hf.core.multilabel import (
-    MultiLabelEASTLoss,
     multilabel_metric_from_statistics,
     multilabel_statistics,
     soft_label_predictions,
 )
-from east_hf.core.multilabel_losses import AsymmetricLoss, BinaryCrossEntropySetLoss
+from east_hf.core.multilabel_losses import AsymmetricLoss, BinaryCrossEntropySetLoss, MultiLabelEASTLoss
 
 pytestmark = [
     pytest.mark.usefixtures("one_thread"),
@@ -417,13 +416,13 @@ def test_mixed_multilabel_east_plus_bce():
 
 
 def test_multilabel_registry():
-    assert set(MULTILABEL_LOSSES) == {"east", "ce", "wce", "la", "asl"}
+    assert set(MULTILABEL_LOSSES) == {"east", "ce", "wce", "la", "asl", "focal"}
     east = build_loss("east", multi_label=True, metric="mcc", num_classes=4, temperature=0.1)
     assert isinstance(east, MultiLabelEASTLoss) and east.num_labels == 4 and east.metric == "mcc"
     ce = build_loss("ce", multi_label=True)
     assert isinstance(ce, BinaryCrossEntropySetLoss) and ce.pos_weight is None and ce.name == "ce"
     for call, match in [
-        (lambda: build_loss("dice", multi_label=True), r"got 'dice' \(soft Dice is multiclass only\)"),
+        (lambda: build_loss("dice", multi_label=True), r"got 'dice' \(multiclass only\)"),
         (lambda: build_loss("asl"), r"got 'asl' \(the asymmetric loss is multi-label only\)"),
         (lambda: build_loss("wce", multi_label=True), r"Expected the training split's label_priors"),
         (lambda: build_loss("la", multi_label=True, label_priors=[0.5, 1.5]), r"positive rate in \[0, 1\]"),

@@ -14,8 +14,7 @@ import torch
 from helpers import run_without_east_hf
 from sklearn.metrics import f1_score
 
-from east_hf.core.multilabel import MultiLabelEASTLoss
-from east_hf.core.multilabel_losses import AsymmetricLoss, BinaryCrossEntropySetLoss
+from east_hf.core.multilabel_losses import AsymmetricLoss, BinaryCrossEntropySetLoss, MultiLabelEASTLoss
 from east_hf.hf.config import EASTConfig
 from east_hf.hf.models import TabularMLPConfig, TabularMLPForClassification
 from east_hf.hf.trainer import EASTTrainer

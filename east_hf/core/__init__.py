@@ -6,9 +6,10 @@
   one autograd Function).
 - The losses: ``set_loss`` (their interface), ``east_loss`` (``EASTLoss``), ``baselines`` (cross-entropy, soft Dice)
   and ``loss`` (the registry, the cross-entropy mix, and every loss under one path).
-- Multi-label: ``multilabel`` (per-label soft predictions, the (4, L + 1) statistics, their metrics and
-  ``MultiLabelEASTLoss``), ``multilabel_losses`` (binary cross-entropy and the asymmetric loss as set losses, and the
-  multi-label registry) and ``decision_multilabel`` (per-label thresholds, ``tune_label_offsets``).
+- Multi-label: ``multilabel`` (per-label soft predictions, the (4, L + 1) statistics and their metrics),
+  ``multilabel_losses`` (``MultiLabelEASTLoss``, binary cross-entropy and the asymmetric loss as set losses) and
+  ``decision_multilabel`` (per-label thresholds, ``tune_label_offsets``); the multi-label registry is ``loss``'s.
+- Focal loss and LDAM-DRW, the long-tail baselines: ``long_tail_losses``.
 - The annealing schedule and its defaults: ``annealing``.
 - The decision-rule tuner: ``decision`` (its API), ``decision_sweep`` (one offset's sweep), ``decision_scorers``
   (candidate scoring), ``decision_ascent`` (the coordinate ascent and its work bound) and ``decision_logits`` (the
@@ -33,11 +34,11 @@ from east_hf.core.metrics import (
 from east_hf.core.multilabel import (
     MULTILABEL_AVERAGES,
     MULTILABEL_METRICS,
-    MultiLabelEASTLoss,
     multilabel_metric_from_statistics,
     multilabel_statistics,
     soft_label_predictions,
 )
+from east_hf.core.multilabel_losses import MultiLabelEASTLoss
 from east_hf.core.surrogate import (
     check_labels,
     confusion_from_memberships,

@@ -41,10 +41,10 @@ from east_hf.core.baselines import (
 )
 from east_hf.core.east_loss import EASTLoss, floored_beta
 from east_hf.core.long_tail_losses import FocalLoss, LDAMLoss, effective_number_weights, ldam_margins
-from east_hf.core.multilabel import MultiLabelEASTLoss
 from east_hf.core.multilabel_losses import (
     AsymmetricLoss,
     BinaryCrossEntropySetLoss,
+    MultiLabelEASTLoss,
     label_logit_adjustment,
     label_pos_weight,
 )

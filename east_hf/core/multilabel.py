@@ -13,7 +13,8 @@ Every row may carry several of L labels. Labels are a float (N, L) multi-hot ten
   with a labelled entry.
 - ``multilabel_metric_from_statistics``: F-beta, precision, recall, Jaccard, per-label MCC and subset accuracy of
   those statistics, equal to scikit-learn's scores of indicator arrays for hard predictions.
-- ``MultiLabelEASTLoss``: 1 - M of the soft statistics, a ``SetLoss``.
+``MultiLabelEASTLoss`` (1 - M of the soft statistics) and the multi-label baselines are in
+``east_hf.core.multilabel_losses``.
 
 Pure torch.
 """
@@ -25,17 +26,12 @@ from collections.abc import Sequence
 
 import torch
 
-from east_hf.core.annealing import DEFAULT_TEMPERATURE
-from east_hf.core.east_loss import floored_beta
 from east_hf.core.metrics import beta_vector, fbeta_from_stats, mcc_from_stats, safe_divide
-from east_hf.core.set_loss import SetLoss
 from east_hf.core.surrogate import NO_LABEL_FAULT, linear_heaviside
 from east_hf.core.validation import (
     MULTILABEL_AVERAGES,
     check_choice,
-    check_int,
     check_multilabel_average,
-    check_range,
     check_temperature,
     check_zero_division,
 )
@@ -43,8 +39,8 @@ from east_hf.core.validation import (
 __all__ = [
     "MULTILABEL_AVERAGES",
     "MULTILABEL_METRICS",
-    "MultiLabelEASTLoss",
     "check_label_matrix",
+    "check_statistics",
     "metric_of_statistics",
     "multilabel_entries",
     "multilabel_label_error",
@@ -53,10 +49,10 @@ __all__ = [
     "multilabel_statistics",
     "per_label_metric",
     "soft_label_predictions",
+    "statistics_of_entries",
 ]
 
 MULTILABEL_METRICS = ("fbeta", "f1", "precision", "recall", "jaccard", "mcc", "accuracy")
-_LOSS_METRICS = ("fbeta", "f1", "mcc", "jaccard", "precision", "recall")  # what MultiLabelEASTLoss trains
 
 
 def check_label_matrix(x: torch.Tensor, name: str) -> None:
@@ -168,10 +164,10 @@ def multilabel_statistics(
                 f"Expected predictions in [0, 1] (soft or 0/1; logits? pass (logits > 0).float()), got values in "
                 f"[{p.min().item():.4g}, {p.max().item():.4g}]"
             )
-        return _statistics(p, y, mask, w, float(samples_beta), zero_division)
+        return statistics_of_entries(p, y, mask, w, float(samples_beta), zero_division)
 
 
-def _statistics(p, y, mask, w, samples_beta: float, zero_division: float) -> torch.Tensor:
+def statistics_of_entries(p, y, mask, w, samples_beta: float, zero_division: float) -> torch.Tensor:
     """``multilabel_statistics`` of checked tensors: p, y, mask (N, L), w (N,)."""
     pm = p * mask  # (N, L) the predictions of the entries that count
     tp_e = pm * y
@@ -191,7 +187,7 @@ def _statistics(p, y, mask, w, samples_beta: float, zero_division: float) -> tor
     return torch.cat([per_label, samples.unsqueeze(1)], dim=1)  # (4, L + 1)
 
 
-def _check_stats(stats: torch.Tensor) -> torch.Tensor:
+def check_statistics(stats: torch.Tensor) -> torch.Tensor:
     if not isinstance(stats, torch.Tensor):
         raise TypeError(f"Expected stats as a (4, L + 1) torch.Tensor, got {type(stats).__name__}")
     if stats.ndim < 2 or stats.shape[-2] != 4 or stats.shape[-1] < 2:
@@ -300,167 +296,8 @@ def multilabel_metric_from_statistics(
     >>> [round(multilabel_metric_from_statistics(stats, average=a).item(), 4) for a in ("macro", "micro", "samples")]
     [0.75, 0.75, 0.7778]
     """
-    stats = _check_stats(stats)
+    stats = check_statistics(stats)
     metric, b, average, zero_division = multilabel_metric_settings(
         metric, beta, average, zero_division, stats.shape[-1] - 1, stats
     )
     return metric_of_statistics(stats, metric, b, average, zero_division)
-
-
-class MultiLabelEASTLoss(SetLoss):
-    """The multi-label EAST surrogate ``1 - M(statistics(H_T^l(sigmoid(logits), 0.5), labels))``.
-
-    Args:
-        metric: ``"fbeta"`` (default; alias ``"f1"``), ``"mcc"``, ``"jaccard"``, ``"precision"`` or ``"recall"``.
-        beta: F-beta's beta, a float or one value per label (not with ``average="samples"`` or ``"micro"``).
-        average: ``"macro"`` (default), ``"micro"``, ``"weighted"`` or ``"samples"`` (``MULTILABEL_AVERAGES``).
-        temperature: T in (0, 0.4), by default ``annealing.DEFAULT_TEMPERATURE``; ``set_stage`` sets it.
-        num_labels: L; if given, logits of another width are refused (``bind_num_classes`` fixes it otherwise).
-        ignore_index: the label value of an entry that does not count.
-        zero_division: the value of a ratio whose denominator is 0 (as scikit-learn's).
-        beta_floor: the surrogate trains each label at ``max(beta_k, beta_floor)`` (as ``EASTLoss``).
-        confusion_memory: d in [0, 1): a detached, decayed memory of earlier batches' statistics at the same
-            temperature is added to a training batch's (as ``EASTLoss``).
-
-    Statistics: ``multilabel_statistics`` (4, L + 1) of the soft predictions, computed in float32 under autocast and
-    additive across batches and processes. As T -> 0 the loss tends to 1 - scikit-learn's score of the hard
-    predictions ``(logits > 0)``. With ``validate_args=False`` a label that is not 0, 1 or ``ignore_index`` counts
-    for nothing and is recorded in ``label_fault`` (no host read).
-
-    >>> loss_fn = MultiLabelEASTLoss(temperature=0.2)
-    >>> logits = torch.tensor([[3.0, -2.0], [-1.0, 2.0], [2.0, 1.0]], requires_grad=True)
-    >>> loss = loss_fn(logits, torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]))
-    >>> loss.backward()
-    >>> 0.0 < loss.item() < 1.0, logits.grad.shape
-    (True, torch.Size([3, 2]))
-    """
-
-    name = "east"
-
-    def __init__(
-        self,
-        metric: str = "fbeta",
-        beta: float | Sequence[float] = 1.0,
-        average: str = "macro",
-        temperature: float = DEFAULT_TEMPERATURE,
-        num_labels: int | None = None,
-        ignore_index: int | None = -100,
-        zero_division: float = 0.0,
-        beta_floor: float = 0.0,
-        confusion_memory: float = 0.0,
-    ):
-        super().__init__(ignore_index)
-        self.metric = check_choice("metric", metric, _LOSS_METRICS)
-        self.average = check_multilabel_average(average)
-        self.zero_division = check_zero_division(zero_division)
-        self.beta_floor = check_range("beta_floor", beta_floor, 0, math.inf, "[)")
-        self.confusion_memory = check_range("confusion_memory", confusion_memory, 0, 1, "[)")
-        self.temperature = check_temperature(temperature)
-        self.beta = beta
-        self.num_labels = None if num_labels is None else check_int("num_labels", num_labels, 1)
-        length = num_labels if num_labels is not None else (None if isinstance(beta, (int, float)) else len(beta))
-        # fail now, not at the first step: beta's values and length, and beta against the average
-        multilabel_metric_settings(self.metric, beta, self.average, 0.0, length or 1, torch.empty(0))
-        self.memory: torch.Tensor | None = None
-        self._memory_temperature: float | None = None
-
-    def set_stage(self, temperature: float, ce_weight: float = 0.0) -> None:
-        self.temperature = check_temperature(temperature)
-
-    def bind_num_classes(self, num_classes: int) -> None:
-        """Fix the number of labels L where it was not given: logits of another width are refused from then on."""
-        if self.num_labels is None:
-            self.num_labels = check_int("num_labels", num_classes, 1)
-        elif self.num_labels != num_classes:
-            raise ValueError(f"Expected logits with {self.num_labels} labels, got {num_classes}")
-
-    @property
-    def metric_name(self) -> str:
-        """The metric trained (as ``EASTLoss.metric_name``)."""
-        return self.metric
-
-    @property
-    def soft_metric_key(self) -> str:
-        """The training log key of the batch's soft metric, 1 - loss (e.g. ``east_soft_fbeta``)."""
-        return f"east_soft_{self.metric}"
-
-    def extra_repr(self) -> str:
-        floor = f", beta_floor={self.beta_floor:g}" if self.beta_floor > 0 else ""
-        return (
-            f"metric={self.metric!r}, beta={self.beta}{floor}, average={self.average!r}, "
-            f"temperature={self.temperature:.4g}"
-        )
-
-    def _trained_beta(self, num_labels: int, like: torch.Tensor) -> torch.Tensor | None:
-        """The (L,) betas the surrogate trains, max(beta_k, beta_floor), checked once per (L, dtype, device)."""
-        if self.metric not in ("fbeta", "f1"):
-            return None
-        key = (repr(self.beta), self.beta_floor, num_labels, like.dtype, like.device)
-        if getattr(self, "_beta_key", None) != key:
-            beta = floored_beta(self.beta, self.beta_floor)
-            self._beta_cache = multilabel_metric_settings(self.metric, beta, self.average, 0.0, num_labels, like)[1]
-            self._beta_key = key
-        return self._beta_cache
-
-    def statistics(
-        self,
-        logits: torch.Tensor,
-        labels: torch.Tensor,
-        sample_weight: torch.Tensor | None = None,
-        *,
-        validate_args: bool = True,
-    ) -> torch.Tensor:
-        """The batch's (4, L + 1) statistics of the soft predictions; ``validate_args`` as ``SetLoss.statistics``."""
-        check_label_matrix(logits, "logits")
-        L = logits.shape[1]
-        if self.num_labels is not None and L != self.num_labels:
-            raise ValueError(
-                f"Expected logits with {self.num_labels} labels (N, {self.num_labels}), got shape {tuple(logits.shape)}"
-            )
-        predictions = soft_label_predictions(logits, self.temperature)  # (N, L) float32 or float64
-        with torch.autocast(logits.device.type, enabled=False):
-            y, mask, w, fault = multilabel_entries(
-                labels, predictions.shape, sample_weight, self.ignore_index, validate_args, predictions.dtype
-            )
-            if not validate_args:
-                seen = self._label_fault
-                self._label_fault = (
-                    fault if seen is None or seen.device != fault.device else torch.maximum(seen, fault)
-                )
-            beta = self._trained_beta(L, predictions)
-            samples_beta = 1.0 if beta is None or self.average != "samples" else float(self._samples_beta())
-            return _statistics(predictions, y, mask, w, samples_beta, self.zero_division)
-
-    def _samples_beta(self) -> float:
-        """The one beta of ``average="samples"`` (checked at construction), raised to ``beta_floor``."""
-        beta = self.beta if isinstance(self.beta, (int, float)) else float(torch.as_tensor(self.beta).flatten()[0])
-        return max(float(beta), self.beta_floor)
-
-    def raise_if_label_fault(self, fault: int | torch.Tensor | None = None) -> None:
-        """Raise the one-line error of the entries that were not 0, 1 or ``ignore_index`` (``label_fault`` holds
-        their number in a training batch), or of ``fault`` where given."""
-        fault = self._label_fault if fault is None else fault
-        if fault is not None and (count := int(fault)) != NO_LABEL_FAULT:
-            raise multilabel_label_error(f"{count} other entries in a training batch", self.ignore_index)
-
-    def with_memory(self, stats: torch.Tensor) -> torch.Tensor:
-        """``stats`` plus the memory, then m <- d * (m + stats.detach()); the memory empties when the temperature or
-        the statistics' shape changes (as ``EASTLoss.with_memory``)."""
-        if self.confusion_memory == 0:
-            return stats
-        memory = self.memory
-        if memory is None or self._memory_temperature != self.temperature or memory.shape != stats.shape:
-            memory = torch.zeros_like(stats)
-        self.memory = self.confusion_memory * (memory + stats.detach())
-        self._memory_temperature = self.temperature
-        return stats + memory
-
-    def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
-        """1 - M(stats), and 0 (with a zero gradient) for statistics without a labelled entry."""
-        stats = _check_stats(stats)
-        beta = self._trained_beta(stats.shape[-1] - 1, stats)
-        metric = metric_of_statistics(stats, self.metric, beta, self.average, self.zero_division)
-        return self._nothing_if_empty(stats, 1.0 - metric)
-
-    def is_empty(self, stats: torch.Tensor) -> torch.Tensor:
-        return stats[3, :-1].sum() == 0  # the labelled entries' total weight
