@@ -1,4 +1,5 @@
-"""Run under `torchrun --nproc_per_node 2`: compares DDP gradients of EASTTrainer with single-process gradients.
+"""Run under `torchrun --nproc_per_node 2`: compares DDP gradients of EASTTrainer with single-process gradients, for
+a multiclass and a multi-label task.
 
 Writes rank 0's findings as JSON to argv[1]. On CPU (gloo) by default, as tests/test_distributed.py runs it; with
 ``EAST_DIST_CHECK_GPU=1`` on a machine with 2 GPUs, each rank on its own GPU over NCCL (the README's GPU check).
@@ -19,15 +20,25 @@ from east_hf import EASTTrainer  # noqa: E402
 GPU = os.environ.get("EAST_DIST_CHECK_GPU") == "1"
 
 
+class MultiHot(TinyTabular):
+    """TinyTabular with three multi-hot labels per row (the signs of its first three inputs, plus a fixed flip)."""
+
+    def __init__(self, n: int):
+        super().__init__(n)
+        self.y = (self.x[:, :3] + 0.3 * torch.randn(n, 3, generator=torch.Generator().manual_seed(1)) > 0).float()
+
+
 def main(out_path: str) -> None:
     result = {}
-    for sync in (True, False):
+    for task, sync in ((t, s) for t in ("multiclass", "multilabel") for s in (True, False)):
         torch.manual_seed(0)
         model = PlainClassifier()
         reference = copy.deepcopy(model)
-        data = TinyTabular(32)
-        args = east_args(out_path + f".{sync}", east_sync_across_processes=sync, use_cpu=not GPU)
-        trainer = EASTTrainer(model=model, args=args)
+        data = TinyTabular(32) if task == "multiclass" else MultiHot(32)
+        args = east_args(out_path + f".{task}.{sync}", east_sync_across_processes=sync, use_cpu=not GPU)
+        # multi-hot labels in the training set make the trainer multi-label (its per-label surrogate)
+        trainer = EASTTrainer(model=model, args=args, train_dataset=data if task == "multilabel" else None)
+        assert trainer.multi_label == (task == "multilabel")
         world, rank = trainer.accelerator.num_processes, trainer.accelerator.process_index
         ddp = trainer.accelerator.prepare_model(model)
         device = trainer.args.device
@@ -51,7 +62,7 @@ def main(out_path: str) -> None:
                     grads = [p.grad.clone() / world for p in reference.parameters()]
                     expected = grads if expected is None else [a + b for a, b in zip(expected, grads)]
             diff = max((a - b).abs().max().item() for a, b in zip(got, expected))
-            result[f"sync={sync}"] = {
+            result[f"{task} sync={sync}"] = {
                 "world_size": world,
                 "max_abs_diff": diff,
                 "grad_norm": sum(g.norm().item() for g in got),

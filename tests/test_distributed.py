@@ -27,12 +27,13 @@ def test_two_process_gradient_equals_single_process_on_global_batch(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["backend"] == "gloo"
-    for key in ("sync=True", "sync=False"):
-        assert result[key]["world_size"] == 2  # really two processes
-        assert result[key]["grad_norm"] > 1e-4
-        assert result[key]["max_abs_diff"] < 1e-6, result
-    # the two settings optimise different things: the global-batch surrogate and the mean of local ones
-    assert abs(result["sync=True"]["grad_norm"] - result["sync=False"]["grad_norm"]) > 1e-4
+    for task in ("multiclass", "multilabel"):
+        for key in (f"{task} sync=True", f"{task} sync=False"):
+            assert result[key]["world_size"] == 2  # really two processes
+            assert result[key]["grad_norm"] > 1e-4
+            assert result[key]["max_abs_diff"] < 1e-6, result
+        # the two settings optimise different things: the global-batch surrogate and the mean of local ones
+        assert abs(result[f"{task} sync=True"]["grad_norm"] - result[f"{task} sync=False"]["grad_norm"]) > 1e-4
 
 
 def test_torchrun_without_use_cpu_on_a_machine_without_accelerator_is_one_distributed_run(tmp_path):

@@ -60,7 +60,7 @@ def _label_column(dataset: Any, size: int, rows: bool) -> torch.Tensor | None:
             "Expected training samples with a 'labels' column to count the classes' priors, got samples with "
             f"{got}; or pass east_class_priors"
         )
-    return torch.as_tensor([dataset[i]["labels"] for i in range(size)])
+    return torch.stack([torch.as_tensor(dataset[i]["labels"]) for i in range(size)])  # (N,) or multi-hot (N, L)
 
 
 def _arrow_labels(column) -> torch.Tensor:
