@@ -235,3 +235,4 @@ print(json.dumps([sorted(r["label"] for r in row if r["score"] > 0.5) for row in
 
     predicted = Predictor(text_run).predict(texts)["predicted_label"].tolist()
     assert [sorted(p.split("|")) if p else [] for p in predicted] == labels
+    assert "top_k=None" in (text_run / "README.md").read_text()  # the card's snippet returns every label's score
