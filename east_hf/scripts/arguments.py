@@ -91,7 +91,10 @@ class ScriptArguments:
     model_card: bool = field(default=True, metadata={"help": "Write a model card (README.md) into output_dir."})
     tune_decision_rule: bool = field(
         default=False,
-        metadata={"help": "Tune per-class logit offsets on validation for the target metric; fold them in."},
+        metadata={
+            "help": "Tune per-class logit offsets (multi-label: per-label thresholds) on validation for the target "
+            "metric; fold them into the output bias."
+        },
     )
     dry_run: bool = field(
         default=False,

@@ -162,8 +162,8 @@ def _footnote(variants: Mapping[str, list[str]], tuned: bool) -> str:
     """What the table's marks and rows mean: the target metric, each variant's flags, the ``+tuned`` rows."""
     flags = "; ".join(f"{n}: `{' '.join(mask_secrets(f)) or '(recipe)'}`" for n, f in variants.items())
     rule = (
-        ". `+tuned`: the same models with per-class logit offsets tuned on the validation split for the target "
-        "metric (`--tune_decision_rule true`)"
+        ". `+tuned`: the same models with per-class logit offsets (multi-label: per-label thresholds) tuned on the "
+        "validation split for the target metric (`--tune_decision_rule true`)"
         if tuned
         else ""
     )
