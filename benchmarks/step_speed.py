@@ -12,7 +12,10 @@ float32). On CUDA also the peak memory of one step above the model, optimiser st
 Configurations (the paper's batch sizes): the tabular MLP (512-256-128, dropout 0.25, 64 features) at batch 512 with
 2 classes and at batch 128 with 10 classes; ``darknet19_tiny`` on 32 px at batch 128 with 10 and 100 classes; on CUDA
 also ``darknet19`` on 32 px at batch 128 (CIFAR-10, CIFAR-100) and on 224 px at batch 64 with 256 classes
-(Caltech-256). Name others with ``--configs``.
+(Caltech-256). Name others with ``--configs``. Text (a ``BertForSequenceClassification`` built from its config, random
+weights, no download, on random token ids of a fixed length, no padding): ``text_tiny`` (east_hf's from-scratch model:
+hidden 64, 2 layers, 2 heads, a 4,000-token vocabulary) and ``bert_base`` (BERT-base's config: hidden 768, 12 layers,
+12 heads, 30,522 tokens), at sequence length 128 (the ``size`` column).
 
 Usage::
 
@@ -48,10 +51,15 @@ CONFIGS = {
     "dn19_32_b128_c10": ("darknet19", 128, 10, 32),
     "dn19_32_b128_c100": ("darknet19", 128, 100, 32),
     "dn19_224_b64_c256": ("darknet19", 64, 256, 224),
+    "text_tiny_b32_s128_c2": ("text_tiny", 32, 2, 128),
+    "text_tiny_b32_s128_c8": ("text_tiny", 32, 8, 128),
+    "bert_base_b32_s128_c2": ("bert_base", 32, 2, 128),
+    "bert_base_b8_s128_c2": ("bert_base", 8, 2, 128),
 }
+TEXT_MODELS = ("text_tiny", "bert_base")  # named with --configs only
 DEFAULT_CONFIGS = {
     "cpu": ["mlp_b512_c2", "mlp_b128_c10", "mlp_b512_c100", "mlp_b512_c1000", "tiny32_b128_c10", "tiny32_b128_c100"],
-    "cuda": list(CONFIGS),
+    "cuda": [name for name, spec in CONFIGS.items() if spec[0] not in TEXT_MODELS],
 }
 QUICK_CONFIGS = {  # the same code paths, small: a smoke test of the script
     "mlp_b64_c2": ("tabular_mlp", 64, 2, 16),
@@ -102,6 +110,14 @@ def build(kind: str, batch: int, classes: int, size: int, device: str, seed: int
         def forward(m):
             return m(input_features=x).logits
 
+    elif kind in TEXT_MODELS:
+        model = _text_model(kind, classes)
+        ids = torch.randint(5, model.config.vocab_size, (batch, size), generator=gen).to(device)
+        mask = torch.ones_like(ids)
+
+        def forward(m):
+            return m(input_ids=ids, attention_mask=mask).logits
+
     else:
         import timm
 
@@ -112,6 +128,24 @@ def build(kind: str, batch: int, classes: int, size: int, device: str, seed: int
             return m(x)
 
     return model.to(device).train(), forward, labels
+
+
+def _text_model(kind: str, classes: int):
+    """A randomly initialised BertForSequenceClassification: east_hf's text_tiny, or BERT-base's config."""
+    id2label = {i: str(i) for i in range(classes)}
+    if kind == "text_tiny":
+        from east_hf.hf.models.text import text_tiny_model
+
+        class _Vocabulary:  # what text_tiny_model reads of its tokenizer: the vocabulary size and the pad token
+            pad_token_id = 0
+
+            def __len__(self):
+                return 4000  # train_wordpiece_tokenizer's default vocab_size
+
+        return text_tiny_model(_Vocabulary(), id2label, max_length=128)
+    from transformers import BertConfig, BertForSequenceClassification
+
+    return BertForSequenceClassification(BertConfig(num_labels=classes, id2label=id2label))
 
 
 def east_loss_fn(classes: int):
@@ -193,7 +227,8 @@ def markdown(rows: list[dict]) -> str:
         "|:---|:---|---:|---:|---:|:---|---:|---:|:---|---:|---:|",
     ]
     for r in rows:
-        size = f"{r['size']} feat" if r["model"] == "tabular_mlp" else f"{r['size']} px"
+        unit = {"tabular_mlp": "feat", **dict.fromkeys(TEXT_MODELS, "tok")}.get(r["model"], "px")
+        size = f"{r['size']} {unit}"
         lines.append(
             f"| {r['config']} | {r['model']} | {r['batch']} | {r['classes']} | {size} | {r['dtype']} | "
             f"{r['east_ms']:.3f} | {r['ce_ms']:.3f} | {r['ratio']:.3f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | "

@@ -63,6 +63,10 @@ def _ls() -> None:
             print(f"{e.source:<{width}}  {raw:>3}  {prepared:>8}  {_size(e.size):>8}  {used}")
     total = sum(e.size for e in entries)
     print(f"{len(entries)} source{'s' if len(entries) != 1 else ''}, {_size(total)}")
+    tokenizers = store.tokenizer_folders()
+    if tokenizers:
+        size = sum(store.disk_size(p) for p in tokenizers)
+        print(f"and {len(tokenizers)} text_tiny tokenizer{'s' if len(tokenizers) != 1 else ''}, {_size(size)}")
     if legacy:
         size = sum(store.disk_size(p) for p in legacy)
         folders = f"{len(legacy)} prepared folder{'s' if len(legacy) != 1 else ''}"
@@ -80,10 +84,15 @@ def _clear(sources: list[str], dry_run: bool) -> None:
         print(f"{PROG}: nothing to clear: {what} is empty")
         return
     versions = sum(p.name.startswith(tuple(f"{kind}-" for kind in store.KINDS)) for p in removed)
+    tokenizers = sum(p.parent.name == store.TOKENIZERS_FOLDER for p in removed)
     legacy = sum(bool(store.LEGACY_PATTERN.fullmatch(p.name)) for p in removed)
-    parts = [f"{versions} cached version{'s' if versions != 1 else ''}"] if versions or not legacy else []
+    parts = (
+        [f"{versions} cached version{'s' if versions != 1 else ''}"] if versions or not (legacy or tokenizers) else []
+    )
     if legacy:
         parts.append(f"{legacy} prepared folder{'s' if legacy != 1 else ''} of earlier east_hf versions")
+    if tokenizers:
+        parts.append(f"{tokenizers} text_tiny tokenizer{'s' if tokenizers != 1 else ''}")
     verb = "would free" if dry_run else "freed"
     print(f"{PROG}: {verb} {_size(size)} ({' and '.join(parts)}): {what}")
 

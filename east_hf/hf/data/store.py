@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_VERSIONS",
     "ROOT_ENV",
     "VERSIONS_ENV",
+    "TOKENIZERS_FOLDER",
     "SourceEntry",
     "cache_root",
     "checksums",
@@ -45,6 +46,7 @@ __all__ = [
     "disk_size",
     "evict",
     "legacy_folders",
+    "tokenizer_folders",
     "mark_used",
     "publish",
     "read_record",
@@ -64,6 +66,15 @@ ABANDONED_SECONDS = 24 * 3600  # a staging or unrecorded folder this old belongs
 LEGACY_PATTERN = re.compile(r"\.?east_hf_prepared-[0-9a-f]{24}(-.*)?")  # prepared folders kept beside datasets' caches
 
 logger = logging.getLogger(__name__)
+
+
+TOKENIZERS_FOLDER = "text_tiny_tokenizers"  # under the cache root: the tokenizers text_tiny trained, by their texts
+
+
+def tokenizer_folders() -> list[Path]:
+    """The cached text_tiny tokenizers (``east_hf.hf.models.text.train_wordpiece_tokenizer``), one folder each."""
+    folder = cache_root() / TOKENIZERS_FOLDER
+    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
 
 def cache_root() -> Path:
@@ -304,7 +315,7 @@ def clear(sources: list[str] | None = None, dry_run: bool = False) -> tuple[list
         if wanted is None or entry.source in wanted:
             removed += _ours(entry.folder)
     if sources is None:
-        removed += legacy_folders()
+        removed += legacy_folders() + tokenizer_folders()
     size = sum(disk_size(p) for p in removed)
     if not dry_run:
         for path in removed:

@@ -3,8 +3,8 @@
 ``text_columns`` names the text column (and the pair column) of a table: the one given, or, for a text model, the
 one column of long strings. ``drop_empty_texts`` leaves out rows whose text is missing or blank, counted by Arrow
 compute (no Python per row). ``tokenize_splits`` runs the tokenizer's batch call through ``datasets.map(batched=True)``
-(cached by ``datasets``, ``num_proc`` honoured), truncating at ``max_length``; padding is the collator's
-(``DataCollatorWithPadding``), per batch.
+(cached by ``datasets`` under a key of the split's rows and the tokenizer, ``num_proc`` honoured), truncating at
+``max_length``; padding is the collator's (``DataCollatorWithPadding``), per batch.
 """
 
 from __future__ import annotations
@@ -146,6 +146,24 @@ def default_max_length(tokenizer, model) -> int:
     return min(limits)
 
 
+def _tokenized_fingerprint(ds, encode) -> str:
+    """The cache key of a split's tokenization: its rows' content (not ``ds._fingerprint``, which differs between a
+    split built from freshly read rows and the same split from east_hf's cached rows) and ``encode`` as ``datasets``
+    hashes it (the tokenizer's state, ``max_length``, the columns)."""
+    import hashlib
+
+    import pyarrow as pa
+    from datasets.fingerprint import Hasher
+
+    table = ds.with_format("arrow")[:]  # the split's rows, its indices mapping applied
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    digest = hashlib.sha256(sink.getvalue().to_pybytes())
+    digest.update(Hasher.hash(encode).encode())
+    return digest.hexdigest()[:16]
+
+
 def tokenize_splits(
     data,
     tokenizer,
@@ -186,6 +204,7 @@ def tokenize_splits(
             num_proc=num_proc,
             remove_columns=[c for c in ds.column_names if c != "label"],
             desc=f"tokenizing {split}",
+            new_fingerprint=_tokenized_fingerprint(ds, encode),
         )
         share = float(np.mean(ds.data.column("truncated").to_numpy(zero_copy_only=False))) if len(ds) else 0.0
         if share > 0 and split == "train":

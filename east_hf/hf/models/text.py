@@ -30,11 +30,29 @@ _SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model")
 
 
-def train_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int = 4000, max_length: int = 128):
+def train_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int = 4000, max_length: int = 128, cache: bool = True):
     """A BERT-style ``PreTrainedTokenizerFast`` whose WordPiece vocabulary (at most ``vocab_size``) is learned from
-    ``texts`` (an iterable of strings or of lists of strings, read once)."""
+    ``texts`` (an iterable of strings or of lists of strings, read once).
+
+    ``tokenizers``' trainer breaks ties between equally frequent merges in hash-map order, so two trainings on the same
+    texts give different vocabularies. With ``cache`` the trained tokenizer is kept in east_hf's data cache
+    (``$EAST_HF_CACHE``, default ``east_hf`` in the ``datasets`` cache), keyed on the SHA-256 of the texts, the
+    vocabulary size and the ``tokenizers`` version: the same texts give the same tokenizer in every later run, which
+    is trained once, and whose tokenization ``datasets`` can then find in its cache."""
+    texts = list(texts)
+    folder = _tokenizer_cache(texts, vocab_size) if cache else None
+    tok = _read_tokenizer(folder)
+    if tok is None:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_str(_train_wordpiece(texts, vocab_size).to_str())  # as a later run reads it
+        if folder is not None:
+            _write_tokenizer(tok, folder)
+    return _fast_tokenizer(tok, max_length)
+
+
+def _train_wordpiece(texts: list, vocab_size: int):
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -45,6 +63,12 @@ def train_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int = 4000, max_
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
+    return tok
+
+
+def _fast_tokenizer(tok, max_length: int):
+    from transformers import PreTrainedTokenizerFast
+
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         unk_token="[UNK]",
@@ -55,6 +79,51 @@ def train_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int = 4000, max_
         model_max_length=max_length,
         model_input_names=["input_ids", "token_type_ids", "attention_mask"],  # BERT's: pairs mark their second text
     )
+
+
+def _tokenizer_cache(texts: list, vocab_size: int) -> Path | None:
+    """``<east_hf cache>/text_tiny_tokenizers/<key>``, or None where the cache root cannot be named."""
+    import hashlib
+
+    import tokenizers
+
+    try:
+        from east_hf.hf.data.store import TOKENIZERS_FOLDER, cache_root
+
+        root = cache_root()
+    except Exception as e:  # noqa: BLE001  (no cache: the tokenizer is trained, as without one)
+        logger.debug(f"no tokenizer cache: {e}")
+        return None
+    digest = hashlib.sha256(f"wordpiece-v1 {vocab_size} {tokenizers.__version__} {len(texts)}".encode())
+    for text in texts:  # a length prefix per text: ["ab", "c"] and ["a", "bc"] differ
+        for part in [text] if isinstance(text, str) else list(text):
+            data = str(part).encode("utf-8", "surrogatepass")
+            digest.update(len(data).to_bytes(8, "little") + data)
+        digest.update(b"\x00" if isinstance(text, str) else b"\x01")
+    return root / TOKENIZERS_FOLDER / digest.hexdigest()[:32]
+
+
+def _read_tokenizer(folder: Path | None):
+    if folder is None or not (folder / "tokenizer.json").is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as e:  # noqa: BLE001  (a damaged cache entry is trained again)
+        logger.warning(f"retraining the text_tiny tokenizer: could not read {folder / 'tokenizer.json'} ({e})")
+        return None
+
+
+def _write_tokenizer(tok, folder: Path) -> None:
+    """Atomic: a concurrent run reads a whole file or none."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"tokenizer.json.{os.getpid()}.tmp"
+        tok.save(str(tmp))
+        tmp.replace(folder / "tokenizer.json")
+    except OSError as e:
+        logger.warning(f"could not cache the text_tiny tokenizer in {folder}: {e}")
 
 
 def text_tiny_model(
