@@ -236,3 +236,43 @@ print(json.dumps([sorted(r["label"] for r in row if r["score"] > 0.5) for row in
     predicted = Predictor(text_run).predict(texts)["predicted_label"].tolist()
     assert [sorted(p.split("|")) if p else [] for p in predicted] == labels
     assert "top_k=None" in (text_run / "README.md").read_text()  # the card's snippet returns every label's score
+
+
+# ---- images with several labels: an image folder whose metadata.csv holds one 0/1 column per label ----
+def test_an_image_folder_with_a_labels_file_trains_and_predicts_label_sets(tmp_path):
+    from helpers import tiny_vit
+    from PIL import Image
+    from transformers import ViTImageProcessor
+
+    folder, rows, rng = tmp_path / "images", ["file_name,red,green,blue"], random.Random(0)
+    folder.mkdir()
+    for i in range(80):
+        on = [rng.random() < 0.4 for _ in range(3)]
+        pixels = np.zeros((16, 16, 3), np.uint8)
+        pixels[..., :] = [255 * v for v in on]  # each colour channel is one label
+        Image.fromarray(pixels).save(folder / f"{i}.png")
+        rows.append(f"{i}.png," + ",".join(str(int(v)) for v in on))
+    (folder / "metadata.csv").write_text("\n".join(rows) + "\n")  # the datasets imagefolder's labels file
+    checkpoint = tmp_path / "vit"
+    tiny_vit(num_labels=3, size=16).save_pretrained(checkpoint)
+    ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(checkpoint)
+    out = tmp_path / "run"
+    argv = [
+        "--dataset_name", folder, "--label_columns", "red,green,blue", "--model_name_or_path", checkpoint,
+        "--output_dir", out, "--max_steps", 6, "--eval_strategy", "steps", "--eval_steps", 3, "--report_to", "none",
+        "--model_card", "false", "--tune_decision_rule", "true",
+    ]  # fmt: skip
+    assert main([str(a) for a in argv]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["problem_type"] == "multi_label_classification"
+    assert config["id2label"] == {"0": "red", "1": "green", "2": "blue"}  # the label columns' order
+    assert "test_jaccard" in json.loads((out / "test_results.json").read_text())
+    frame = east_predict_frame(out, [folder / "0.png", folder / "1.png"])
+    assert frame["predicted_label"].map(lambda s: set(s.split("|")) <= {"red", "green", "blue", ""}).all()
+    assert {"probability_red", "probability_green", "probability_blue"} <= set(frame.columns)
+
+
+def east_predict_frame(run: Path, images: list[Path]):
+    from east_hf.hf.predict import Predictor
+
+    return Predictor(run).predict([str(p) for p in images], probabilities=True)
