@@ -234,3 +234,41 @@ def test_a_precision_leaning_beta_is_tuned_at_the_beta_floor(tmp_path, floor):
     expected = tune_logit_offsets(logits, labels, "fbeta", beta=max(0.25, floor), average="binary", pos_label=1)
     torch.testing.assert_close(rule.offsets, expected.offsets)
     assert rule.score == pytest.approx(expected.score)
+
+
+# ---- checkpoints whose weight names differ from the model's (transformers' conversion mapping, e.g. ViT) ----
+def _same_weights(model, checkpoint) -> bool:
+    saved = type(model).from_pretrained(str(checkpoint)).state_dict()
+    return all(torch.equal(value, saved[name]) for name, value in model.state_dict().items())
+
+
+def test_the_best_model_and_a_resume_load_every_weight_of_a_renamed_checkpoint(tmp_path):
+    from safetensors import safe_open
+
+    from east_hf.hf.resume import load_renamed_weights
+
+    args = dict(
+        max_steps=6, eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2, learning_rate=5e-2,
+        load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = tiny_vit()
+    trainer = EASTTrainer(
+        model, east_args(tmp_path / "a", **args), train_dataset=TinyImages(48), eval_dataset=TinyImages(24, seed=1)
+    )
+    trainer.train()
+    best = trainer.state.best_model_checkpoint
+    with safe_open(f"{best}/model.safetensors", "pt") as f:
+        assert set(f.keys()) != set(model.state_dict())  # the case: save_pretrained renames ViT's weights
+    assert best.endswith("checkpoint-2") or best.endswith("checkpoint-4") or best.endswith("checkpoint-6")
+    assert _same_weights(model, best)  # every weight, not only the names the Trainer could match
+
+    torch.manual_seed(1)
+    fresh, step = tiny_vit(), int(best.rsplit("-", 1)[1])
+    resumed = EASTTrainer(
+        fresh, east_args(tmp_path / "a", **{**args, "max_steps": step}), train_dataset=TinyImages(48),
+        eval_dataset=TinyImages(24, seed=1),
+    )  # fmt: skip
+    resumed.train(resume_from_checkpoint=best)  # at its last step: the Trainer loads it and stops
+    assert _same_weights(fresh, best)
+    assert not load_renamed_weights(PlainClassifier(), best)  # no from_pretrained: nothing to do

@@ -5,6 +5,12 @@ one collated mini-batch of the training data.
 ``output_dir`` (``east_hf.hf.checkpoints``), skipping each one whose save was cut off or whose files (the weights, the
 Trainer's state, the optimizer, scheduler and RNG state, the annealing callback's ``east_stage_best.pt``) are missing,
 truncated or corrupt; a path to such a checkpoint is refused in one line naming the file.
+
+``load_renamed_weights`` loads a checkpoint whose weight names differ from the model's own: transformers'
+``save_pretrained`` writes some architectures' weights under their original names (its conversion mapping: ViT, DeiT,
+BEiT, Swin, ...), while the Trainer's resume and its best-model load read a checkpoint with ``load_state_dict`` on the
+file's names, so those weights keep their current values (with a "missing keys" warning) and the model is a mix of two
+states. ``from_pretrained`` maps the names; the trainer loads such checkpoints through it.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.checkpoints import checkpoint_problem, last_complete_checkpoint
 from east_hf.hf.evaluation import logits_of, split_inputs
 
-__all__ = ["check_saved_schedule", "first_batch_logits", "resolve_checkpoint"]
+__all__ = ["check_saved_schedule", "first_batch_logits", "load_renamed_weights", "resolve_checkpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,3 +100,30 @@ def first_batch_logits(trainer: Any) -> tuple[torch.Tensor, torch.Tensor] | None
             "Expected finite logits on the first training batch, got NaN or inf: check the inputs for NaN or inf"
         )
     return logits, labels
+
+
+def _saved_weight_names(folder: Path) -> set[str] | None:
+    """The weight names of a checkpoint's safetensors (one file, or a sharded index); None without them."""
+    single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
+    if single.is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(single), "pt") as f:
+            return set(f.keys())
+    if index.is_file():
+        return set(json.loads(index.read_text()).get("weight_map", {}))
+    return None
+
+
+def load_renamed_weights(model: Any, checkpoint: str | Path) -> bool:
+    """Load ``checkpoint`` into ``model`` through ``type(model).from_pretrained`` where its weight names differ from
+    the model's ``state_dict`` names (see the module docstring); returns whether it did. A checkpoint whose names match
+    (the Trainer loads it whole), a model without ``from_pretrained`` or a folder without safetensors: nothing done."""
+    names = _saved_weight_names(Path(checkpoint))
+    own = set(model.state_dict())
+    if names is None or names == own or not hasattr(type(model), "from_pretrained"):
+        return False
+    loaded = type(model).from_pretrained(str(checkpoint))
+    model.load_state_dict(loaded.state_dict())
+    logger.info(f"loaded {checkpoint} through from_pretrained: its weight names differ from the model's")
+    return True

@@ -36,6 +36,7 @@ start). The fault guards live in ``east_hf.hf.guards``, the checks before the fi
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import torch
@@ -51,7 +52,7 @@ from east_hf.hf.config import EASTConfig
 from east_hf.hf.dataset_stats import training_class_counts
 from east_hf.hf.evaluation import EvaluationFromCounts, logits_of, split_inputs
 from east_hf.hf.guards import NonFiniteGuard, check_early_stopping, check_even_batches, check_warm_start_length
-from east_hf.hf.resume import check_saved_schedule, first_batch_logits, resolve_checkpoint
+from east_hf.hf.resume import check_saved_schedule, first_batch_logits, load_renamed_weights, resolve_checkpoint
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
 
@@ -296,14 +297,23 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         """``Trainer.train``; ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last
         *complete* checkpoint of ``output_dir`` (``east_hf.hf.resume``). One collated mini-batch is checked before
         any step (labels present, logits finite and as wide as the configured classes, labels in range). Stops with a
-        one-line ``FloatingPointError`` naming the step if a training loss or gradient norm is NaN or inf."""
+        one-line ``FloatingPointError`` naming the step if a training loss or gradient norm is NaN or inf. A checkpoint
+        whose weight names differ from the model's (transformers' conversion mapping, e.g. ViT) is resumed from and
+        loaded as the best model through ``from_pretrained`` (``east_hf.hf.resume.load_renamed_weights``): the
+        Trainer's own load would leave those weights at their current values."""
         resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
         if resume_from_checkpoint is not None:
             restores = self.args.restore_callback_states_from_checkpoint
             check_saved_schedule(resume_from_checkpoint, self.annealing, restores)
         self._preflight()
+        model = self.accelerator.unwrap_model(self.model)
+        if resume_from_checkpoint is not None:  # the weights the Trainer's load_state_dict cannot name (resume.py)
+            load_renamed_weights(model, resume_from_checkpoint)
         result = super().train(resume_from_checkpoint, *pargs, **kwargs)
         self._raise_if_nonfinite()  # steps after the last log
+        best = self.state.best_model_checkpoint
+        if self.args.load_best_model_at_end and best and os.path.isdir(best):
+            load_renamed_weights(self.accelerator.unwrap_model(self.model), best)
         return result
 
     def _preflight(self) -> None:
