@@ -114,3 +114,10 @@ def test_focal_trains_and_east_compare_runs_every_baseline_with_all(tmp_path):
     assert trainer.evaluate()["eval_loss"] < before
     assert list(parse_variants("all", None)) == ["east", "ce", "wce", "la", "dice", "focal", "ldam"]
     assert list(parse_variants("all", None, multi_label=True)) == ["east", "ce", "wce", "la", "asl", "focal"]
+
+
+def test_ldam_refuses_priors_given_as_fractions_and_a_run_without_annealing(tmp_path):
+    with pytest.raises(ValueError, match="Expected class counts .* for LDAM, got fractions"):
+        build_loss("ldam", class_counts=[0.9, 0.1])
+    with pytest.raises(ValueError, match="east_annealing=True for east_loss='ldam'"):
+        east_args(tmp_path, east_loss="ldam", east_annealing=False)

@@ -89,11 +89,12 @@ def test_three_binary_columns_give_float_multi_hot_labels_names_and_counts(tmp_p
 
 
 def test_a_separated_text_column_is_multi_label_with_sorted_names(tmp_path):
-    genres = ["drama|comedy", "comedy", "horror| drama", "drama"] * 30 + [None]  # an empty cell: dropped
-    pd.DataFrame({"x": np.arange(121) * 0.1, "genres": genres}).to_csv(tmp_path / "g.csv", index=False)
+    genres = ["drama|comedy", "comedy", "horror| drama", "drama"] * 30 + [None] * 5  # empty: a row with no label
+    pd.DataFrame({"x": np.arange(125) * 0.1, "genres": genres}).to_csv(tmp_path / "g.csv", index=False)
     data = load_data(DataArguments(dataset_name=str(tmp_path / "g.csv"), label_column="genres", label_separator="|"))
     assert data.multi_label and data.label_names == ["comedy", "drama", "horror"]
-    assert data.dropped == {"empty label": 1}
+    assert not data.dropped and sum(len(getattr(data, s)) for s in SPLITS) == 125  # kept, every entry 0
+    assert sum(int((_matrix(getattr(data, s)).sum(1) == 0).sum()) for s in SPLITS) == 5
     assert data.preprocessor.feature_names == ["x"]
     assert np.sum([data.class_counts(s) for s in SPLITS], axis=0).tolist() == [60, 90, 30]
 

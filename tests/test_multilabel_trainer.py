@@ -276,3 +276,38 @@ def east_predict_frame(run: Path, images: list[Path]):
     from east_hf.hf.predict import Predictor
 
     return Predictor(run).predict([str(p) for p in images], probabilities=True)
+
+
+def test_a_multi_label_model_trained_from_float_labels_saves_as_multi_label_and_evaluates_alone(splits, tmp_path):
+    (X, Y), (Xv, Yv) = splits
+    model = _model(problem_type=None)
+    args = _args(tmp_path, num_train_epochs=1, east_loss="asl")
+    trainer = EASTTrainer(model, args, train_dataset=_dataset(X, Y), eval_dataset=_dataset(Xv, Yv))
+    assert model.config.problem_type == "multi_label_classification"  # saved with it: pipeline() uses sigmoid
+    trainer.train()
+    trainer.save_model()
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["problem_type"] == "multi_label_classification"
+    trainer.create_model_card()  # asl's description comes from the multi-label registry
+    assert "multi-label" in (tmp_path / "out" / "README.md").read_text()
+    # an evaluation-only trainer finds the task from the evaluation labels
+    alone = EASTTrainer(_model(problem_type=None), _args(tmp_path / "eval"), eval_dataset=_dataset(Xv, Yv))
+    assert alone.multi_label and np.isfinite(alone.evaluate()["eval_fbeta"])
+
+
+def test_one_sided_labels_warn_whatever_the_loss(splits, tmp_path, caplog):
+    (X, Y), (Xv, Yv) = splits
+    Y = Y.copy()
+    Y[:, 0] = 0.0  # never positive in training
+    with caplog.at_level("WARNING"):
+        EASTTrainer(
+            _model(), _args(tmp_path, east_loss="ce"), train_dataset=_dataset(X, Y), eval_dataset=_dataset(Xv, Yv)
+        )
+    assert "never positive or never negative in training (LABEL_0)" in caplog.text and "2p / (1 + p)" in caplog.text
+
+
+def test_binary_focal_keeps_the_gradient_of_a_confidently_wrong_entry():
+    from east_hf.core.loss import build_loss
+
+    logits = torch.tensor([[-30.0, 30.0]], requires_grad=True)
+    build_loss("focal", multi_label=True)(logits, torch.tensor([[1.0, 0.0]])).backward()
+    assert (logits.grad.abs() > 0.1).all()  # a positive at p ~ 1e-13 and a negative at p ~ 1 still pull

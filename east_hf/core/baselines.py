@@ -112,7 +112,9 @@ class CrossEntropySetLoss(SetLoss):
             if sample_weight is not None:
                 weight = sample_weight.float() if weight is None else weight * sample_weight.float()
             if weight is None:
-                return torch.stack([per_sample.sum(), per_sample.new_tensor(float(len(per_sample)))])
+                return torch.stack(
+                    [per_sample.sum(), torch.full((), float(len(per_sample)), device=per_sample.device)]
+                )
             return torch.stack([(per_sample * weight).sum(), weight.sum()])
 
     def loss_from_statistics(self, stats):

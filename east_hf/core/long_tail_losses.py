@@ -57,10 +57,17 @@ def effective_number_weights(counts: Sequence[float] | torch.Tensor, beta: float
 
 
 def _counts(counts: Sequence[float] | torch.Tensor) -> torch.Tensor:
-    counts = torch.as_tensor(counts, dtype=torch.float32)
+    """Training samples per class, checked: LDAM's margins and the effective numbers depend on the numbers of samples
+    themselves, not only on their ratios, so priors given as fractions are refused."""
+    counts = torch.as_tensor(counts, dtype=torch.float64)
     if counts.ndim != 1 or counts.numel() < 2 or bool((counts < 0).any()) or not counts.sum() > 0:
         raise ValueError(f"Expected class counts as >= 2 non-negative numbers, not all 0, got {counts.tolist()}")
-    return counts
+    if not bool((counts == counts.round()).all()):
+        raise ValueError(
+            f"Expected class counts (numbers of training samples) for LDAM, got fractions {counts.tolist()}: its margins "
+            "and re-weighting depend on the counts themselves; pass east_class_priors as counts"
+        )
+    return counts.float()
 
 
 class _PerSampleLoss(SetLoss):
@@ -91,7 +98,9 @@ class _PerSampleLoss(SetLoss):
             if sample_weight is not None:
                 weight = sample_weight.float() if weight is None else weight * sample_weight.float()
             if weight is None:
-                return torch.stack([per_sample.sum(), per_sample.new_tensor(float(len(per_sample)))])
+                return torch.stack(
+                    [per_sample.sum(), torch.full((), float(len(per_sample)), device=per_sample.device)]
+                )
             return torch.stack([(per_sample * weight).sum(), weight.sum()])
 
     def loss_from_statistics(self, stats):

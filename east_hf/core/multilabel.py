@@ -78,7 +78,7 @@ def soft_label_predictions(logits: torch.Tensor, temperature: float) -> torch.Te
     temperature = check_temperature(temperature)
     with torch.autocast(logits.device.type, enabled=False):
         probs = torch.sigmoid(logits if logits.dtype == torch.float64 else logits.float())  # (N, L)
-        return linear_heaviside(probs, probs.new_tensor(0.5), temperature)
+        return linear_heaviside(probs, torch.full((), 0.5, dtype=probs.dtype, device=probs.device), temperature)
 
 
 def multilabel_label_error(bad: float | int, ignore_index: int | None) -> ValueError:
@@ -179,7 +179,8 @@ def statistics_of_entries(p, y, mask, w, samples_beta: float, zero_division: flo
     if math.isinf(samples_beta):
         f_r = safe_divide(tp_r, sup_r, zero_division)  # the F-beta limit: recall
     else:
-        f_r = fbeta_from_stats(tp_r, sup_r, pred_r, p.new_tensor(samples_beta), zero_division)
+        beta = torch.full((), samples_beta, dtype=p.dtype, device=p.device)  # a fill: no copy from the host
+        f_r = fbeta_from_stats(tp_r, sup_r, pred_r, beta, zero_division)
     j_r = safe_divide(tp_r, sup_r + pred_r - tp_r, zero_division)
     exact_r = torch.where(mask > 0, 1.0 - (p - y).abs(), 1.0).prod(1)  # soft: prod_k (1 - |p_k - y_k|)
     row_w = w * (mask.sum(1) > 0).to(w.dtype)  # rows with a labelled entry

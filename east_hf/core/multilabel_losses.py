@@ -184,7 +184,9 @@ class AsymmetricLoss(_EntryLoss):
 
         L+ = -(1 - p)^gamma_pos log(p),    L- = -p_m^gamma_neg log(1 - p_m),    p_m = max(p - clip, 0),
 
-    p = sigmoid(z), each logarithm's argument clamped at ``eps`` as the authors' code does. The defaults are the
+    p = sigmoid(z), each logarithm's argument clamped at ``eps`` as the authors' code does (with ``clip = 0``, binary
+    focal loss, the logarithms are ``logsigmoid``'s instead: no floor, so a confidently wrong entry keeps its
+    gradient). The defaults are the
     paper's recommended ones (gamma_neg = 4, gamma_pos = 0, clip = 0.05); the gradient flows through the focusing
     weights (the authors' default, ``disable_torch_grad_focal_loss=False``).
 
@@ -214,7 +216,11 @@ class AsymmetricLoss(_EntryLoss):
 
     def _entry_loss(self, z, y):
         p = torch.sigmoid(z)  # (N, L)
-        q = (1 - p + self.clip).clamp(max=1) if self.clip > 0 else 1 - p  # 1 - p_m, the shifted negative probability
+        if self.clip == 0:  # no shift (binary focal loss): logsigmoid, so a confidently wrong entry keeps its gradient
+            positive = torch.pow(torch.sigmoid(-z), self.gamma_pos) * F.logsigmoid(z)
+            negative = torch.pow(p, self.gamma_neg) * F.logsigmoid(-z)
+            return -torch.where(y > 0, positive, negative)
+        q = (1 - p + self.clip).clamp(max=1)  # 1 - p_m, the shifted negative probability
         positive = torch.pow(1 - p, self.gamma_pos) * torch.log(p.clamp(min=self.eps))
         negative = torch.pow(1 - q, self.gamma_neg) * torch.log(q.clamp(min=self.eps))
         return -torch.where(y > 0, positive, negative)

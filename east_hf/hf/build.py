@@ -38,6 +38,7 @@ from east_hf.hf.dataset_stats import (
     column_class_counts,
     dataset_length,
     has_multi_hot_labels,
+    labels_without_transforms,
     training_class_counts,
     training_label_counts,
     validation_size,
@@ -144,14 +145,14 @@ def class_counts(
     return counts
 
 
-def is_multi_label(model: Any, train_dataset: Any = None) -> bool:
+def is_multi_label(model: Any, train_dataset: Any = None, eval_dataset: Any = None) -> bool:
     """Whether the task is multi-label: the model's ``config.problem_type`` is ``"multi_label_classification"``, or
     (where the config does not say) the training labels are multi-hot rows. A config that says single-label beside
-    multi-hot labels is a one-line error."""
+    multi-hot labels is a one-line error. Without a training set, the evaluation set's labels tell."""
     problem_type = getattr(getattr(model, "config", None), "problem_type", None)
     if problem_type == "multi_label_classification":
         return True
-    multi_hot = has_multi_hot_labels(train_dataset)
+    multi_hot = has_multi_hot_labels(train_dataset if train_dataset is not None else eval_dataset)
     if multi_hot and problem_type == "single_label_classification":
         raise ValueError(
             "Expected class ids for a model with config.problem_type='single_label_classification', got multi-hot "
@@ -165,11 +166,12 @@ def label_priors(
 ) -> list[float] | None:
     """Each label's positive rate, the prior of the multi-label ``wce`` and ``la``: ``east_class_priors`` (one rate
     in (0, 1) per label, or a {label name: rate} mapping), else counted on the training split, where a loss needs them
-    (``needs_class_counts``). A label never positive or never negative in training gets one warning line: its F1 is 0
-    on any split where it has positives (never positive), and the model learns nothing about it."""
-    if not needs_class_counts(args):
-        return None
-    if args.east_class_priors is not None:
+    (``needs_class_counts``). Where the training labels can be read (a label column, or rows when the priors are
+    needed), a label never positive or never negative in training gets one warning line with the F1 it can reach:
+    0 wherever it occurs for a label never positive (it is predicted absent), 2p / (1 + p) at positive rate p for a
+    label never negative (predicted present)."""
+    needed = needs_class_counts(args)
+    if needed and args.east_class_priors is not None:
         priors = resolve_class_priors(args.east_class_priors, label_names, num_labels, "east_class_priors")
         if any(not 0 < p < 1 for p in priors):
             raise ValueError(
@@ -178,6 +180,8 @@ def label_priors(
         return priors
     if train_dataset is None or dataset_length(train_dataset) is None:
         return None
+    if not needed and not labels_without_transforms(train_dataset):
+        return None  # only row by row (transforms run), and no loss needs the counts: no check
     positives, labelled = training_label_counts(train_dataset, num_labels)
     names = {int(k): str(v) for k, v in (label_names or {}).items()} if isinstance(label_names, Mapping) else {}
     never = [names.get(k, str(k)) for k, (p, n) in enumerate(zip(positives, labelled)) if p == 0 or p == n]
@@ -185,8 +189,11 @@ def label_priors(
         logger.warning(
             f"{len(never)} label(s) never positive or never negative in training ({', '.join(never[:10])}"
             f"{', ...' if len(never) > 10 else ''}): the model has nothing to tell them apart from; a label never "
-            "positive is predicted absent, so its F1 is 0 wherever it occurs"
+            "positive is predicted absent, so its F1 is 0 wherever it occurs; one never negative is predicted "
+            "present, F1 2p / (1 + p) at its positive rate p"
         )
+    if not needed:
+        return None
     # a rate of 0 or 1 has no finite log-odds: a label seen on one side only is clipped half a sample inside
     return [min(max(p, 0.5), n - 0.5) / n if n else 0.5 for p, n in zip(positives, labelled)]
 
@@ -341,7 +348,7 @@ def build_components(
         raise ValueError(
             "Expected a model with config.id2label to resolve east_beta class names, got a model without config"
         )
-    multi_label = is_multi_label(model, train_dataset)
+    multi_label = is_multi_label(model, train_dataset, eval_dataset)
     if multi_label:
         counts = label_priors(args, train_dataset, num_classes, id2label)
     else:

@@ -205,7 +205,9 @@ def card_metadata(
     id2label = {int(k): v for k, v in (getattr(config, "id2label", None) or {}).items()}
     target_key = args.east_target_key
     task = _task(model)
-    multi_label = getattr(config, "problem_type", None) == "multi_label_classification"
+    multi_label = getattr(trainer, "multi_label", False) or (
+        getattr(config, "problem_type", None) == "multi_label_classification"
+    )
     test_metrics = test_metrics or {}
     dataset_name = dataset_name or "custom"
     eval_results = []
@@ -282,7 +284,9 @@ def card_context(
     beta = getattr(loss_fn, "beta", args.east_beta)
     betas = [(id2label.get(i, str(i)), b) for i, b in enumerate(beta)] if isinstance(beta, (list, tuple)) else None
     east = args.east_loss == "east"  # a baseline's card has no temperature, stages or surrogate
-    multi_label = getattr(config, "problem_type", None) == "multi_label_classification"
+    multi_label = getattr(trainer, "multi_label", False) or (
+        getattr(config, "problem_type", None) == "multi_label_classification"
+    )
     registry = MULTILABEL_LOSSES if multi_label else LOSSES
     loss_description = registry[args.east_loss].describe(target_key)
     ce_weight = args.resolved_ce_weight

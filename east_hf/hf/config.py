@@ -358,6 +358,11 @@ class EASTConfig(TrainingArguments):
         memory = self.east_confusion_memory
         if isinstance(memory, (int, float)) and memory > 0 and self.east_loss != "east":
             raise ValueError(f"Expected east_confusion_memory 0 for east_loss={self.east_loss!r} (it is EAST's)")
+        if self.east_loss == "ldam" and not self.east_annealing:
+            raise ValueError(
+                "Expected east_annealing=True for east_loss='ldam': its deferred re-weighting is a second stage that "
+                "the annealing callback starts, got east_annealing=False"
+            )
         if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
         if self.east_annealing:

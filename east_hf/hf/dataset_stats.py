@@ -23,6 +23,7 @@ __all__ = [
     "column_class_counts",
     "dataset_length",
     "has_multi_hot_labels",
+    "labels_without_transforms",
     "training_class_counts",
     "training_label_counts",
     "validation_size",
@@ -128,6 +129,14 @@ def has_multi_hot_labels(dataset: Any) -> bool:
     """Whether a data set's labels are multi-hot rows (a float vector per sample: multi-label classification), read
     from its label column without running transforms where it can, else from its first sample."""
     size = None if dataset is None or isinstance(dataset, Mapping) else dataset_length(dataset)
+    if size is None and dataset is not None and not isinstance(dataset, Mapping) and hasattr(dataset, "__iter__"):
+        try:  # a stream: its first sample tells
+            first = next(iter(dataset))
+        except (StopIteration, TypeError, ValueError, RuntimeError):
+            return False
+        labels = first.get("labels", first.get("label")) if isinstance(first, Mapping) else None
+        labels = None if labels is None else torch.as_tensor(labels)
+        return labels is not None and labels.ndim == 1 and labels.is_floating_point()
     if not size:
         return False
     try:
@@ -159,6 +168,13 @@ def training_label_counts(dataset: Any, num_labels: int | None) -> tuple[list[fl
         raise ValueError(f"Expected multi-hot training labels of 0 or 1 (or -100, ignored), got values {values}")
     positives = torch.where(labelled, labels, 0.0).sum(0)
     return positives.tolist(), labelled.sum(0).float().tolist()
+
+
+def labels_without_transforms(dataset: Any) -> bool:
+    """Whether a data set's labels can be read without running its transforms (a label column, a ``targets``
+    attribute), as ``column_class_counts`` reads them."""
+    size = None if dataset is None or isinstance(dataset, Mapping) else dataset_length(dataset)
+    return bool(size) and _label_column(dataset, size, rows=False) is not None
 
 
 def column_class_counts(dataset: Any, num_classes: int | None, split: str = "validation") -> list[int] | None:

@@ -129,6 +129,10 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         self._mixed_loss = parts.mixed_loss  # EAST plus the annealed cross-entropy, in the stages with a weight > 0
         self._num_classes = parts.num_classes
         self.multi_label = parts.multi_label
+        config = getattr(model, "config", None)
+        if self.multi_label and config is not None and getattr(config, "problem_type", None) is None:
+            # saved with the model: the Auto classes, pipeline() and east-predict then use sigmoid, per label
+            config.problem_type = "multi_label_classification"
         if parts.compute_metrics is not None and len(pargs) < len(names):
             kwargs["compute_metrics"] = parts.compute_metrics
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).

@@ -6,13 +6,13 @@ Three ways a table says which labels a row has (``DataArguments``):
   one per label, named after the column; an empty cell (or -100) leaves that entry out of every loss and metric
   (-100, the ignore index), so a row keeps its other labels;
 - ``label_separator``: one text column whose cells list the row's labels, e.g. ``drama|comedy``; the labels are the
-  sorted distinct names;
+  sorted distinct names; an empty cell is a row with no label (every entry 0);
 - a list-valued label column (a ``datasets`` list / ``Sequence``, a JSON-lines list), without a separator: a list of
   label names (strings, or ids of a ``ClassLabel``) is a set of labels; a list of numbers is a multi-hot vector of 0/1
   entries (the labels named ``0``, ``1``, ...), every row the same length.
 
 Each split's ``label`` column becomes a fixed-length list of L float32 entries, 0.0 / 1.0 or -100 (ignore); a row
-with no entry left (an empty cell in a separated or list column, every 0/1 column empty) is dropped and counted in
+with no entry left (a missing cell of a list column, every 0/1 column empty) is dropped and counted in
 ``EASTData.dropped`` as ``"empty label"``. Bad input is refused in one line naming the column: values that are not
 0/1 (with the values), list rows of another length, a label column that is not there (with the closest names).
 
@@ -235,7 +235,9 @@ def _refuse_values(name: str, bad: list) -> None:
 
 def _separated(dsd, column: str, separator: str) -> tuple[list[str], dict[str, np.ndarray]]:
     """(sorted label names, per split (N, L) float32) of a text column of ``separator``-separated labels, read per
-    distinct cell: Python sees each distinct cell once, never a row. An empty cell: every entry -100 (dropped)."""
+    distinct cell: Python sees each distinct cell once, never a row. An empty (or missing) cell is a row with no
+    label, every entry 0: in tags or toxicity data such rows are usually the majority, and a separated column has no
+    other way to write them."""
     import pyarrow.compute as pc
 
     cells = {}
@@ -250,9 +252,7 @@ def _separated(dsd, column: str, separator: str) -> tuple[list[str], dict[str, n
     for split, (values, uniques, sets) in cells.items():
         code = np.zeros((len(sets), len(names)), dtype=np.float32)  # (distinct cells, L)
         for i, s in enumerate(sets):
-            if not s:
-                code[i] = IGNORE
-            else:
+            if s:  # an empty cell stays all 0: no label
                 code[i, [index[name] for name in s]] = 1.0
         matrices[split] = code[_positions(values, uniques)]  # every cell, null included, is one of uniques
     return names, matrices

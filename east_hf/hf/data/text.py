@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from east_hf.hf.data.rows import read_batches
 from east_hf.hf.data.sources import DataError
 
 __all__ = ["LONG_TEXT_CHARS", "drop_empty_texts", "ensure_pad_token", "text_columns", "tokenize_splits"]
@@ -155,11 +156,12 @@ def _tokenized_fingerprint(ds, encode) -> str:
     import pyarrow as pa
     from datasets.fingerprint import Hasher
 
-    table = ds.with_format("arrow")[:]  # the split's rows, its indices mapping applied
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    digest = hashlib.sha256(sink.getvalue().to_pybytes())
+    digest = hashlib.sha256()
+    for batch in read_batches(ds, ds.column_names, 8192):  # the split's rows, a block at a time: no copy of them all
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_table(batch)
+        digest.update(sink.getvalue())
     digest.update(Hasher.hash(encode).encode())
     return digest.hexdigest()[:16]
 
