@@ -19,6 +19,7 @@ from east_hf.core.surrogate import valid_rows
 
 __all__ = [
     "CrossEntropySetLoss",
+    "PerSampleSetLoss",
     "SoftDiceLoss",
     "class_weights_from_counts",
     "logit_adjustment_from_counts",
@@ -64,7 +65,59 @@ def soft_dice_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int
     return soft_dice_from_statistics(soft_dice_statistics(logits, labels), eps)
 
 
-class CrossEntropySetLoss(SetLoss):
+class PerSampleSetLoss(SetLoss):
+    """A mean of per-sample losses as a set loss: statistics (sum of weighted per-sample losses, sum of weights), the
+    loss their ratio, so the mean over a whole set is exact when the statistics of its batches are summed first.
+    Subclasses define ``_per_sample(logits, labels)`` on float32 logits (autocast off); ``class_weight`` (C,) weighs
+    each sample by its true class, ``sample_weight`` by itself."""
+
+    def __init__(self, ignore_index: int | None = -100, class_weight: Sequence[float] | torch.Tensor | None = None):
+        super().__init__(ignore_index)
+        self.register_buffer("class_weight", _class_vector("class_weight", class_weight), persistent=False)
+
+    def _per_sample(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @staticmethod
+    def _check_width(what: str, value: torch.Tensor | None, num_classes: int) -> None:
+        if value is not None and value.shape[0] != num_classes:
+            raise ValueError(f"Expected {what} of {num_classes} classes, got {value.shape[0]}")
+
+    def statistics(self, logits, labels, sample_weight=None, *, validate_args=True):
+        logits, labels, sample_weight = self._rows(logits, labels, sample_weight, validate_args)
+        with torch.autocast(logits.device.type, enabled=False):
+            logits = logits.float()
+            self._check_width("class_weight", self.class_weight, logits.shape[1])
+            per_sample = self._per_sample(logits, labels)  # (n,)
+            weight = None if self.class_weight is None else self.class_weight[labels]
+            if sample_weight is not None:
+                weight = sample_weight.float() if weight is None else weight * sample_weight.float()
+            if weight is None:
+                return torch.stack(
+                    [per_sample.sum(), torch.full((), float(len(per_sample)), device=per_sample.device)]
+                )
+            return torch.stack([(per_sample * weight).sum(), weight.sum()])
+
+    def loss_from_statistics(self, stats):
+        # No labelled row: the sum is 0 as well, and 0 / 1 is a loss of 0 with a zero gradient instead of 0 / 0.
+        count = stats[1]
+        return stats[0] / torch.where(count == 0, torch.ones_like(count), count)
+
+    def is_empty(self, stats):
+        return stats[1] == 0
+
+
+def _class_vector(what: str, value: Sequence[float] | torch.Tensor | None) -> torch.Tensor | None:
+    """A finite (C,) float32 vector, or None."""
+    if value is None:
+        return None
+    value = torch.as_tensor(value, dtype=torch.float32)
+    if value.ndim != 1 or not bool(torch.isfinite(value).all()):
+        raise ValueError(f"Expected {what} as a finite (C,) vector, got {value.tolist()}")
+    return value
+
+
+class CrossEntropySetLoss(PerSampleSetLoss):
     """Cross-entropy as a set loss: statistics (sum of per-sample cross-entropies, sum of weights), loss their ratio.
 
     Equal to ``F.cross_entropy(logits, labels, weight=class_weight, ignore_index=-100)`` on a batch (each sample also
@@ -90,40 +143,15 @@ class CrossEntropySetLoss(SetLoss):
         class_weight: Sequence[float] | torch.Tensor | None = None,
         logit_adjustment: Sequence[float] | torch.Tensor | None = None,
     ):
-        super().__init__(ignore_index)
-        for what, value in (("class_weight", class_weight), ("logit_adjustment", logit_adjustment)):
-            if value is not None:
-                value = torch.as_tensor(value, dtype=torch.float32)
-                if value.ndim != 1 or not bool(torch.isfinite(value).all()):
-                    raise ValueError(f"Expected {what} as a finite (C,) vector, got {value.tolist()}")
-            self.register_buffer(what, value, persistent=False)
+        super().__init__(ignore_index, class_weight)
+        adjustment = _class_vector("logit_adjustment", logit_adjustment)
+        self.register_buffer("logit_adjustment", adjustment, persistent=False)
 
-    def statistics(self, logits, labels, sample_weight=None, *, validate_args=True):
-        logits, labels, sample_weight = self._rows(logits, labels, sample_weight, validate_args)
-        with torch.autocast(logits.device.type, enabled=False):
-            logits = logits.float()
-            for what, value in (("class_weight", self.class_weight), ("logit_adjustment", self.logit_adjustment)):
-                if value is not None and value.shape[0] != logits.shape[1]:
-                    raise ValueError(f"Expected {what} of {logits.shape[1]} classes, got {value.shape[0]}")
-            if self.logit_adjustment is not None:
-                logits = logits + self.logit_adjustment
-            per_sample = F.cross_entropy(logits, labels, reduction="none")  # (n,)
-            weight = None if self.class_weight is None else self.class_weight[labels]
-            if sample_weight is not None:
-                weight = sample_weight.float() if weight is None else weight * sample_weight.float()
-            if weight is None:
-                return torch.stack(
-                    [per_sample.sum(), torch.full((), float(len(per_sample)), device=per_sample.device)]
-                )
-            return torch.stack([(per_sample * weight).sum(), weight.sum()])
-
-    def loss_from_statistics(self, stats):
-        # No labelled row: the sum is 0 as well, and 0 / 1 is a loss of 0 with a zero gradient instead of 0 / 0.
-        count = stats[1]
-        return stats[0] / torch.where(count == 0, torch.ones_like(count), count)
-
-    def is_empty(self, stats):
-        return stats[1] == 0
+    def _per_sample(self, logits, labels):
+        self._check_width("logit_adjustment", self.logit_adjustment, logits.shape[1])
+        if self.logit_adjustment is not None:
+            logits = logits + self.logit_adjustment
+        return F.cross_entropy(logits, labels, reduction="none")
 
 
 def class_weights_from_counts(counts: Sequence[int] | torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ from east_hf.core.annealing import DEFAULT_TEMPERATURE
 from east_hf.core.classes import resolve_beta
 from east_hf.core.metric_loss import FUSED_METRICS, MetricConstants, metric_loss, metric_loss_from_counts
 from east_hf.core.metrics import METRICS, beta_vector, metric_from_counts
-from east_hf.core.set_loss import SetLoss
+from east_hf.core.set_loss import BatchMemory, SetLoss
 from east_hf.core.soft_confusion import soft_confusion_from_logits, soft_counts_from_logits
 from east_hf.core.validation import check_average, check_metric, check_num_classes, check_range, check_temperature
 
@@ -40,7 +40,7 @@ def floored_beta(beta: float | Sequence[float] | torch.Tensor, floor: float) -> 
     return [max(float(b), floor) for b in beta]
 
 
-class EASTLoss(SetLoss):
+class EASTLoss(BatchMemory, SetLoss):
     """The EAST surrogate loss ``1 - M(C_T(softmax(logits), labels))`` (paper Sec. 4).
 
     Args:
@@ -128,8 +128,6 @@ class EASTLoss(SetLoss):
         self.zero_division = zero_division
         self.beta_floor = float(beta_floor)
         self.confusion_memory = float(confusion_memory)
-        self.memory: torch.Tensor | None = None  # the detached, decayed sum of earlier batches' statistics
-        self._memory_temperature: float | None = None  # the temperature the memory was accumulated at
 
     def set_stage(self, temperature: float, ce_weight: float = 0.0) -> None:
         self.temperature = check_temperature(temperature)
@@ -141,20 +139,6 @@ class EASTLoss(SetLoss):
             self.num_classes = int(num_classes)
         elif self.num_classes != num_classes:
             raise ValueError(f"Expected logits with {self.num_classes} classes, got {num_classes}")
-
-    def with_memory(self, stats: torch.Tensor) -> torch.Tensor:
-        """A training batch's statistics (the soft confusion matrix's counts or the matrix) plus the memory, then
-        m <- d * (m + stats.detach()); both are linear in the matrix, so the counts' memory is that of the matrices.
-        The memory empties when the temperature (or the statistics' shape) changes: a new stage's matrices are
-        another function of the weights. It holds about 1 / (1 - d) batches; no gradient flows into earlier ones."""
-        if self.confusion_memory == 0:
-            return stats
-        memory = self.memory
-        if memory is None or self._memory_temperature != self.temperature or memory.shape != stats.shape:
-            memory = torch.zeros_like(stats)
-        self.memory = self.confusion_memory * (memory + stats.detach())
-        self._memory_temperature = self.temperature
-        return stats + memory
 
     @property
     def metric_name(self) -> str:

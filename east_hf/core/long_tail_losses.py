@@ -8,8 +8,8 @@
   the deferred re-weighting stage of LDAM-DRW, whose weights are the inverse effective numbers of samples
   (``effective_number_weights``, beta = 0.9999 as the paper).
 
-Both are the mean over the set of a per-sample loss: statistics (sum of weighted losses, sum of weights), as
-``CrossEntropySetLoss``. Where the deferral happens is the Trainer layer's (``east_hf.hf.build``): the plain LDAM
+Both are the mean over the set of a per-sample loss (``east_hf.core.baselines.PerSampleSetLoss``, as
+``CrossEntropySetLoss``). Where the deferral happens is the Trainer layer's (``east_hf.hf.build``): the plain LDAM
 trains until its early stopping, then the re-weighted one (the paper defers at a fixed epoch, 160 of 200). Pure torch.
 
 The paper's LDAM has ``scale`` s = 30 on a cosine classifier (normalised features and weights, logits in [-1, 1]);
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from east_hf.core.set_loss import SetLoss
+from east_hf.core.baselines import PerSampleSetLoss
 from east_hf.core.validation import check_range
 
 __all__ = ["FocalLoss", "LDAMLoss", "effective_number_weights", "ldam_margins"]
@@ -70,48 +70,7 @@ def _counts(counts: Sequence[float] | torch.Tensor) -> torch.Tensor:
     return counts.float()
 
 
-class _PerSampleLoss(SetLoss):
-    """A mean of per-sample losses as a set loss: statistics (sum of weighted losses, sum of weights)."""
-
-    def __init__(self, ignore_index: int | None = -100, class_weight: Sequence[float] | torch.Tensor | None = None):
-        super().__init__(ignore_index)
-        if class_weight is not None:
-            class_weight = torch.as_tensor(class_weight, dtype=torch.float32)
-            if class_weight.ndim != 1 or not bool(torch.isfinite(class_weight).all()):
-                raise ValueError(f"Expected class_weight as a finite (C,) vector, got {class_weight.tolist()}")
-        self.register_buffer("class_weight", class_weight, persistent=False)
-
-    def _per_sample(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def _check_width(self, what: str, value: torch.Tensor | None, num_classes: int) -> None:
-        if value is not None and value.shape[0] != num_classes:
-            raise ValueError(f"Expected {what} of {num_classes} classes, got {value.shape[0]}")
-
-    def statistics(self, logits, labels, sample_weight=None, *, validate_args=True):
-        logits, labels, sample_weight = self._rows(logits, labels, sample_weight, validate_args)
-        with torch.autocast(logits.device.type, enabled=False):
-            logits = logits.float()
-            self._check_width("class_weight", self.class_weight, logits.shape[1])
-            per_sample = self._per_sample(logits, labels)  # (n,)
-            weight = None if self.class_weight is None else self.class_weight[labels]
-            if sample_weight is not None:
-                weight = sample_weight.float() if weight is None else weight * sample_weight.float()
-            if weight is None:
-                return torch.stack(
-                    [per_sample.sum(), torch.full((), float(len(per_sample)), device=per_sample.device)]
-                )
-            return torch.stack([(per_sample * weight).sum(), weight.sum()])
-
-    def loss_from_statistics(self, stats):
-        count = stats[1]  # no labelled row: 0 / 1, a loss of 0 with a zero gradient
-        return stats[0] / torch.where(count == 0, torch.ones_like(count), count)
-
-    def is_empty(self, stats):
-        return stats[1] == 0
-
-
-class FocalLoss(_PerSampleLoss):
+class FocalLoss(PerSampleSetLoss):
     """Focal loss, -alpha_t (1 - p_t)^gamma log p_t (Lin et al., 2017), the mean over the set.
 
     ``gamma`` = 2 (the paper's); ``class_weight`` (C,) plays alpha_t where given (none by default: the paper's alpha
@@ -138,7 +97,7 @@ class FocalLoss(_PerSampleLoss):
         return -((1.0 - log_p.exp()).clamp(min=0.0) ** self.gamma) * log_p
 
 
-class LDAMLoss(_PerSampleLoss):
+class LDAMLoss(PerSampleSetLoss):
     """LDAM, cross-entropy of ``scale * (logits - Delta_y e_y)`` (Cao et al., 2019), the mean over the set.
 
     ``margins`` (C,): ``ldam_margins(training class counts)``; ``class_weight``: the deferred re-weighting

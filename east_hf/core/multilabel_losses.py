@@ -36,7 +36,7 @@ from east_hf.core.multilabel import (
     soft_label_predictions,
     statistics_of_entries,
 )
-from east_hf.core.set_loss import SetLoss
+from east_hf.core.set_loss import BatchMemory, SetLoss
 from east_hf.core.surrogate import NO_LABEL_FAULT
 from east_hf.core.validation import (
     check_choice,
@@ -226,7 +226,7 @@ class AsymmetricLoss(_EntryLoss):
         return -torch.where(y > 0, positive, negative)
 
 
-class MultiLabelEASTLoss(SetLoss):
+class MultiLabelEASTLoss(BatchMemory, SetLoss):
     """The multi-label EAST surrogate ``1 - M(statistics(H_T^l(sigmoid(logits), 0.5), labels))``.
 
     Args:
@@ -280,8 +280,6 @@ class MultiLabelEASTLoss(SetLoss):
         length = num_labels if num_labels is not None else (None if isinstance(beta, (int, float)) else len(beta))
         # fail now, not at the first step: beta's values and length, and beta against the average
         multilabel_metric_settings(self.metric, beta, self.average, 0.0, length or 1, torch.empty(0))
-        self.memory: torch.Tensor | None = None
-        self._memory_temperature: float | None = None
 
     def set_stage(self, temperature: float, ce_weight: float = 0.0) -> None:
         self.temperature = check_temperature(temperature)
@@ -361,18 +359,6 @@ class MultiLabelEASTLoss(SetLoss):
         fault = self._label_fault if fault is None else fault
         if fault is not None and (count := int(fault)) != NO_LABEL_FAULT:
             raise multilabel_label_error(f"{count} other entries in a training batch", self.ignore_index)
-
-    def with_memory(self, stats: torch.Tensor) -> torch.Tensor:
-        """``stats`` plus the memory, then m <- d * (m + stats.detach()); the memory empties when the temperature or
-        the statistics' shape changes (as ``EASTLoss.with_memory``)."""
-        if self.confusion_memory == 0:
-            return stats
-        memory = self.memory
-        if memory is None or self._memory_temperature != self.temperature or memory.shape != stats.shape:
-            memory = torch.zeros_like(stats)
-        self.memory = self.confusion_memory * (memory + stats.detach())
-        self._memory_temperature = self.temperature
-        return stats + memory
 
     def loss_from_statistics(self, stats: torch.Tensor) -> torch.Tensor:
         """1 - M(stats), and 0 (with a zero gradient) for statistics without a labelled entry."""

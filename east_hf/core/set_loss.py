@@ -26,7 +26,7 @@ from torch import nn
 
 from east_hf.core.surrogate import NO_LABEL_FAULT, device_rows, label_error, valid_rows
 
-__all__ = ["SetLoss"]
+__all__ = ["BatchMemory", "SetLoss"]
 
 
 class SetLoss(nn.Module):
@@ -125,3 +125,27 @@ class SetLoss(nn.Module):
             self._label_fault = torch.maximum(seen, fault)
         self._label_classes = logits.shape[1]
         return logits, labels, weight
+
+
+class BatchMemory:
+    """``with_memory`` of a surrogate with a ``confusion_memory`` d in [0, 1) and a ``temperature`` (``EASTLoss``,
+    ``MultiLabelEASTLoss``; a mixin before ``SetLoss``): a training batch's statistics plus a detached memory of the
+    earlier batches', then m <- d * (m + stats.detach()). The statistics are linear in the soft confusion matrix, so the
+    memory of its counts is that of the matrices. The memory empties when the temperature (or the statistics' shape)
+    changes: a new stage's statistics are another function of the weights. It holds about 1 / (1 - d) batches; no
+    gradient flows into earlier ones. d = 0: the batch alone, as the paper."""
+
+    confusion_memory: float = 0.0
+    temperature: float
+    memory: torch.Tensor | None = None  # the detached, decayed sum of earlier batches' statistics
+    _memory_temperature: float | None = None  # the temperature the memory was accumulated at
+
+    def with_memory(self, stats: torch.Tensor) -> torch.Tensor:
+        if self.confusion_memory == 0:
+            return stats
+        memory = self.memory
+        if memory is None or self._memory_temperature != self.temperature or memory.shape != stats.shape:
+            memory = torch.zeros_like(stats)
+        self.memory = self.confusion_memory * (memory + stats.detach())
+        self._memory_temperature = self.temperature
+        return stats + memory

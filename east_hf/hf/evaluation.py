@@ -26,8 +26,7 @@ from typing import Any
 import torch
 
 from east_hf.core.decision_logits import LogitsFile
-from east_hf.hf.metrics.compute import IGNORE_INDEX, ComputeMetrics
-from east_hf.hf.metrics.multilabel import MultiLabelComputeMetrics
+from east_hf.hf.metrics.inputs import IGNORE_INDEX, CountedMetrics
 
 __all__ = ["EvaluationFromCounts", "logits_of"]
 
@@ -157,7 +156,8 @@ class EvaluationFromCounts:
         self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
     ):
         """The Trainer's loop, with ``eval_loss`` the loss of the whole set. ``evaluate`` with east_hf's
-        ``ComputeMetrics`` (the trainer's own when none is given) keeps no logits: each process sums its batches'
+        counted metrics (``ComputeMetrics``, ``MultiLabelComputeMetrics``: the trainer's own when none is given) keeps
+        no logits: each process sums its batches'
         loss statistics and (3, C) hard-metric counts, the sums are added across processes once at the end, and the
         metrics are scored from them, equal to those of the gathered logits. ``predict`` (and a ``compute_metrics``
         of the user's, which needs the logits) gathers the logits as the Trainer does."""
@@ -166,8 +166,7 @@ class EvaluationFromCounts:
         self._raise_if_nonfinite()
         self._eval_stats = self._eval_counts = None
         self._eval_counts_only = description != "Prediction" and (
-            self.compute_metrics is None
-            or isinstance(self.compute_metrics, (ComputeMetrics, MultiLabelComputeMetrics))
+            self.compute_metrics is None or isinstance(self.compute_metrics, CountedMetrics)
         )
         if self._eval_counts_only and self.compute_metrics is None:
             prediction_loss_only = None  # evaluate() asks for the loss alone without compute_metrics: count anyway

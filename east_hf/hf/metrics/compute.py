@@ -43,7 +43,7 @@ from east_hf.core import (
 )
 from east_hf.core.validation import check_average, check_num_classes, check_pos_label, check_zero_division
 from east_hf.hf.metrics.counts import class_counts, scores_from_counts
-from east_hf.hf.metrics.inputs import IGNORE_INDEX
+from east_hf.hf.metrics.inputs import IGNORE_INDEX, CountedMetrics
 from east_hf.hf.metrics.inputs import as_tensor as _as_tensor
 from east_hf.hf.metrics.inputs import class_names as _class_names
 from east_hf.hf.metrics.multilabel import MultiLabelComputeMetrics
@@ -56,7 +56,7 @@ SUMMARY_KEYS = (*METRIC_KEYS, "loss")
 """The keys a run's results are summarised by (east-train's summary, the model card): the metrics and the loss."""
 
 
-class ComputeMetrics:
+class ComputeMetrics(CountedMetrics):
     """The callable ``build_compute_metrics`` returns; see there. ``__call__(eval_pred, compute_result=None)``."""
 
     def __init__(
@@ -93,10 +93,6 @@ class ComputeMetrics:
             indices = {class_index(c, id2label, num_classes, what="report_classes") for c in report_classes}
         self.report: dict[int, str] = {k: names[k] for k in sorted(indices)}
         self._counts: torch.Tensor | None = None
-
-    def reset(self) -> None:
-        """Drop the running counts of ``batch_eval_metrics``."""
-        self._counts = None
 
     def _predictions_and_labels(self, predictions: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Predictions and labels as tensors on one device, checked: scores (N, C) or class ids (N,), labels (N,)."""
@@ -178,25 +174,6 @@ class ComputeMetrics:
                 }
             )
         return {key: value.item() for key, value in metrics.items()}
-
-    def __call__(self, eval_pred: Any, compute_result: bool | None = None) -> dict[str, float]:
-        """Metrics of an ``EvalPrediction`` (or a ``(predictions, labels)`` pair).
-
-        ``compute_result`` is None: score this call's predictions. True or False (``batch_eval_metrics=True``): add
-        their counts to the running sum, and score and reset it when True.
-        """
-        if hasattr(eval_pred, "predictions"):
-            predictions, labels = eval_pred.predictions, eval_pred.label_ids
-        else:
-            predictions, labels = eval_pred[0], eval_pred[1]
-        counts = self.counts(predictions, labels)
-        if compute_result is None:
-            return self.from_counts(counts)
-        self._counts = counts if self._counts is None else self._counts + counts
-        if not compute_result:
-            return {}
-        counts, self._counts = self._counts, None
-        return self.from_counts(counts)
 
 
 def build_compute_metrics(

@@ -1,5 +1,6 @@
-"""What the Trainer hands a ``compute_metrics``, as tensors, and the metric-key names of classes or labels; shared by
-``ComputeMetrics`` (single-label) and ``MultiLabelComputeMetrics``."""
+"""What the Trainer hands a ``compute_metrics``, as tensors, the metric-key names of classes or labels, and
+``CountedMetrics``, the protocol of metrics scored from additive counts; shared by ``ComputeMetrics`` (single-label)
+and ``MultiLabelComputeMetrics``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 from east_hf.core import safe_name
 
-__all__ = ["IGNORE_INDEX", "as_tensor", "class_names"]
+__all__ = ["IGNORE_INDEX", "CountedMetrics", "as_tensor", "class_names"]
 
 IGNORE_INDEX = -100  # the label the Trainer pads with and the loss ignores
 
@@ -30,3 +31,41 @@ def as_tensor(x: Any) -> torch.Tensor:
     if isinstance(x, list) and x and isinstance(x[0], (tuple, list, np.ndarray, torch.Tensor)):
         return torch.cat([as_tensor(b) for b in x])  # eval_do_concat_batches=False: one entry per batch
     return torch.as_tensor(x)
+
+
+class CountedMetrics:
+    """A Trainer ``compute_metrics`` scored from additive counts: subclasses define ``counts(predictions, labels,
+    validate_args=True)`` (a tensor that sums over batches and processes) and ``from_counts(counts)`` (the metrics).
+    ``EASTTrainer.evaluate`` sums the counts of its batches itself and keeps no logits; called, it scores the gathered
+    predictions, or with ``batch_eval_metrics=True`` keeps a running sum (one callable per Trainer)."""
+
+    _counts: torch.Tensor | None = None
+
+    def counts(self, predictions: Any, labels: Any, validate_args: bool = True) -> torch.Tensor:
+        raise NotImplementedError
+
+    def from_counts(self, counts: torch.Tensor) -> dict[str, float]:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Drop the running counts of ``batch_eval_metrics``."""
+        self._counts = None
+
+    def __call__(self, eval_pred: Any, compute_result: bool | None = None) -> dict[str, float]:
+        """Metrics of an ``EvalPrediction`` (or a ``(predictions, labels)`` pair).
+
+        ``compute_result`` is None: score this call's predictions. True or False (``batch_eval_metrics=True``): add
+        their counts to the running sum, and score and reset it when True.
+        """
+        if hasattr(eval_pred, "predictions"):
+            predictions, labels = eval_pred.predictions, eval_pred.label_ids
+        else:
+            predictions, labels = eval_pred[0], eval_pred[1]
+        counts = self.counts(predictions, labels)
+        if compute_result is None:
+            return self.from_counts(counts)
+        self._counts = counts if self._counts is None else self._counts + counts
+        if not compute_result:
+            return {}
+        counts, self._counts = self._counts, None
+        return self.from_counts(counts)

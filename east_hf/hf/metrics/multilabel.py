@@ -18,7 +18,7 @@ import torch
 from east_hf.core import beta_vector, class_index, resolve_beta
 from east_hf.core.multilabel import multilabel_metric_from_statistics, multilabel_statistics
 from east_hf.core.validation import check_int, check_multilabel_average, check_zero_division
-from east_hf.hf.metrics.inputs import IGNORE_INDEX, as_tensor, class_names
+from east_hf.hf.metrics.inputs import IGNORE_INDEX, CountedMetrics, as_tensor, class_names
 
 __all__ = ["MULTILABEL_METRIC_KEYS", "MultiLabelComputeMetrics"]
 
@@ -26,7 +26,7 @@ MULTILABEL_METRIC_KEYS = ("accuracy", "fbeta", "mcc", "precision", "recall", "ja
 """The averaged keys the multi-label ``compute_metrics`` returns, in order (the per-label keys follow them)."""
 
 
-class MultiLabelComputeMetrics:
+class MultiLabelComputeMetrics(CountedMetrics):
     """A Trainer ``compute_metrics`` for multi-hot labels; ``build_compute_metrics(num_labels, multi_label=True)``.
 
     Keys (the Trainer prefixes them with ``eval_``):
@@ -92,10 +92,6 @@ class MultiLabelComputeMetrics:
         self.report: dict[int, str] = {k: names[k] for k in sorted(indices)}
         self._counts: torch.Tensor | None = None
 
-    def reset(self) -> None:
-        """Drop the running counts of ``batch_eval_metrics``."""
-        self._counts = None
-
     def counts(self, predictions: Any, labels: Any, validate_args: bool = True) -> torch.Tensor:
         """The (4, L + 1) float64 statistics (``multilabel_statistics``) of the hard predictions of logits (N, L)
         (``> 0``) or 0/1 predictions (N, L), on their device; label entries -100 are ignored. They add over batches
@@ -152,22 +148,3 @@ class MultiLabelComputeMetrics:
             for k, name in self.report.items():
                 metrics.update({f"{m}_{name}": v[k] for m, v in values.items()})
         return {key: value.item() for key, value in metrics.items()}
-
-    def __call__(self, eval_pred: Any, compute_result: bool | None = None) -> dict[str, float]:
-        """Metrics of an ``EvalPrediction`` (or a ``(predictions, labels)`` pair).
-
-        ``compute_result`` is None: score this call's predictions. True or False (``batch_eval_metrics=True``): add
-        their statistics to the running sum, and score and reset it when True.
-        """
-        if hasattr(eval_pred, "predictions"):
-            predictions, labels = eval_pred.predictions, eval_pred.label_ids
-        else:
-            predictions, labels = eval_pred[0], eval_pred[1]
-        counts = self.counts(predictions, labels)
-        if compute_result is None:
-            return self.from_counts(counts)
-        self._counts = counts if self._counts is None else self._counts + counts
-        if not compute_result:
-            return {}
-        counts, self._counts = self._counts, None
-        return self.from_counts(counts)

@@ -96,7 +96,7 @@ def _text_model(name: str, data, id2label, label2id, revision: str, max_length: 
         tokenizer = train_wordpiece_tokenizer(texts, max_length=max_length or 128)
         return text_tiny_model(tokenizer, id2label, max_length=max_length or 128), tokenizer, None
     import transformers
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
@@ -104,14 +104,7 @@ def _text_model(name: str, data, id2label, label2id, revision: str, max_length: 
         verbosity = transformers.logging.get_verbosity()
         transformers.logging.set_verbosity_error()  # the head's report is the one line below
         try:
-            model = AutoModelForSequenceClassification.from_pretrained(
-                name,
-                num_labels=data.num_labels,
-                id2label=id2label,
-                label2id=label2id,
-                ignore_mismatched_sizes=True,
-                revision=revision,
-            )
+            model = _sequence_classifier(name, data.num_labels, id2label, label2id, revision)
         finally:
             transformers.logging.set_verbosity(verbosity)
     except OSError as e:
@@ -182,16 +175,7 @@ def _build_model(model_args, data, revision: str, max_length: int | None) -> tup
         )
     try:
         if not image:
-            from transformers import AutoModelForSequenceClassification
-
-            model = AutoModelForSequenceClassification.from_pretrained(
-                name,
-                num_labels=data.num_labels,
-                id2label=id2label,
-                label2id=label2id,
-                ignore_mismatched_sizes=True,
-                revision=revision,
-            )
+            model = _sequence_classifier(name, data.num_labels, id2label, label2id, revision)
             return model, data.preprocessor, name
         model = image_classifier_from_pretrained(name, data.num_labels, id2label, revision=revision)
         processor = None
@@ -212,3 +196,14 @@ def attach_data_config(model, data_config: dict[str, Any] | None) -> None:
     base = dict(getattr(model.timm_model, "pretrained_cfg", None) or {})
     base.pop("num_classes", None)  # the pretrained head's size, stale after a new head
     model.config.pretrained_cfg = {**base, **data_config}
+
+
+def _sequence_classifier(name: str, num_labels: int, id2label, label2id, revision: str | None):
+    """``AutoModelForSequenceClassification`` of a checkpoint with a head for the data's classes: a head of another
+    size is replaced (``ignore_mismatched_sizes``)."""
+    from transformers import AutoModelForSequenceClassification
+
+    return AutoModelForSequenceClassification.from_pretrained(
+        name, num_labels=num_labels, id2label=id2label, label2id=label2id, ignore_mismatched_sizes=True,
+        revision=revision,
+    )  # fmt: skip

@@ -264,7 +264,13 @@ def multilabel_report(predictions, references, beta, average, labels, zero_divis
         averaged = weighted_mean(fbeta_precision_recall(*rows, betas[0], zero_division), sample_weight)
     else:
         averaged = weighted_mean(values, support if average == "weighted" else None)
-    f, p, r = (v.tolist() if average is None else float(v) for v in averaged)
+    return result(averaged, values, scored, per_label=average is None)
+
+
+def result(averaged, values, scored, per_label: bool = False) -> dict:
+    """The module's output: the averaged F-beta, precision and recall (lists per label where ``per_label``), each
+    per class (or label), and the classes scored."""
+    f, p, r = (v.tolist() if per_label else float(v) for v in averaged)
     return {
         "fbeta": f,
         "precision": p,
@@ -343,13 +349,4 @@ class MacroFbeta(evaluate.Metric):
             averaged = (values * support).sum(axis=1) / support.sum()
         else:  # macro; weighted without any reference of a scored label falls back to it, as scikit-learn
             averaged = values.mean(axis=1)
-        f, p, r = (float(v) for v in averaged)
-        return {
-            "fbeta": f,
-            "precision": p,
-            "recall": r,
-            "fbeta_per_class": values[0].tolist(),
-            "precision_per_class": values[1].tolist(),
-            "recall_per_class": values[2].tolist(),
-            "labels": scored.tolist(),
-        }
+        return result(averaged, values, scored)
