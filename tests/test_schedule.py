@@ -221,3 +221,29 @@ def test_shared_defaults_are_read_from_the_signatures():
     assert schedule["temperature"].default == DEFAULT_TEMPERATURE == 0.2
     assert schedule["decay"].default == at["decay"].default == DEFAULT_DECAY == 0.9
     assert AnnealingSchedule().temperature == EASTLoss().temperature == temperature_at(0) == DEFAULT_TEMPERATURE
+
+
+def test_select_window_judges_stages_by_the_mean_of_the_last_evaluations():
+    """With a window of 2, a lone jump (0.9 between 0.5s) loses to two neighbouring 0.7s: the stage's best anneal value
+    is the best mean of two, and the window spans the stage boundary and survives a state round trip."""
+    s = AnnealingSchedule(decay=0.5, patience=3, stage_patience=1, select_window=2)
+    values = [(1.0, 0.5), (0.9, 0.9), (0.8, 0.5), (0.85, 0.7), (0.85, 0.7), (0.85, 0.7)]  # stage 0 ends at step 6
+    means = []
+    for step, (loss, f1) in enumerate(values, start=1):
+        s.update(loss, f1, step=step)
+        means.append(s.selection_value)
+    assert means == pytest.approx([0.5, 0.7, 0.7, 0.6, 0.7, 0.7])
+    assert (s.stage, s.best_anneal, s.best_anneal_stage) == (1, pytest.approx(0.7), 0)
+    restored = AnnealingSchedule(**s.settings())
+    restored.load_state_dict(json.loads(json.dumps(s.state_dict())))
+    assert restored.update(0.5, 0.8, step=7) is BEST and restored.selection_value == pytest.approx(0.75)
+    assert restored.settings()["select_window"] == 2
+    plain = AnnealingSchedule(patience=3, stage_patience=1)  # a window of 1: the evaluation's own value
+    run(plain, values)
+    assert plain.best_anneal == 0.9
+    old = {k: v for k, v in s.state_dict().items() if k != "recent_anneal"}  # a state saved before the window
+    fresh = AnnealingSchedule(**s.settings())
+    fresh.load_state_dict(old)
+    assert fresh.recent_anneal == [] and fresh.selection_value is None
+    with pytest.raises(ValueError, match="select_window"):
+        AnnealingSchedule(select_window=0)

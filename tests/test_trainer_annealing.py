@@ -233,3 +233,18 @@ def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="ce", east_ce_weight=1.0)
     with pytest.raises(ValueError, match="east_ce_weight_decay in \\[0, 1\\]"):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_ce_weight_decay=2.0)
+
+
+def test_trainer_keeps_the_model_with_the_best_mean_over_the_select_window(tmp_path):
+    """east_select_window=3: every evaluation during training reports eval_mean3_fbeta, the mean of the last three
+    eval_fbeta values, and the model kept at the end is the checkpoint with the best mean, not the best single value."""
+    trainer = annealing_trainer(tmp_path, east_select_window=3, metric_for_best_model=None)
+    assert trainer.args.metric_for_best_model == "eval_mean3_fbeta" and trainer.args.greater_is_better
+    trainer.train()
+    evals = evaluations(trainer)
+    f1 = [h["eval_fbeta"] for h in evals]
+    means = [sum(f1[max(0, i - 2) : i + 1]) / len(f1[max(0, i - 2) : i + 1]) for i in range(len(f1))]
+    best = max(range(len(means)), key=lambda i: (means[i], -i))  # the Trainer keeps the first of equal bests
+    assert trainer.state.best_metric == pytest.approx(means[best])
+    assert trainer.state.best_global_step == evals[best]["step"]
+    assert trainer.evaluate()["eval_fbeta"] == pytest.approx(f1[best])

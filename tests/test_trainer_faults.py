@@ -180,3 +180,22 @@ def test_baseline_logs_carry_no_temperature_and_binary_runs_report_precision_onc
     keys = set(evaluations(trainer)[0])
     assert {"eval_fbeta", "eval_precision", "eval_recall"} <= keys
     assert not [k for k in keys if k.startswith(("eval_precision_", "eval_recall_", "eval_fbeta_"))]
+
+
+def test_a_kept_model_that_finds_almost_none_of_a_scored_class_is_warned_about(caplog):
+    """The best checkpoint's validation recall of the positive class (binary) or of a class reported by name below
+    0.05 warns in one line naming the step and the recall; a healthy recall, another average or a step without an
+    evaluation does not."""
+    from east_hf.hf.guards import warn_near_empty_kept_model
+
+    history = [
+        {"loss": 0.5, "step": 10},
+        {"eval_loss": 0.8, "eval_fbeta": 0.28, "eval_recall": 0.024, "eval_recall_cat": 0.3, "step": 10},
+        {"eval_loss": 0.7, "eval_fbeta": 0.2, "eval_recall": 0.2, "eval_recall_cat": 0.01, "step": 20},
+    ]
+    message = warn_near_empty_kept_model(history, 10, binary=True)
+    assert "step 10" in message and "recall=0.024" in message and "recall_cat" not in message
+    assert warn_near_empty_kept_model(history, 10, binary=False) is None  # a macro recall says nothing of one class
+    assert "recall_cat=0.010" in warn_near_empty_kept_model(history, 20, binary=False)
+    assert warn_near_empty_kept_model(history, 30, binary=True) is None
+    assert warn_near_empty_kept_model(history, None, binary=True) is None

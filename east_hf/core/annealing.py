@@ -69,6 +69,7 @@ __all__ = [
     "Decision",
     "anneal_key",
     "monitor_mode",
+    "selection_key",
     "temperature_at",
 ]
 
@@ -92,6 +93,7 @@ _STATE_KEYS = (
     "stages_without_improvement",
     "finished",
     "stop_reason",
+    "recent_anneal",
 )
 
 
@@ -112,6 +114,19 @@ def anneal_key(metric: str, anneal_monitor: str | None = None) -> str:
     ('eval_fbeta', 'eval_mcc', 'eval_loss')
     """
     return anneal_monitor or f"eval_{target_metric_key(metric)}"
+
+
+def selection_key(anneal_key: str, select_window: int = 1) -> str:
+    """The metric key of the value the best model is chosen by: ``anneal_key`` itself, or for a mean over
+    ``select_window`` > 1 evaluations ``eval_mean<k>_<name>`` (ending as the anneal key does, so the Trainer infers
+    ``greater_is_better`` alike).
+
+    >>> selection_key("eval_fbeta"), selection_key("eval_fbeta", 3), selection_key("eval_loss", 3)
+    ('eval_fbeta', 'eval_mean3_fbeta', 'eval_mean3_loss')
+    """
+    if select_window == 1:
+        return anneal_key
+    return f"eval_mean{select_window}_{anneal_key.removeprefix('eval_')}"
 
 
 def temperature_at(stage: int, temperature: float = DEFAULT_TEMPERATURE, decay: float = DEFAULT_DECAY) -> float:
@@ -186,6 +201,13 @@ class AnnealingSchedule:
         ce_weight: w0 of an annealed cross-entropy weight, w_k = w0 * ce_weight_decay^k in EAST stage k, that the
             Trainer layer adds to EAST's loss (``MixedSetLoss``); 0 (default): EAST alone, as the paper.
         ce_weight_decay: the factor in [0, 1] the cross-entropy weight is multiplied by at each temperature decrease.
+        select_window: how many evaluations the across-stage value is the mean of: the anneal value of an evaluation
+            is replaced by the mean of the last ``select_window`` anneal values (``selection_value``), which is what
+            the stages' bests are judged on and what the best model is chosen by. 1 (default): each evaluation's own
+            value. Why: a hard metric over a few dozen validation positives jumps from epoch to epoch, and the best
+            single evaluation is partly the best jump; a mean over neighbouring evaluations favours a model whose
+            neighbourhood scores well. The window spans stage boundaries (a stage starts from the weights the last
+            one ended on or its best).
 
     The warm start's best anneal value is the reference the first EAST stage must beat.
 
@@ -215,6 +237,7 @@ class AnnealingSchedule:
         warm_start_epochs: float | None = None,
         ce_weight: float = 0.0,
         ce_weight_decay: float = 0.5,
+        select_window: int = 1,
     ):
         self.temperature0 = check_temperature(temperature)
         check_range("decay", decay, 0, 1, "()")
@@ -237,6 +260,8 @@ class AnnealingSchedule:
             check_range("warm_start_epochs", warm_start_epochs, 0, math.inf, "(]")
         check_range("ce_weight", ce_weight, 0, math.inf)
         check_range("ce_weight_decay", ce_weight_decay, 0, 1)
+        check_int("select_window", select_window)
+        self.select_window = select_window
         self.decay = float(decay)
         self.ce_weight0 = float(ce_weight)
         self.ce_weight_decay = float(ce_weight_decay)
@@ -275,6 +300,7 @@ class AnnealingSchedule:
             "warm_start_epochs": self.warm_start_epochs,
             "ce_weight": self.ce_weight0,
             "ce_weight_decay": self.ce_weight_decay,
+            "select_window": self.select_window,
         }
 
     @property
@@ -300,6 +326,7 @@ class AnnealingSchedule:
         self.stages_without_improvement = 0
         self.finished = False
         self.stop_reason: str | None = None
+        self.recent_anneal: list[float] = []  # the last select_window anneal values, oldest first
         self._reset_stage()
 
     def _reset_stage(self) -> None:
@@ -320,6 +347,12 @@ class AnnealingSchedule:
         return self.ce_weight0 * self.ce_weight_decay ** max(self.stage, 0) if self.ce_weight0 else 0.0
 
     @property
+    def selection_value(self) -> float | None:
+        """The across-stage value of the last evaluation: the mean of the last ``select_window`` anneal values (the
+        evaluation's own with ``select_window=1``); None before the first evaluation."""
+        return math.fsum(self.recent_anneal) / len(self.recent_anneal) if self.recent_anneal else None
+
+    @property
     def in_warm_start(self) -> bool:
         return self.stage == WARM_START_STAGE
 
@@ -328,7 +361,8 @@ class AnnealingSchedule:
 
         stage_value: the within-stage monitor (the validation surrogate at this stage's temperature).
         anneal_value: the across-stage monitor (the hard metric); None uses ``stage_value``, which needs
-            ``anneal_mode == stage_mode``.
+            ``anneal_mode == stage_mode``. Averaged over the last ``select_window`` evaluations
+            (``selection_value``) before it is compared.
         step: the training step of the evaluation; recorded as ``stage_best_step``, and needed to end a warm start
             after ``warm_start_steps``.
         """
@@ -341,6 +375,8 @@ class AnnealingSchedule:
                 )
             anneal_value = stage_value
         anneal_value = _as_float(anneal_value, "anneal_value")
+        self.recent_anneal = [*self.recent_anneal, anneal_value][-self.select_window :]
+        anneal_value = self.selection_value
         if self.in_warm_start and self.warm_start_steps is not None and step is None:
             raise ValueError(
                 f"Expected the step of the evaluation to end the warm start after {self.warm_start_steps} steps, got None"
@@ -395,6 +431,7 @@ class AnnealingSchedule:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned."""
+        state = {"recent_anneal": [], **state}  # a state saved without the window starts it empty
         missing = [key for key in _STATE_KEYS if key not in state]
         if missing:
             raise ValueError(f"Expected an AnnealingSchedule state with keys {list(_STATE_KEYS)}, missing {missing}")

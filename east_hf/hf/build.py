@@ -309,6 +309,7 @@ def build_annealing_callback(
         build_schedule(args, eval_size, streamed),
         stage_monitor=args.east_stage_monitor,
         anneal_monitor=args.east_anneal_key,
+        selection_key=args.east_selection_key,
         restore_best_per_stage=args.east_restore_best_per_stage,
     )
 

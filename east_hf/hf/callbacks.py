@@ -70,6 +70,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         anneal_monitor: metric key watched across stages; the hard target metric (``"eval_fbeta"`` for an F-beta
             surrogate, from ``compute_metrics``), because surrogate values at different temperatures are not
             comparable. ``"eval_loss"`` follows the paper to the letter. Keys without ``eval_`` get it.
+        selection_key: where the schedule's ``selection_value`` (the anneal monitor's mean over its
+            ``select_window`` evaluations) is written into each evaluation's metrics during training, for
+            ``metric_for_best_model``; None: the anneal monitor itself (a window of 1).
         restore_best_per_stage: before training at a lower temperature, load the ended stage's best weights (by
             ``stage_monitor``). Costs one CPU copy of the model's ``state_dict`` (the model's size in host memory),
             taken at each new stage best; a checkpoint saved while the stage best is not the checkpoint's own weights
@@ -104,6 +107,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         schedule: AnnealingSchedule | dict[str, Any] | None = None,
         stage_monitor: str = "eval_loss",
         anneal_monitor: str = "eval_fbeta",
+        selection_key: str | None = None,
         restore_best_per_stage: bool = True,
         **schedule_kwargs: Any,
     ):
@@ -112,6 +116,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 raise ValueError(f"Expected {name} as a metric key such as 'eval_loss', got {key!r}")
         self.stage_monitor = _eval_key(stage_monitor)
         self.anneal_monitor = _eval_key(anneal_monitor)
+        self.selection_key = self.anneal_monitor if selection_key is None else _eval_key(selection_key)
         if schedule is None:
             schedule_kwargs.setdefault("stage_mode", monitor_mode(self.stage_monitor))
             schedule_kwargs.setdefault("anneal_mode", monitor_mode(self.anneal_monitor))
@@ -166,6 +171,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "schedule": self.schedule.settings(),
                 "stage_monitor": self.stage_monitor,
                 "anneal_monitor": self.anneal_monitor,
+                "selection_key": self.selection_key,
                 "restore_best_per_stage": self.restore_best_per_stage,
             },
             "attributes": {
@@ -186,12 +192,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if not args.load_best_model_at_end:
             logger.warning(
                 "load_best_model_at_end=False: training ends with the last weights, not the best; set "
-                f"load_best_model_at_end=True and metric_for_best_model={self.anneal_monitor!r}"
+                f"load_best_model_at_end=True and metric_for_best_model={self.selection_key!r}"
             )
-        elif args.metric_for_best_model is not None and _eval_key(args.metric_for_best_model) != self.anneal_monitor:
+        elif args.metric_for_best_model is not None and _eval_key(args.metric_for_best_model) != self.selection_key:
             logger.warning(
                 f"metric_for_best_model={args.metric_for_best_model!r} differs from the anneal monitor "
-                f"{self.anneal_monitor!r}: the model kept at the end is not the one annealing judged best"
+                f"{self.selection_key!r}: the model kept at the end is not the one annealing judged best"
             )
 
     def _warm_start_length(self, args, train_dataloader) -> None:
@@ -270,6 +276,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         schedule = self.schedule
         stage, temperature = schedule.stage, schedule.temperature
         decision = schedule.update(metrics[self.stage_monitor], metrics[self.anneal_monitor], step=state.global_step)
+        if self.selection_key != self.anneal_monitor:  # read by the Trainer's best-model choice after this event
+            metrics[self.selection_key] = schedule.selection_value
         if decision is Decision.IMPROVED:
             if self.restore_best_per_stage and model is not None:
                 self._stage_weights = _cpu_state_dict(model)

@@ -19,7 +19,7 @@ from typing import Any
 from transformers import TrainingArguments
 
 from east_hf.core import AVERAGES, METRICS, target_metric_key
-from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, monitor_mode
+from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, monitor_mode, selection_key
 from east_hf.core.east_loss import EASTLoss
 from east_hf.core.loss import LOSSES, MULTILABEL_LOSSES, PRIOR_LOSSES, build_loss, describe_losses
 from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
@@ -148,6 +148,11 @@ class EASTConfig(TrainingArguments):
             not estimated from one batch's few positives. The memory holds about 1 / (1 - d) batches, is emptied
             when the temperature changes, is not kept in checkpoints (a resumed run starts it empty), and is summed
             over processes like the batch's matrix. 0: the batch alone, as the paper.
+        east_select_window (`int`, defaults to `1`): the stages' bests and the best model are judged by the mean of
+            the anneal monitor over the last k evaluations, reported as ``eval_mean<k>_<name>`` (e.g.
+            ``eval_mean3_fbeta``, the default ``metric_for_best_model`` then); 1: each evaluation's own value. Why: a
+            hard metric over a few dozen validation positives jumps from epoch to epoch, and the best single epoch
+            is partly the best jump (``AnnealingSchedule``'s ``select_window``).
         east_annealing (`bool`, defaults to `True`): install the temperature annealing callback.
 
     Every setting is validated once, by the core object that owns it (``build_loss`` and ``AnnealingSchedule``,
@@ -306,6 +311,13 @@ class EASTConfig(TrainingArguments):
         default=core_default(EASTLoss, "confusion_memory"),
         metadata={"help": "Decay in [0, 1) of a memory of earlier batches' soft confusion matrices (0: none)."},
     )
+    east_select_window: int = field(
+        default=core_default(AnnealingSchedule, "select_window"),
+        metadata={
+            "help": "Judge stages and choose the best model by the mean of the anneal monitor over this many "
+            "evaluations (1: each evaluation's own value)."
+        },
+    )
     east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
     # The annealing state (stage, temperature, counters) lives in a stateful callback: resume it by default.
     restore_callback_states_from_checkpoint: bool = field(
@@ -342,7 +354,7 @@ class EASTConfig(TrainingArguments):
                     f"evaluation (eval_strategy={evaluation!r}), so training ends with the last weights"
                 )
         if self.load_best_model_at_end and self.metric_for_best_model is None:
-            self.metric_for_best_model = self.east_anneal_key  # keep the model the annealing judged best
+            self.metric_for_best_model = self.east_selection_key  # keep the model the annealing judged best
 
     def _validate_east(self) -> None:
         check_choice("east_loss", self.east_loss, tuple(dict.fromkeys([*LOSSES, *MULTILABEL_LOSSES])))
@@ -440,6 +452,12 @@ class EASTConfig(TrainingArguments):
     def east_anneal_key(self) -> str:
         """The metric key watched across stages: ``east_anneal_monitor``, or ``eval_<target metric>``."""
         return anneal_key(self.east_metric, self.east_anneal_monitor)
+
+    @property
+    def east_selection_key(self) -> str:
+        """The metric key the best model is chosen by: the anneal key, or its mean over ``east_select_window``
+        evaluations (``eval_mean<k>_<name>``, written by the annealing callback)."""
+        return selection_key(self.east_anneal_key, self.east_select_window)
 
     @property
     def east_target_key(self) -> str:

@@ -234,6 +234,7 @@ class EvaluationFromCounts:
             return
         key = name if name.startswith("eval_") else f"eval_{name}"
         later = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "epoch")  # added by evaluate()
+        later += (getattr(self.args, "east_selection_key", None),)  # added by the annealing callback
         if key not in metrics and key not in later:
             known = ", ".join(k.removeprefix("eval_") for k in sorted(metrics))
             raise ValueError(f"Expected metric_for_best_model among the evaluation metrics ({known}), got {name!r}")

@@ -19,7 +19,18 @@ from transformers.utils import logging as hf_logging
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.dataset_stats import dataset_length
 
-__all__ = ["NonFiniteGuard", "check_early_stopping", "check_even_batches", "check_warm_start_length"]
+__all__ = [
+    "NEAR_EMPTY_RECALL",
+    "NonFiniteGuard",
+    "check_early_stopping",
+    "check_even_batches",
+    "check_warm_start_length",
+    "warn_near_empty_kept_model",
+]
+
+NEAR_EMPTY_RECALL = 0.05  # validation recall of a scored class below which the kept model is warned about
+
+logger = hf_logging.get_logger(__name__)
 
 
 def check_warm_start_length(annealing: TemperatureAnnealingCallback | None, train_dataset: Any) -> None:
@@ -63,6 +74,33 @@ def check_early_stopping(callbacks: list) -> None:
             f"within a stage and east_stage_patience across stages), got {name}; remove it, or set "
             "east_annealing=False to make it the only early stopping"
         )
+
+
+def warn_near_empty_kept_model(log_history: list[dict[str, Any]], best_step: int | None, binary: bool) -> str | None:
+    """Warn (and return the message) when the model kept at the end finds almost none of a scored class on
+    validation: recall below ``NEAR_EMPTY_RECALL`` for the positive class (``binary``) or for a class reported by
+    name (``eval_recall_<name>``, e.g. the classes of a per-class beta). A precision-leaning target (F-beta with beta
+    < 1) judged on a few dozen validation positives can keep an epoch that predicted a handful of them by luck; such a
+    model predicts almost nothing on new data."""
+    if best_step is None:
+        return None
+    evaluation = next((h for h in log_history if h.get("step") == best_step and "eval_loss" in h), None)
+    if evaluation is None:
+        return None
+    keys = [k for k in evaluation if k.startswith("eval_recall_")] + (["eval_recall"] if binary else [])
+    low = {
+        k: evaluation[k] for k in keys if isinstance(evaluation[k], (int, float)) and evaluation[k] < NEAR_EMPTY_RECALL
+    }
+    if not low:
+        return None
+    which = ", ".join(f"{k.removeprefix('eval_')}={v:.3f}" for k, v in low.items())
+    message = (
+        f"The model kept (step {best_step}) finds almost none of a scored class on validation ({which}, below "
+        f"{NEAR_EMPTY_RECALL}): a near-empty prediction that a few validation samples rewarded; check the test "
+        "recall, and consider east_select_window 3 (the best mean over three evaluations)"
+    )
+    logger.warning(message)
+    return message
 
 
 class NonFiniteGuard:

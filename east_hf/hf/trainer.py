@@ -51,7 +51,13 @@ from east_hf.hf.cards import hub_preflight, write_model_card
 from east_hf.hf.config import EASTConfig
 from east_hf.hf.dataset_stats import training_class_counts
 from east_hf.hf.evaluation import EvaluationFromCounts, logits_of, split_inputs
-from east_hf.hf.guards import NonFiniteGuard, check_early_stopping, check_even_batches, check_warm_start_length
+from east_hf.hf.guards import (
+    NonFiniteGuard,
+    check_early_stopping,
+    check_even_batches,
+    check_warm_start_length,
+    warn_near_empty_kept_model,
+)
 from east_hf.hf.resume import check_saved_schedule, first_batch_logits, load_renamed_weights, resolve_checkpoint
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
@@ -318,6 +324,8 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         best = self.state.best_model_checkpoint
         if self.args.load_best_model_at_end and best and os.path.isdir(best):
             load_renamed_weights(self.accelerator.unwrap_model(self.model), best)
+            binary = self.args.east_average == "binary" and not self.multi_label
+            warn_near_empty_kept_model(self.state.log_history, self.state.best_global_step, binary)
         return result
 
     def _preflight(self) -> None:

@@ -1,0 +1,115 @@
+"""The default against every baseline, focal loss and LDAM-DRW included: one row per task, paired by seed.
+
+A task is ``NAME=DEFAULT/results.json:VARIANT=BASELINES/results.json[,MORE/results.json...]``: the default's runs
+(``VARIANT`` of the first file) and the files holding the baselines, whose variants of the losses of ``BASELINES``, as
+trained and ``+tuned``, are the candidates; all on the same seeds and splits. A row gives the default's mean, each
+long-tail baseline's mean as trained and tuned, the best baseline by mean (the default's opponent, chosen after the
+fact on the test scores, which favours the baselines), and the paired differences (mean ± standard error ·
+wins/ties/losses) of the default against it, against focal+tuned and against ldam+tuned; and the seed standard
+deviations of the default and of the best baseline.
+
+Usage::
+
+    R=benchmarks/results
+    python benchmarks/long_tail_table.py \\
+      lending_club=$R/ce_decay_lending_club/results.json:east=$R/lending_club/results.json,$R/long_tail_lending_club/results.json \\
+      --markdown table.md
+
+Without tasks: the evidence tasks of ``bash benchmarks/run_evidence.sh long_tail`` (``TASKS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from paired import difference_text, emit_table  # benchmarks/paired.py, beside this script
+
+from east_hf.scripts.east_compare import paired_differences
+
+BASELINES = ("ce", "wce", "la", "dice", "focal", "ldam")
+R = "benchmarks/results"
+TASKS = [
+    f"{name}={R}/ce_decay_{folder}/results.json:east={R}/{folder}/results.json,{R}/long_tail_{folder}/results.json"
+    for name, folder in (
+        ("lending_club", "lending_club"),
+        ("caravan", "caravan"),
+        ("digits9_binary", "digits9_binary"),
+        ("synthetic_binary", "synthetic_binary"),
+        ("hpc", "hpc"),
+        ("diamonds", "diamonds"),
+        ("long-tailed digits", "digits_longtail"),
+    )
+] + [f"hotel_countries={R}/hotel_countries/results.json:east={R}/hotel_countries/results.json"]
+
+
+def _values(runs: list[dict], variant: str, metric: str) -> list[float]:
+    return [run["metrics"][metric] for run in runs if run["variant"] == variant and metric in run["metrics"]]
+
+
+def task_row(spec: str) -> str:
+    """One Markdown row of the table (see the module's docstring)."""
+    name, default_spec, files = spec.split("=", 2)
+    default_path, _, default_variant = default_spec.rpartition(":")
+    default = json.loads(Path(default_path).read_text())
+    metric = default["metric"]
+    reference = "default"
+    runs = [dict(run, variant=reference) for run in default["runs"] if run["variant"] == default_variant]
+    if not runs:
+        raise SystemExit(f"Expected variant {default_variant!r} in {default_path}, got none of its runs")
+    seeds = {run["seed"] for run in runs}
+    baselines = {}  # variant: its runs on the default's seeds
+    for path in files.split(","):
+        result = json.loads(Path(path).read_text())
+        if result["metric"] != metric:
+            raise SystemExit(f"Expected target {metric!r} in {path} (as {default_path}), got {result['metric']!r}")
+        for run in result["runs"]:
+            base, _, tuned = run["variant"].partition("+")
+            if base in BASELINES and run["seed"] in seeds and run["variant"] not in (default_variant, reference):
+                baselines.setdefault(run["variant"], []).append(run)
+    tuned = {v: r for v, r in baselines.items() if len(r) == len(seeds)}  # as trained and tuned
+    if not tuned:
+        raise SystemExit(f"Expected baselines on the seeds {sorted(seeds)} in {files}, got none")
+    best = max(tuned, key=lambda v: statistics.fmean(_values(tuned[v], v, metric)))
+    pairs = {v: paired_differences(runs + tuned[v], metric, v).get(reference) for v in tuned}
+
+    def mean(variant: str) -> str:
+        values = _values(baselines.get(variant, []), variant, metric)
+        return f"{statistics.fmean(values):.4f}" if len(values) == len(seeds) else "-"
+
+    default_values = _values(runs, reference, metric)
+    cells = [
+        f"{name} ({len(seeds)})",
+        f"{statistics.fmean(default_values):.4f}",
+        f"{mean('focal')} / {mean('focal+tuned')}",
+        f"{mean('ldam')} / {mean('ldam+tuned')}",
+        f"`{best}` {mean(best)}",
+        difference_text(pairs[best]),
+        difference_text(pairs.get("focal+tuned")),
+        difference_text(pairs.get("ldam+tuned")),
+        f"{statistics.stdev(default_values):.4f} / {statistics.stdev(_values(tuned[best], best, metric)):.4f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tasks", nargs="*", help="NAME=DEFAULT/results.json:VARIANT=BASELINES/results.json[,...]")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the table here")
+    args = parser.parse_args(argv)
+    lines = [
+        "| task (seeds) | default | focal / +tuned | ldam / +tuned | best baseline | default − best | "
+        "default − focal+tuned | default − ldam+tuned | seed std: default / best |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for spec in args.tasks or TASKS:
+        if spec.count("=") < 2 or ":" not in spec.split("=", 2)[1]:
+            raise SystemExit(f"Expected NAME=DEFAULT/results.json:VARIANT=BASELINES/results.json[,...], got {spec!r}")
+        lines.append(task_row(spec))
+    emit_table(lines, args.markdown)
+
+
+if __name__ == "__main__":
+    main()
