@@ -26,11 +26,18 @@ from paired import difference_text, emit_table  # benchmarks/paired.py, beside t
 from east_hf.scripts.east_compare import paired_differences
 
 
-def task_row(spec: str, variants: list[str]) -> str:
-    """One Markdown row: the task, its baseline, then each variant's mean and paired differences."""
+def task_row(spec: str, variants: list[str], seeds: set[int] | None = None) -> str:
+    """One Markdown row: the task, its baseline, then each variant's mean and paired differences, over the seeds both
+    files have (and of those, ``seeds`` where given)."""
     name, runs_path, rest = spec.split("=", 2)
     base_path, _, base_variant = rest.rpartition(":")
     runs, baseline = json.loads(Path(runs_path).read_text()), json.loads(Path(base_path).read_text())
+    shared = {run["seed"] for run in runs["runs"]} & {
+        r["seed"] for r in baseline["runs"] if r["variant"] == base_variant
+    }
+    keep = shared if seeds is None else shared & seeds  # every mean is over the seeds both have
+    runs["runs"] = [run for run in runs["runs"] if run["seed"] in keep]
+    baseline["runs"] = [run for run in baseline["runs"] if run["seed"] in keep]
     metric = runs["metric"]
     reference = f"baseline:{base_variant}"
     base_runs = [dict(run, variant=reference) for run in baseline["runs"] if run["variant"] == base_variant]
@@ -53,15 +60,23 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="+", help="NAME=RUNS/results.json=BASELINES/results.json:VARIANT")
     parser.add_argument("--variants", default="east", help="comma-separated variants of the runs (default: east)")
+    parser.add_argument("--seeds", default=None, help="only these seeds, FIRST-LAST (e.g. 10-19; default: all)")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
     variants = args.variants.split(",")
+    seeds = None
+    if args.seeds is not None:
+        first, _, last = args.seeds.partition("-")
+        if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
+            parser.error(f"Expected --seeds as FIRST-LAST, e.g. 10-19, got {args.seeds!r}")
+        seeds = set(range(int(first), int(last) + 1))
     for spec in args.tasks:
         if spec.count("=") < 2 or ":" not in spec.split("=", 2)[2]:
             parser.error(f"Expected a task as NAME=RUNS.json=BASELINES.json:VARIANT, got {spec!r}")
-    header = ["task", "best tuned baseline"] + [f"{v}: mean · − baseline" for v in variants]
+    tuned = all(spec.endswith("+tuned") for spec in args.tasks)  # else a variant such as the default itself
+    header = ["task", "best tuned baseline" if tuned else "baseline"] + [f"{v}: mean · − baseline" for v in variants]
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
-    lines += [task_row(spec, variants) for spec in args.tasks]
+    lines += [task_row(spec, variants, seeds) for spec in args.tasks]
     emit_table(lines, args.markdown)
 
 
