@@ -30,6 +30,14 @@
 #      from scratch).
 #  multilabel (about 30 min side by side): movie_genres and gss_abortion, two real multi-label tables, and
 #      multilabel.md (benchmarks/multilabel_table.py).
+#  long_tail (about 1 h on 2 loaded cores): focal loss and LDAM-DRW on every task, each also tuned, paired with the
+#      default and every baseline (long_tail_<task>, long_tail_against_best.md by benchmarks/long_tail_table.py; the
+#      hotel_countries row needs many_classes).
+#  many_classes (about 1 h 20 min): hotel_countries, a real long tail of 23 classes, the default against every
+#      baseline.
+#  selection (about 1 h 30 min): the best model judged by the mean over three evaluations (sel3) on five tables
+#      (select_<task>, selection_against_{default,best}.md), then beta_select (F0.25 under both, beta_select_<task>.md)
+#      and selection_fresh (seeds 10-19 of the rare-positive tables, selection_fresh.md).
 #  anneal_default: replays the across-stage decisions of runs trained with an across-stage threshold of 0 under the
 #      default 2 / n (anneal_threshold_replay.md) and trains again the runs it changes (anneal_threshold_default.md:
 #      new against old, by seed). It needs such runs: train the main tables first with
