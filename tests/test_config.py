@@ -39,6 +39,10 @@ def test_from_config_maps_the_east_fields(tmp_path):
         east_select_window=3,
     )
     assert args.metric_for_best_model == "eval_mean3_mcc"
+    with pytest.raises(ValueError, match="east_annealing=True for east_select_window=3"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_select_window=3, east_annealing=False)
+    with pytest.raises(ValueError, match="east_select_window as an int >= 1"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_select_window=0)
     assert build_annealing_callback(args).state()["args"] == dict(
         schedule=dict(
             temperature=0.1,

@@ -375,6 +375,11 @@ class EASTConfig(TrainingArguments):
                 "Expected east_annealing=True for east_loss='ldam': its deferred re-weighting is a second stage that "
                 "the annealing callback starts, got east_annealing=False"
             )
+        if self.east_select_window != 1 and not self.east_annealing:
+            raise ValueError(
+                f"Expected east_annealing=True for east_select_window={self.east_select_window!r} (the annealing "
+                "callback writes the mean the best model is chosen by), got east_annealing=False"
+            )
         if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
         if self.east_annealing:
