@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from east_hf.core.set_loss import SetLoss
+from east_hf.core.set_loss import SetLoss, finite_vector
 from east_hf.core.surrogate import valid_rows
 
 __all__ = [
@@ -73,7 +73,7 @@ class PerSampleSetLoss(SetLoss):
 
     def __init__(self, ignore_index: int | None = -100, class_weight: Sequence[float] | torch.Tensor | None = None):
         super().__init__(ignore_index)
-        self.register_buffer("class_weight", _class_vector("class_weight", class_weight), persistent=False)
+        self.register_buffer("class_weight", finite_vector("class_weight", class_weight), persistent=False)
 
     def _per_sample(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -107,16 +107,6 @@ class PerSampleSetLoss(SetLoss):
         return stats[1] == 0
 
 
-def _class_vector(what: str, value: Sequence[float] | torch.Tensor | None) -> torch.Tensor | None:
-    """A finite (C,) float32 vector, or None."""
-    if value is None:
-        return None
-    value = torch.as_tensor(value, dtype=torch.float32)
-    if value.ndim != 1 or not bool(torch.isfinite(value).all()):
-        raise ValueError(f"Expected {what} as a finite (C,) vector, got {value.tolist()}")
-    return value
-
-
 class CrossEntropySetLoss(PerSampleSetLoss):
     """Cross-entropy as a set loss: statistics (sum of per-sample cross-entropies, sum of weights), loss their ratio.
 
@@ -144,7 +134,7 @@ class CrossEntropySetLoss(PerSampleSetLoss):
         logit_adjustment: Sequence[float] | torch.Tensor | None = None,
     ):
         super().__init__(ignore_index, class_weight)
-        adjustment = _class_vector("logit_adjustment", logit_adjustment)
+        adjustment = finite_vector("logit_adjustment", logit_adjustment)
         self.register_buffer("logit_adjustment", adjustment, persistent=False)
 
     def _per_sample(self, logits, labels):

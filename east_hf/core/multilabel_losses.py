@@ -36,7 +36,7 @@ from east_hf.core.multilabel import (
     soft_label_predictions,
     statistics_of_entries,
 )
-from east_hf.core.set_loss import BatchMemory, SetLoss
+from east_hf.core.set_loss import BatchMemory, SetLoss, finite_vector
 from east_hf.core.surrogate import NO_LABEL_FAULT
 from east_hf.core.validation import (
     check_choice,
@@ -57,15 +57,6 @@ __all__ = [
 
 _LOSS_METRICS = ("fbeta", "f1", "mcc", "jaccard", "precision", "recall")  # what MultiLabelEASTLoss trains
 _PRIOR_FLOOR = 1e-6  # a label's positive rate is clipped to [floor, 1 - floor] so its weights stay finite
-
-
-def _label_vector(what: str, value, like: torch.Tensor | None = None) -> torch.Tensor | None:
-    if value is None:
-        return None
-    value = torch.as_tensor(value, dtype=torch.float32)
-    if value.ndim != 1 or not bool(torch.isfinite(value).all()):
-        raise ValueError(f"Expected {what} as a finite (L,) vector, got {value.tolist()}")
-    return value
 
 
 def _check_priors(label_priors: Sequence[float] | torch.Tensor) -> torch.Tensor:
@@ -166,8 +157,10 @@ class BinaryCrossEntropySetLoss(_EntryLoss):
         logit_adjustment: Sequence[float] | torch.Tensor | None = None,
     ):
         super().__init__(ignore_index)
-        self.register_buffer("pos_weight", _label_vector("pos_weight", pos_weight), persistent=False)
-        self.register_buffer("logit_adjustment", _label_vector("logit_adjustment", logit_adjustment), persistent=False)
+        self.register_buffer("pos_weight", finite_vector("pos_weight", pos_weight, "L"), persistent=False)
+        self.register_buffer(
+            "logit_adjustment", finite_vector("logit_adjustment", logit_adjustment, "L"), persistent=False
+        )
 
     def _entry_loss(self, z, y):
         L = z.shape[1]

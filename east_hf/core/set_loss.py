@@ -26,7 +26,18 @@ from torch import nn
 
 from east_hf.core.surrogate import NO_LABEL_FAULT, device_rows, label_error, valid_rows
 
-__all__ = ["BatchMemory", "SetLoss"]
+__all__ = ["BatchMemory", "SetLoss", "finite_vector"]
+
+
+def finite_vector(what: str, value, size: str = "C") -> torch.Tensor | None:
+    """``value`` as a finite float32 vector (a per-class or per-label setting of a loss), or None; ``size`` names its
+    length in the one-line error."""
+    if value is None:
+        return None
+    value = torch.as_tensor(value, dtype=torch.float32)
+    if value.ndim != 1 or not bool(torch.isfinite(value).all()):
+        raise ValueError(f"Expected {what} as a finite ({size},) vector, got {value.tolist()}")
+    return value
 
 
 class SetLoss(nn.Module):
