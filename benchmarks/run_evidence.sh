@@ -38,6 +38,9 @@
 #  selection (about 1 h 30 min): the best model judged by the mean over three evaluations (sel3) on five tables
 #      (select_<task>, selection_against_{default,best}.md), then beta_select (F0.25 under both, beta_select_<task>.md)
 #      and selection_fresh (seeds 10-19 of the rare-positive tables, selection_fresh.md).
+#  ema (about 1 h 10 min on 2 cores): the moving average of the weights (ema95) on every evidence task against the
+#      default and every baseline (ema_<task>, ema_against_{default,best}.md), and on fresh seeds of the rare-positive
+#      tables (ema_fresh.md).
 #  anneal_default: replays the across-stage decisions of runs trained with an across-stage threshold of 0 under the
 #      default 2 / n (anneal_threshold_replay.md) and trains again the runs it changes (anneal_threshold_default.md:
 #      new against old, by seed). It needs such runs: train the main tables first with
@@ -59,7 +62,7 @@ compare() {  # task, results folder ("-": train and tabulate under runs/ only), 
   cp "$runs/results.md" "$R/$results/"
   case $results in  # the tables whose results.json the tabulating scripts read
     lending_club | caravan | hpc | diamonds | digits9_binary | synthetic_binary | digits_longtail | ce_decay_* | \
-      long_tail_* | hotel_countries | select_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
+      long_tail_* | hotel_countries | select_* | ema_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
       cp "$runs/results.json" "$R/$results/" ;;
   esac
 }
@@ -494,6 +497,51 @@ selection() {
   done
 }
 
+# A moving average of the weights (`ema95`: east_ema_decay 0.95, about 20 optimiser steps) evaluated, selected and
+# kept instead of the training weights, on every evidence task, 10 seeds (synthetic_binary 5), paired by seed with the
+# default (the runs of `ce_decay` and `many_classes`, reproduced bit for bit: ema_against_default.md) and with every
+# baseline (benchmarks/long_tail_table.py: ema_against_best.md); then seeds 10-19 of the rare-positive tables (fresh
+# splits; ema95 was looked at on 0-9), paired with the default's runs of `selection_fresh` (ema_fresh.md).
+EMA="ema95:--east_ema_decay 0.95"
+ema_chain1() {
+  local task
+  for task in lending_club caravan hpc diamonds digits9_binary; do
+    compare "$task" "ema_$task" "ema_$task" --seeds 10 --vary_split --tuned false --variants "$EMA"
+  done
+  compare synthetic_binary ema_synthetic_binary ema_synthetic_binary --seeds 5 --tuned false --variants "$EMA"
+  for task in lending_club caravan; do
+    compare "$task" "ema_$task" "ema_$task" --seeds 20 --vary_split --tuned false --variants "$EMA"
+  done
+}
+ema_chain2() {
+  local task
+  for task in hotel_countries digits_longtail; do
+    compare "$task" "ema_$task" "ema_$task" --seeds 10 --vary_split --tuned false --variants "$EMA"
+  done
+}
+ema() {
+  side_by_side ema_chain1 ema_chain2
+  local task default=() best=() fresh=()
+  for task in lending_club caravan digits9_binary synthetic_binary hpc diamonds digits_longtail; do
+    default+=("$task=$R/ema_$task/results.json=$R/ce_decay_$task/results.json:east")
+    best+=("$task=$R/ema_$task/results.json:ema95=$R/$task/results.json,$R/long_tail_$task/results.json")
+  done
+  default+=("hotel_countries=$R/ema_hotel_countries/results.json=$R/hotel_countries/results.json:east")
+  best+=("hotel_countries=$R/ema_hotel_countries/results.json:ema95=$R/hotel_countries/results.json")
+  "$BIN/python" benchmarks/against_best.py --variants ema95 --seeds 0-9 "${default[@]}" \
+    --markdown "$R/ema_against_default.md"
+  "$BIN/python" benchmarks/long_tail_table.py "${best[@]}" --markdown "$R/ema_against_best.md"
+  for task in lending_club caravan; do
+    fresh+=("$task=$R/ema_$task/results.json=$R/select_$task/results.json:east")
+  done
+  {
+    printf 'Seeds 10-19 (fresh splits):\n\n'
+    "$BIN/python" benchmarks/against_best.py --variants ema95 --seeds 10-19 "${fresh[@]}"
+    printf '\nAll twenty seeds:\n\n'
+    "$BIN/python" benchmarks/against_best.py --variants ema95 "${fresh[@]}"
+  } > "$R/ema_fresh.md"
+}
+
 # F0.25 of the positive class (--east_beta 0.25) on the rare-positive tables, as selected today and with the mean over
 # three evaluations, against the F1 model (the default, trained in `selection`, linked here), every run scored at
 # F0.25 by benchmarks/beta_binary.py (beta_select_<task>.md). Part of `selection`.
@@ -535,6 +583,7 @@ case "${1:-all}" in
   selection) real_data; selection ;;
   beta_select) real_data; beta_select ;;
   selection_fresh) real_data; selection_fresh ;;
-  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|text|multilabel]" >&2; exit 2 ;;
+  ema) real_data; ema ;;
+  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|ema|text|multilabel]" >&2; exit 2 ;;
 esac
 echo "tables: $R/"

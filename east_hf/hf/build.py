@@ -311,6 +311,7 @@ def build_annealing_callback(
         anneal_monitor=args.east_anneal_key,
         selection_key=args.east_selection_key,
         restore_best_per_stage=args.east_restore_best_per_stage,
+        ema_decay=args.east_ema_decay,
     )
 
 

@@ -25,9 +25,9 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from east_hf.core.annealing import AnnealingSchedule, Decision, monitor_mode
-from east_hf.hf.checkpoints import CHECKPOINT_FILES_KEY, STAGE_BEST_WEIGHTS_NAME
+from east_hf.hf.checkpoints import CHECKPOINT_FILES_KEY, EMA_WEIGHTS_NAME, STAGE_BEST_WEIGHTS_NAME
 
-__all__ = ["STAGE_BEST_WEIGHTS_NAME", "TemperatureAnnealingCallback"]
+__all__ = ["EMA_WEIGHTS_NAME", "STAGE_BEST_WEIGHTS_NAME", "TemperatureAnnealingCallback", "check_ema_decay"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,28 @@ def _eval_key(key: str) -> str:
 
 def _cpu_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+
+
+def check_ema_decay(ema_decay: Any) -> float:
+    """``ema_decay`` as a float in [0, 1) (0: no moving average), or a one-line ``ValueError``."""
+    if isinstance(ema_decay, bool) or not isinstance(ema_decay, (int, float)) or not 0 <= ema_decay < 1:
+        raise ValueError(f"Expected ema_decay in [0, 1) (0: no moving average of the weights), got {ema_decay!r}")
+    return float(ema_decay)
+
+
+@torch.no_grad()
+def _swap_weights(model: torch.nn.Module, other: torch.nn.Module) -> None:
+    """Exchange the values of every parameter and buffer of two copies of one architecture, in place (a tensor
+    shared by several names, e.g. tied embeddings, once)."""
+    theirs = other.state_dict()
+    seen = set()
+    for name, mine in model.state_dict().items():
+        if mine.data_ptr() in seen:
+            continue
+        seen.add(mine.data_ptr())
+        kept = mine.clone()
+        mine.copy_(theirs[name])
+        theirs[name].copy_(kept)
 
 
 def check_evaluates(eval_strategy: str) -> None:
@@ -78,6 +100,19 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             taken at each new stage best; a checkpoint saved while the stage best is not the checkpoint's own weights
             also gets that copy as ``east_stage_best.pt`` (the model's size on disk), so a resumed run restores the
             same weights. The copy is a plain ``state_dict()``: single device or DDP, not sharded FSDP / ZeRO-3.
+        ema_decay: d in [0, 1): keep an exponential moving average of the weights, w_ema <- d * w_ema + (1 - d) * w
+            after every optimiser step (timm's ``ModelEmaV3``, parameters and buffers), and evaluate, checkpoint,
+            select and restore the average instead of the training weights (0: none, as the paper). The average
+            holds about 1 / (1 - d) steps, so it is a setting in steps: 0.95 is ~20 steps, one to three epochs of the
+            evidence tables. Why: a hard metric over a few dozen validation positives jumps from epoch to epoch, and
+            the checkpoint kept is partly the best jump; the average moves less from one evaluation to the next.
+            ``EASTTrainer.evaluate`` swaps the average into the model for each evaluation during training (in place:
+            the copy holds the training weights meanwhile), and the next step swaps it out, so a checkpoint saved
+            after an evaluation holds the weights that were evaluated, as ``load_best_model_at_end`` assumes. A
+            stage's best weights are then an average; restoring them at the end of a stage starts both the training
+            weights and the average from them. Costs one copy of the model on its device; checkpoints carry the copy
+            as ``east_ema.pt`` (the model's size on disk), so a resume continues the same average. With
+            ``load_best_model_at_end=False`` training ends with the average. Single device or DDP, as the stage copy.
 
     A warm start (``schedule.warm_start == "ce"``) is stage -1: the trainer trains it with cross-entropy, for
     ``warm_start_steps`` optimiser steps, or ``warm_start_epochs`` epochs (turned into steps from the length of the
@@ -109,6 +144,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         anneal_monitor: str = "eval_fbeta",
         selection_key: str | None = None,
         restore_best_per_stage: bool = True,
+        ema_decay: float = 0.0,
         **schedule_kwargs: Any,
     ):
         for name, key in (("stage_monitor", stage_monitor), ("anneal_monitor", anneal_monitor)):
@@ -131,6 +167,11 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             )
         self.schedule = schedule
         self.restore_best_per_stage = bool(restore_best_per_stage)
+        self.ema_decay = check_ema_decay(ema_decay)
+        self._ema = None  # timm's ModelEmaV3 of the training model, made when training begins (ema_decay > 0)
+        # True while the model holds the average (from an evaluation to the next step) and the copy the training
+        # weights; saved with a checkpoint, whose model file then holds the average.
+        self.ema_in_model = False
         # True between the end of a stage and the next step: _stage_weights then holds the ended stage's best.
         self.restore_pending = False
         self._stage_weights: dict[str, torch.Tensor] | None = None
@@ -153,7 +194,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         stage's best weights are not the model's own, else ``[]``. The Trainer saves this list in
         ``trainer_state.json`` before ``on_save`` runs, which makes the file part of what a complete checkpoint
         holds."""
-        return [STAGE_BEST_WEIGHTS_NAME] if self._saves_stage_best(self._step) else []
+        files = [STAGE_BEST_WEIGHTS_NAME] if self._saves_stage_best(self._step) else []
+        return files + ([EMA_WEIGHTS_NAME] if self.ema_decay > 0 and self._in_train else [])
 
     @checkpoint_files.setter
     def checkpoint_files(self, files: list[str]) -> None:
@@ -173,10 +215,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "anneal_monitor": self.anneal_monitor,
                 "selection_key": self.selection_key,
                 "restore_best_per_stage": self.restore_best_per_stage,
+                "ema_decay": self.ema_decay,
             },
             "attributes": {
                 "schedule_state": self.schedule.state_dict(),
                 "restore_pending": self.restore_pending,
+                "ema_in_model": self.ema_in_model,
                 CHECKPOINT_FILES_KEY: self.checkpoint_files,
             },
         }
@@ -189,6 +233,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self._warm_start_length(args, kwargs.get("train_dataloader"))
         if state.global_step > 0:
             self._resume(args, state, model)
+        self._start_average(args, state, model)
         if not args.load_best_model_at_end:
             logger.warning(
                 "load_best_model_at_end=False: training ends with the last weights, not the best; set "
@@ -241,14 +286,55 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "from another checkpoint"
             ) from None
 
+    def _start_average(self, args, state, model) -> None:
+        """Make the moving average of the weights (``ema_decay`` > 0): a copy of the model, or, resuming, the copy
+        the checkpoint carries (``east_ema.pt``: the average, or the training weights where the checkpoint's model
+        file holds the average)."""
+        if self.ema_decay == 0 or model is None:
+            return
+        from timm.utils import ModelEmaV3
+
+        self._ema = ModelEmaV3(model, decay=self.ema_decay)
+        if state.global_step == 0 or not args.restore_callback_states_from_checkpoint:
+            self.ema_in_model = False
+            return
+        path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}", EMA_WEIGHTS_NAME)
+        if not os.path.isfile(path):
+            logger.warning(f"No {path}: the moving average of the weights starts again from the checkpoint's weights")
+            self.ema_in_model = False
+            return
+        try:
+            self._ema.module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        except Exception as e:  # RuntimeError (PytorchStreamReader, a state_dict of another model), pickle's
+            message = " ".join(str(e).split()) or type(e).__name__
+            raise ValueError(
+                f"Expected the moving average of the weights in {path}, got a file that does not load ({message}); "
+                "resume from another checkpoint"
+            ) from None
+
+    def average_for_evaluation(self, model: torch.nn.Module | None) -> None:
+        """Swap the moving average into ``model`` for an evaluation during training (``EASTTrainer.evaluate`` calls
+        this); the next step swaps it out. Nothing without an average or outside training."""
+        if self._ema is not None and self._in_train and not self.ema_in_model and model is not None:
+            _swap_weights(model, self._ema.module)
+            self.ema_in_model = True
+
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         if self.restore_pending:
             if self._stage_weights is not None and model is not None:
                 model.load_state_dict(self._stage_weights)
+                if self._ema is not None:  # the next stage averages from its start
+                    self._ema.module.load_state_dict(self._stage_weights)
+                    self.ema_in_model = False
             self._stage_weights, self.restore_pending = None, False
+        if self.ema_in_model and model is not None:  # train the training weights, not the average
+            _swap_weights(model, self._ema.module)
+            self.ema_in_model = False
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args, state, control, model=None, **kwargs):
         self._step = state.global_step
+        if self._ema is not None and model is not None:
+            self._ema.update(model)
         schedule = self.schedule
         if (
             schedule.in_warm_start
@@ -303,13 +389,17 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
 
     def on_save(self, args, state, control, **kwargs):
         should_save = getattr(args, "should_save", state.is_world_process_zero)  # where trainer_state.json lists it
-        if not should_save or not self._saves_stage_best(state.global_step):
+        saves_stage_best = self._saves_stage_best(state.global_step)
+        if not should_save or not (saves_stage_best or self._ema is not None):
             return
         folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         if not os.path.isdir(folder):
-            logger.warning(f"No checkpoint folder {folder}: the stage's best weights are not saved with it")
+            logger.warning(f"No checkpoint folder {folder}: the annealing callback's weights are not saved with it")
             return
-        torch.save(self._stage_weights, os.path.join(folder, STAGE_BEST_WEIGHTS_NAME))
+        if saves_stage_best:
+            torch.save(self._stage_weights, os.path.join(folder, STAGE_BEST_WEIGHTS_NAME))
+        if self._ema is not None:  # the copy: the training weights while the model holds the average
+            torch.save(_cpu_state_dict(self._ema.module), os.path.join(folder, EMA_WEIGHTS_NAME))
 
     def on_train_end(self, args, state, control, **kwargs):
         schedule = self.schedule
@@ -325,5 +415,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"Training used its whole budget (max_steps={state.max_steps}) in {where}, before {ending}: "
                 "raise num_train_epochs or max_steps to let it end on the validation set"
             )
+        model = kwargs.get("model")
+        if self._ema is not None and model is not None and not self.ema_in_model and not args.load_best_model_at_end:
+            model.load_state_dict(self._ema.module.state_dict())  # end with the average, as it is evaluated
         self._in_train = False
         self._stage_weights, self.restore_pending = None, False
+        self._ema, self.ema_in_model = None, False

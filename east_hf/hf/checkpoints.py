@@ -7,7 +7,7 @@ a ``torch.save`` zip archive), the optimizer, scheduler, scaler and RNG files pr
 is every file a stateful callback's saved state lists under ``checkpoint_files`` (``CHECKPOINT_FILES_KEY``): a
 callback that writes into the checkpoint in ``on_save``, after ``trainer_state.json``, lists what it writes there, so
 a save killed between the two leaves a checkpoint that names a file it lacks. The annealing callback's per-stage best
-weights (``east_stage_best.pt``) are such a file, checked wherever they are present too. The checks read headers and
+weights (``east_stage_best.pt``) and moving average (``east_ema.pt``) are such files, checked wherever they are present too. The checks read headers and
 zip directories only, never the tensors: a truncated file or a garbled header is found, bytes flipped inside a
 tensor's data are not. Nothing from transformers.
 """
@@ -24,6 +24,7 @@ from pathlib import Path
 __all__ = [
     "CHECKPOINT_FILES_KEY",
     "COMPARISON_FILES",
+    "EMA_WEIGHTS_NAME",
     "LOCK_NAME",
     "RUN_FILES",
     "STAGE_BEST_WEIGHTS_NAME",
@@ -70,9 +71,19 @@ COMPARISON_FILES = ("results.json", "results.md")
 
 # The annealing callback's copy of the current stage's best weights (east_hf.hf.callbacks), a torch.save archive.
 STAGE_BEST_WEIGHTS_NAME = "east_stage_best.pt"
+# The annealing callback's moving average of the weights, or the training weights where the checkpoint's model file
+# holds the average (east_hf.hf.callbacks), a torch.save archive.
+EMA_WEIGHTS_NAME = "east_ema.pt"
 # torch.save archives written beside the weights (the Trainer's, and the annealing callback's); resuming loads each
 # one that is there. Under several processes each writes its own RNG state, rng_state_<rank>.pth.
-STATE_ARCHIVES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth", STAGE_BEST_WEIGHTS_NAME)
+STATE_ARCHIVES = (
+    "optimizer.pt",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state.pth",
+    STAGE_BEST_WEIGHTS_NAME,
+    EMA_WEIGHTS_NAME,
+)
 _RANK_RNG_STATE = re.compile(r"^rng_state_\d+\.pth$")
 # The key under which a stateful callback's saved "attributes" list the files it writes into the checkpoint.
 CHECKPOINT_FILES_KEY = "checkpoint_files"

@@ -23,7 +23,7 @@ from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, m
 from east_hf.core.east_loss import EASTLoss
 from east_hf.core.loss import LOSSES, MULTILABEL_LOSSES, PRIOR_LOSSES, build_loss, describe_losses
 from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
-from east_hf.hf.callbacks import check_evaluates
+from east_hf.hf.callbacks import TemperatureAnnealingCallback, check_ema_decay, check_evaluates
 from east_hf.hf.config_fields import (
     LOSS_FIELDS,
     RESOLVED_SCHEDULE_FIELDS,
@@ -153,6 +153,11 @@ class EASTConfig(TrainingArguments):
             ``eval_mean3_fbeta``, the default ``metric_for_best_model`` then); 1: each evaluation's own value. Why: a
             hard metric over a few dozen validation positives jumps from epoch to epoch, and the best single epoch
             is partly the best jump (``AnnealingSchedule``'s ``select_window``).
+        east_ema_decay (`float`, defaults to `0.0`): d in [0, 1): keep an exponential moving average of the weights
+            (timm's ``ModelEmaV3``, updated after every optimiser step, about 1 / (1 - d) steps long) and evaluate,
+            checkpoint, select and restore it instead of the training weights; the model kept at the end is an
+            average. 0: none. Why: the validation metric of a single set of weights jumps from epoch to epoch
+            (``TemperatureAnnealingCallback``'s ``ema_decay``).
         east_annealing (`bool`, defaults to `True`): install the temperature annealing callback.
 
     Every setting is validated once, by the core object that owns it (``build_loss`` and ``AnnealingSchedule``,
@@ -318,6 +323,13 @@ class EASTConfig(TrainingArguments):
             "evaluations (1: each evaluation's own value)."
         },
     )
+    east_ema_decay: float = field(
+        default=core_default(TemperatureAnnealingCallback, "ema_decay"),
+        metadata={
+            "help": "Decay in [0, 1) of a moving average of the weights per optimiser step, which is evaluated, "
+            "selected and kept instead of the training weights (0: none; 0.95 averages about 20 steps)."
+        },
+    )
     east_annealing: bool = field(default=True, metadata={"help": "Install the temperature annealing callback."})
     # The annealing state (stage, temperature, counters) lives in a stateful callback: resume it by default.
     restore_callback_states_from_checkpoint: bool = field(
@@ -379,6 +391,15 @@ class EASTConfig(TrainingArguments):
             raise ValueError(
                 f"Expected east_annealing=True for east_select_window={self.east_select_window!r} (the annealing "
                 "callback writes the mean the best model is chosen by), got east_annealing=False"
+            )
+        try:
+            self.east_ema_decay = check_ema_decay(self.east_ema_decay)
+        except ValueError as e:
+            raise field_error(e, {"east_ema_decay": "ema_decay"}) from None
+        if self.east_ema_decay > 0 and not self.east_annealing:
+            raise ValueError(
+                f"Expected east_annealing=True for east_ema_decay={self.east_ema_decay!r} (the annealing callback "
+                "keeps the moving average), got east_annealing=False"
             )
         if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
             raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")

@@ -302,6 +302,14 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         self.decision_rule = rule
         return rule
 
+    def evaluate(self, *pargs, **kwargs) -> dict[str, float]:
+        """``Trainer.evaluate``; during training with ``east_ema_decay`` > 0 it evaluates the moving average of the
+        weights (swapped into the model until the next step, ``TemperatureAnnealingCallback.average_for_evaluation``)."""
+        annealing = self.annealing
+        if annealing is not None:
+            annealing.average_for_evaluation(self.accelerator.unwrap_model(self.model))
+        return super().evaluate(*pargs, **kwargs)
+
     # ---- fail early ----
     def train(self, resume_from_checkpoint: str | bool | None = None, *pargs, **kwargs):
         """``Trainer.train``; ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last
