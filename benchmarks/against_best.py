@@ -21,7 +21,7 @@ import json
 import statistics
 from pathlib import Path
 
-from paired import difference_text, emit_table  # benchmarks/paired.py, beside this script
+from paired import difference_text, emit_table, seed_range  # benchmarks/paired.py, beside this script
 
 from east_hf.scripts.east_compare import paired_differences
 
@@ -64,12 +64,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", type=Path, default=None, help="also write the table here")
     args = parser.parse_args(argv)
     variants = args.variants.split(",")
-    seeds = None
-    if args.seeds is not None:
-        first, _, last = args.seeds.partition("-")
-        if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
-            parser.error(f"Expected --seeds as FIRST-LAST, e.g. 10-19, got {args.seeds!r}")
-        seeds = set(range(int(first), int(last) + 1))
+    try:
+        seeds = seed_range(args.seeds)
+    except ValueError as e:
+        parser.error(str(e))
     for spec in args.tasks:
         if spec.count("=") < 2 or ":" not in spec.split("=", 2)[2]:
             parser.error(f"Expected a task as NAME=RUNS.json=BASELINES.json:VARIANT, got {spec!r}")

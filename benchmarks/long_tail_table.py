@@ -25,7 +25,7 @@ import json
 import statistics
 from pathlib import Path
 
-from paired import difference_text, emit_table  # benchmarks/paired.py, beside this script
+from paired import difference_text, emit_table, seed_range  # benchmarks/paired.py, beside this script
 
 from east_hf.scripts.east_compare import paired_differences
 
@@ -49,14 +49,18 @@ def _values(runs: list[dict], variant: str, metric: str) -> list[float]:
     return [run["metrics"][metric] for run in runs if run["variant"] == variant and metric in run["metrics"]]
 
 
-def task_row(spec: str) -> str:
-    """One Markdown row of the table (see the module's docstring)."""
+def task_row(spec: str, only: set[int] | None = None) -> str:
+    """One Markdown row of the table (see the module's docstring), over the seeds ``only`` where given."""
     name, default_spec, files = spec.split("=", 2)
     default_path, _, default_variant = default_spec.rpartition(":")
     default = json.loads(Path(default_path).read_text())
     metric = default["metric"]
     reference = "default"
-    runs = [dict(run, variant=reference) for run in default["runs"] if run["variant"] == default_variant]
+    runs = [
+        dict(run, variant=reference)
+        for run in default["runs"]
+        if run["variant"] == default_variant and (only is None or run["seed"] in only)
+    ]
     if not runs:
         raise SystemExit(f"Expected variant {default_variant!r} in {default_path}, got none of its runs")
     seeds = {run["seed"] for run in runs}
@@ -98,16 +102,23 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="*", help="NAME=DEFAULT/results.json:VARIANT=BASELINES/results.json[,...]")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the table here")
+    parser.add_argument("--label", default="default", help="what the columns call the runs judged (default: default)")
+    parser.add_argument("--seeds", default=None, help="only these seeds, FIRST-LAST (e.g. 0-9; default: all)")
     args = parser.parse_args(argv)
+    try:
+        only = seed_range(args.seeds)
+    except ValueError as e:
+        parser.error(str(e))
+    name = args.label
     lines = [
-        "| task (seeds) | default | focal / +tuned | ldam / +tuned | best baseline | default − best | "
-        "default − focal+tuned | default − ldam+tuned | seed std: default / best |",
+        f"| task (seeds) | {name} | focal / +tuned | ldam / +tuned | best baseline | {name} − best | "
+        f"{name} − focal+tuned | {name} − ldam+tuned | seed std: {name} / best |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for spec in args.tasks or TASKS:
         if spec.count("=") < 2 or ":" not in spec.split("=", 2)[1]:
             raise SystemExit(f"Expected NAME=DEFAULT/results.json:VARIANT=BASELINES/results.json[,...], got {spec!r}")
-        lines.append(task_row(spec))
+        lines.append(task_row(spec, only))
     emit_table(lines, args.markdown)
 
 

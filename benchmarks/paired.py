@@ -30,6 +30,16 @@ def difference_text(diff) -> str:
     return f"{mean:+.4f} ± {se:.4f} · {wins}/{ties}/{losses}".replace("-", "−")
 
 
+def seed_range(text: str | None) -> set[int] | None:
+    """``--seeds FIRST-LAST`` as the set of seeds (None: every seed); a ValueError naming what arrived otherwise."""
+    if text is None:
+        return None
+    first, _, last = text.partition("-")
+    if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
+        raise ValueError(f"Expected --seeds as FIRST-LAST, e.g. 10-19, got {text!r}")
+    return set(range(int(first), int(last) + 1))
+
+
 def emit_table(lines: list[str], markdown: Path | None) -> None:
     """Print a markdown table's lines, and write them to ``markdown`` where given."""
     text = "\n".join(lines) + "\n"

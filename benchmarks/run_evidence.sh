@@ -39,8 +39,8 @@
 #      (select_<task>, selection_against_{default,best}.md), then beta_select (F0.25 under both, beta_select_<task>.md)
 #      and selection_fresh (seeds 10-19 of the rare-positive tables, selection_fresh.md).
 #  ema (about 1 h 10 min on 2 cores): the moving average of the weights (ema95) on every evidence task against the
-#      default and every baseline (ema_<task>, ema_against_{default,best}.md), and on fresh seeds of the rare-positive
-#      tables (ema_fresh.md).
+#      default and every baseline (ema_<task>, ema_against_{default,best}.md), on fresh seeds of the rare-positive
+#      tables (ema_fresh.md), and under logit-adjusted CE and LDAM-DRW there (emabase_<task>, ema_baselines.md).
 #  anneal_default: replays the across-stage decisions of runs trained with an across-stage threshold of 0 under the
 #      default 2 / n (anneal_threshold_replay.md) and trains again the runs it changes (anneal_threshold_default.md:
 #      new against old, by seed). It needs such runs: train the main tables first with
@@ -62,7 +62,7 @@ compare() {  # task, results folder ("-": train and tabulate under runs/ only), 
   cp "$runs/results.md" "$R/$results/"
   case $results in  # the tables whose results.json the tabulating scripts read
     lending_club | caravan | hpc | diamonds | digits9_binary | synthetic_binary | digits_longtail | ce_decay_* | \
-      long_tail_* | hotel_countries | select_* | ema_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
+      long_tail_* | hotel_countries | select_* | ema_* | emabase_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
       cp "$runs/results.json" "$R/$results/" ;;
   esac
 }
@@ -513,11 +513,33 @@ ema_chain1() {
     compare "$task" "ema_$task" "ema_$task" --seeds 20 --vary_split --tuned false --variants "$EMA"
   done
 }
+# The moving average under the baselines that come closest on the rare-positive tables (logit-adjusted CE and
+# LDAM-DRW, each also tuned): whether it helps EAST more than it helps them (ema_baselines.md).
 ema_chain2() {
   local task
   for task in hotel_countries digits_longtail; do
     compare "$task" "ema_$task" "ema_$task" --seeds 10 --vary_split --tuned false --variants "$EMA"
   done
+  for task in lending_club caravan; do
+    compare "$task" "emabase_$task" "emabase_$task" --seeds 10 --vary_split \
+      --variants "la_ema:--east_loss la --east_ema_decay 0.95" "ldam_ema:--east_loss ldam --east_ema_decay 0.95"
+  done
+}
+ema_baselines() {  # ema_baselines.md: each baseline with the moving average, paired with itself without
+  local task loss base
+  {
+    for loss in la la+tuned ldam ldam+tuned; do
+      base=${loss%+tuned}
+      printf '\n`%s` (%s with the moving average) against `%s`:\n\n' "${loss/$base/${base}_ema}" "$base" "$loss"
+      local specs=()
+      for task in lending_club caravan; do
+        local folder=$task
+        [ "$base" = ldam ] && folder=long_tail_$task
+        specs+=("$task=$R/emabase_$task/results.json=$R/$folder/results.json:$loss")
+      done
+      "$BIN/python" benchmarks/against_best.py --variants "${loss/$base/${base}_ema}" "${specs[@]}"
+    done
+  } > "$R/ema_baselines.md"
 }
 ema() {
   side_by_side ema_chain1 ema_chain2
@@ -530,7 +552,8 @@ ema() {
   best+=("hotel_countries=$R/ema_hotel_countries/results.json:ema95=$R/hotel_countries/results.json")
   "$BIN/python" benchmarks/against_best.py --variants ema95 --seeds 0-9 "${default[@]}" \
     --markdown "$R/ema_against_default.md"
-  "$BIN/python" benchmarks/long_tail_table.py "${best[@]}" --markdown "$R/ema_against_best.md"
+  "$BIN/python" benchmarks/long_tail_table.py "${best[@]}" --label ema95 --seeds 0-9 --markdown "$R/ema_against_best.md"
+  ema_baselines
   for task in lending_club caravan; do
     fresh+=("$task=$R/ema_$task/results.json=$R/select_$task/results.json:east")
   done

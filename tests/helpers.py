@@ -139,7 +139,7 @@ def hard_metrics(pred):
     return {"fbeta": fbeta(cm).item(), "accuracy": accuracy(cm).item()}
 
 
-def annealing_trainer(output_dir, callbacks=None, **overrides):
+def annealing_trainer(output_dir, callbacks=None, model=None, **overrides):
     """An EASTTrainer that anneals: PlainClassifier on blobs(64, 0), evaluated on blobs(48, 1) every 2 steps, a
     checkpoint at each evaluation, annealing EAST alone without a warm start (the warm-start and mix tests ask for
     theirs; with a weight, the plain cross-entropy unless a test asks for another)."""
@@ -169,7 +169,7 @@ def annealing_trainer(output_dir, callbacks=None, **overrides):
     kwargs.update(overrides)
     torch.manual_seed(0)
     return EASTTrainer(
-        model=PlainClassifier(),
+        model=PlainClassifier() if model is None else model,
         args=east_args(output_dir, **kwargs),
         train_dataset=blobs(64, 0),
         eval_dataset=blobs(48, 1),

@@ -104,6 +104,7 @@ def test_a_bare_trainer_evaluates_anneals_and_keeps_the_best_model(tmp_path, mod
         east_patience=1,
         east_threshold=0.1,  # a stage ends once its validation loss gains less than 10 %
         east_warm_start_epochs=1,
+        east_ema_decay=0.8,  # evaluate and keep a moving average of the weights, about an epoch long here
         learning_rate=1e-2,
         per_device_train_batch_size=16,
         disable_tqdm=True,

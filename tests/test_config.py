@@ -37,6 +37,7 @@ def test_from_config_maps_the_east_fields(tmp_path):
         east_warm_start_steps=10,
         east_restore_best_per_stage=False,
         east_select_window=3,
+        east_ema_decay=0.9,
     )
     assert args.metric_for_best_model == "eval_mean3_mcc"
     with pytest.raises(ValueError, match="east_annealing=True for east_select_window=3"):
@@ -67,6 +68,7 @@ def test_from_config_maps_the_east_fields(tmp_path):
         anneal_monitor="eval_mcc",
         selection_key="eval_mean3_mcc",
         restore_best_per_stage=False,
+        ema_decay=0.9,
     )
     default = build_schedule(EASTConfig(output_dir=str(tmp_path), report_to=[]))
     assert (default.warm_start, default.warm_start_epochs, default.warm_start_steps) == ("ce", 2.0, None)

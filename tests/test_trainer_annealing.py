@@ -19,7 +19,7 @@ from transformers import TrainerCallback
 
 from east_hf import EASTLoss, EASTTrainer
 from east_hf.core.annealing import AnnealingSchedule, Decision
-from east_hf.hf.build import anneal_threshold, needs_class_counts
+from east_hf.hf.build import anneal_threshold, build_annealing_callback, needs_class_counts
 from east_hf.hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
 from east_hf.hf.config import EASTConfig
 
@@ -290,6 +290,49 @@ def test_trainer_evaluates_selects_and_keeps_the_moving_average_of_the_weights(t
     assert trainer.evaluate()["eval_fbeta"] == trainer.state.best_metric
 
 
+def test_moving_average_evaluates_with_the_training_models_batchnorm_statistics(tmp_path):
+    """Averaged weights, but the BatchNorm running statistics the training model has at the evaluation's step."""
+
+    class Normed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), torch.nn.Linear(16, 3)
+            )
+
+        def forward(self, input_values):
+            return self.net(input_values)
+
+    class Buffers(TrainerCallback):
+        def __init__(self):
+            self.after_step, self.evaluated = {}, {}
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            self.after_step[state.global_step] = {k: v.clone() for k, v in model.state_dict().items()}
+
+        def on_evaluate(self, args, state, control, model=None, **kwargs):
+            self.evaluated[state.global_step] = {k: v.clone() for k, v in model.state_dict().items()}
+
+    spy = Buffers()
+    torch.manual_seed(0)
+    trainer = annealing_trainer(
+        tmp_path,
+        callbacks=[spy],
+        model=Normed(),
+        east_ema_decay=0.8,
+        max_steps=12,
+        save_strategy="no",
+        load_best_model_at_end=False,
+    )
+    trainer.train()
+    assert len(spy.evaluated) >= 5
+    for step, evaluated in spy.evaluated.items():
+        trained = spy.after_step[step]
+        torch.testing.assert_close(evaluated["net.1.running_mean"], trained["net.1.running_mean"], rtol=0, atol=0)
+        torch.testing.assert_close(evaluated["net.1.running_var"], trained["net.1.running_var"], rtol=0, atol=0)
+        assert not torch.allclose(evaluated["net.0.weight"], trained["net.0.weight"], atol=1e-4)
+
+
 def test_trainer_moving_average_restarts_from_a_restored_stage_best(tmp_path):
     """With the stage restore, the step after a stage ends starts the training weights and the average from the
     ended stage's best evaluated average; the run resumed from a checkpoint (east_ema.pt) follows the
@@ -327,4 +370,6 @@ def test_ema_decay_is_checked_and_needs_the_annealing_callback(tmp_path):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_ema_decay=1.0)
     with pytest.raises(ValueError, match="Expected east_annealing=True for east_ema_decay=0.9"):
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_ema_decay=0.9, east_annealing=False)
-    assert EASTConfig(output_dir=str(tmp_path), report_to=[]).east_ema_decay == 0.0
+    assert build_annealing_callback(EASTConfig(output_dir=str(tmp_path), report_to=[])).ema_decay == 0.0
+    averaged = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_ema_decay=0.9)
+    assert build_annealing_callback(averaged).ema_decay == 0.9  # a baseline can average its weights too

@@ -101,11 +101,14 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             also gets that copy as ``east_stage_best.pt`` (the model's size on disk), so a resumed run restores the
             same weights. The copy is a plain ``state_dict()``: single device or DDP, not sharded FSDP / ZeRO-3.
         ema_decay: d in [0, 1): keep an exponential moving average of the weights, w_ema <- d * w_ema + (1 - d) * w
-            after every optimiser step (timm's ``ModelEmaV3``, parameters and buffers), and evaluate, checkpoint,
+            after every optimiser step (timm's ``ModelEmaV3``, parameters only), and evaluate, checkpoint,
             select and restore the average instead of the training weights (0: none, as the paper). The average
             holds about 1 / (1 - d) steps, so it is a setting in steps: 0.95 is ~20 steps, one to three epochs of the
             evidence tables. Why: a hard metric over a few dozen validation positives jumps from epoch to epoch, and
             the checkpoint kept is partly the best jump; the average moves less from one evaluation to the next.
+            Buffers (BatchNorm's running statistics) are the training model's, not averaged: they are a moving
+            average already, and averaging them again lags them so far behind the weights that a BatchNorm network
+            early in training can predict one class for longer than a stage's patience.
             ``EASTTrainer.evaluate`` swaps the average into the model for each evaluation during training (in place:
             the copy holds the training weights meanwhile), and the next step swaps it out, so a checkpoint saved
             after an evaluation holds the weights that were evaluated, as ``load_best_model_at_end`` assumes. A
@@ -294,7 +297,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             return
         from timm.utils import ModelEmaV3
 
-        self._ema = ModelEmaV3(model, decay=self.ema_decay)
+        self._ema = ModelEmaV3(model, decay=self.ema_decay, exclude_buffers=True)  # buffers: the training model's
         if state.global_step == 0 or not args.restore_callback_states_from_checkpoint:
             self.ema_in_model = False
             return

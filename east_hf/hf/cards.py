@@ -305,6 +305,12 @@ def card_context(
         warm_start = "cross-entropy for " + (
             f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"
         )
+    ema_decay = annealing.ema_decay if annealing is not None else 0.0
+    weights_kept = (
+        f"a moving average of the weights (decay {ema_decay:g} per step), evaluated and selected"
+        if ema_decay > 0
+        else "the training weights"
+    )
     results = [
         (name, _fmt(test_metrics[f"{metric_prefix}_{name}"]))
         for name in SUMMARY_KEYS
@@ -331,6 +337,7 @@ def card_context(
         average=args.east_average,
         loss_description=loss_description,
         warm_start=warm_start,
+        weights_kept=weights_kept,
         initial_temperature=args.east_temperature,
         decay=args.east_decay,
         final_temperature=_fmt(temperatures[-1]) if temperatures else args.east_temperature,

@@ -154,10 +154,12 @@ class EASTConfig(TrainingArguments):
             hard metric over a few dozen validation positives jumps from epoch to epoch, and the best single epoch
             is partly the best jump (``AnnealingSchedule``'s ``select_window``).
         east_ema_decay (`float`, defaults to `0.0`): d in [0, 1): keep an exponential moving average of the weights
-            (timm's ``ModelEmaV3``, updated after every optimiser step, about 1 / (1 - d) steps long) and evaluate,
-            checkpoint, select and restore it instead of the training weights; the model kept at the end is an
-            average. 0: none. Why: the validation metric of a single set of weights jumps from epoch to epoch
-            (``TemperatureAnnealingCallback``'s ``ema_decay``).
+            (timm's ``ModelEmaV3``, updated after every optimiser step, about 1 / (1 - d) steps long; BatchNorm
+            statistics stay the training model's) and evaluate, checkpoint, select and restore it instead of the
+            training weights; the model kept at the end is an average. 0: none, as the paper. Why: EAST's
+            validation metric over a few dozen rare-class samples jumps from epoch to epoch, and the checkpoint kept
+            is partly the best jump; the average moves less (``TemperatureAnnealingCallback``'s ``ema_decay``).
+            Costs one copy of the model on its device.
         east_annealing (`bool`, defaults to `True`): install the temperature annealing callback.
 
     Every setting is validated once, by the core object that owns it (``build_loss`` and ``AnnealingSchedule``,
