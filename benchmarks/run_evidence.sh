@@ -464,6 +464,15 @@ selection_chain2() {
   for task in hpc diamonds; do compare "$task" "select_$task" "select_$task" "${SELECT[@]}" --variants "$SEL3"; done
   beta_select
 }
+fresh_table() {  # variant, output file, tasks of against_best.py: the fresh seeds 10-19 alone, then all twenty
+  local variant=$1 out=$2; shift 2
+  {
+    printf 'Seeds 10-19 (fresh splits):\n\n'
+    "$BIN/python" benchmarks/against_best.py --variants "$variant" --seeds 10-19 "$@"
+    printf '\nAll twenty seeds:\n\n'
+    "$BIN/python" benchmarks/against_best.py --variants "$variant" "$@"
+  } > "$out"
+}
 # `sel3` on ten more seeds of the rare-positive tables, each with its own fresh split (seeds 10-19; sel3 was looked
 # at on 0-9), the default trained beside it. selection_fresh.md: the fresh seeds alone, then all twenty.
 selection_fresh() {
@@ -473,12 +482,7 @@ selection_fresh() {
       --variants "$SEL3"
     specs+=("$task=$R/select_$task/results.json=$R/select_$task/results.json:east")
   done
-  {
-    printf 'Seeds 10-19 (fresh splits):\n\n'
-    "$BIN/python" benchmarks/against_best.py --variants sel3 --seeds 10-19 "${specs[@]}"
-    printf '\nAll twenty seeds:\n\n'
-    "$BIN/python" benchmarks/against_best.py --variants sel3 "${specs[@]}"
-  } > "$R/selection_fresh.md"
+  fresh_table sel3 "$R/selection_fresh.md" "${specs[@]}"
 }
 selection() {
   side_by_side selection_chain1 selection_chain2
@@ -559,12 +563,7 @@ ema() {
   for task in lending_club caravan; do
     fresh+=("$task=$R/ema_$task/results.json=$R/select_$task/results.json:east")
   done
-  {
-    printf 'Seeds 10-19 (fresh splits):\n\n'
-    "$BIN/python" benchmarks/against_best.py --variants ema95 --seeds 10-19 "${fresh[@]}"
-    printf '\nAll twenty seeds:\n\n'
-    "$BIN/python" benchmarks/against_best.py --variants ema95 "${fresh[@]}"
-  } > "$R/ema_fresh.md"
+  fresh_table ema95 "$R/ema_fresh.md" "${fresh[@]}"
 }
 
 # A larger validation split on the rare-positive tables: 30 % of the rows instead of 16 % (taken from the training

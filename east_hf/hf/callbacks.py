@@ -63,6 +63,26 @@ def _swap_weights(model: torch.nn.Module, other: torch.nn.Module) -> None:
         theirs[name].copy_(kept)
 
 
+def _checkpoint_folder(args, step: int) -> str:
+    """The checkpoint of ``step`` in ``args.output_dir``, where the Trainer saves it."""
+    return os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
+
+
+def _load_weights(path: str, what: str, into: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
+    """The ``state_dict`` saved in ``path`` (loaded ``into`` a module where given), or a one-line ``ValueError``
+    naming ``what`` it should hold and the file."""
+    try:
+        weights = torch.load(path, map_location="cpu", weights_only=True)
+        if into is not None:
+            into.load_state_dict(weights)
+    except Exception as e:  # RuntimeError (PytorchStreamReader, another model's names), pickle's and zipfile's errors
+        message = " ".join(str(e).split()) or type(e).__name__
+        raise ValueError(
+            f"Expected {what} in {path}, got a file that does not load ({message}); resume from another checkpoint"
+        ) from None
+    return weights
+
+
 def check_evaluates(eval_strategy: str) -> None:
     """Annealing ends its stages on validation results: refuse ``eval_strategy="no"``."""
     if eval_strategy == "no":
@@ -198,7 +218,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         ``trainer_state.json`` before ``on_save`` runs, which makes the file part of what a complete checkpoint
         holds."""
         files = [STAGE_BEST_WEIGHTS_NAME] if self._saves_stage_best(self._step) else []
-        return files + ([EMA_WEIGHTS_NAME] if self.ema_decay > 0 and self._in_train else [])
+        return files + ([EMA_WEIGHTS_NAME] if self._ema is not None else [])  # on_save writes it then
 
     @checkpoint_files.setter
     def checkpoint_files(self, files: list[str]) -> None:
@@ -275,19 +295,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             return
         if not self.restore_pending and schedule.stage_best_step is None:
             return
-        path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}", STAGE_BEST_WEIGHTS_NAME)
+        path = os.path.join(_checkpoint_folder(args, state.global_step), STAGE_BEST_WEIGHTS_NAME)
         if not os.path.isfile(path):
             logger.warning(f"No {path}: the current stage ends without restoring its best weights")
             self.restore_pending = False
             return
-        try:
-            self._stage_weights = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # RuntimeError (PytorchStreamReader), pickle's and zipfile's errors
-            message = " ".join(str(e).split()) or type(e).__name__
-            raise ValueError(
-                f"Expected the stage's best weights in {path}, got a file that does not load ({message}); resume "
-                "from another checkpoint"
-            ) from None
+        self._stage_weights = _load_weights(path, "the stage's best weights")
 
     def _start_average(self, args, state, model) -> None:
         """Make the moving average of the weights (``ema_decay`` > 0): a copy of the model, or, resuming, the copy
@@ -301,19 +314,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if state.global_step == 0 or not args.restore_callback_states_from_checkpoint:
             self.ema_in_model = False
             return
-        path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}", EMA_WEIGHTS_NAME)
+        path = os.path.join(_checkpoint_folder(args, state.global_step), EMA_WEIGHTS_NAME)
         if not os.path.isfile(path):
             logger.warning(f"No {path}: the moving average of the weights starts again from the checkpoint's weights")
             self.ema_in_model = False
             return
-        try:
-            self._ema.module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        except Exception as e:  # RuntimeError (PytorchStreamReader, a state_dict of another model), pickle's
-            message = " ".join(str(e).split()) or type(e).__name__
-            raise ValueError(
-                f"Expected the moving average of the weights in {path}, got a file that does not load ({message}); "
-                "resume from another checkpoint"
-            ) from None
+        _load_weights(path, "the moving average of the weights", into=self._ema.module)
 
     def average_for_evaluation(self, model: torch.nn.Module | None) -> None:
         """Swap the moving average into ``model`` for an evaluation during training (``EASTTrainer.evaluate`` calls
@@ -395,7 +401,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         saves_stage_best = self._saves_stage_best(state.global_step)
         if not should_save or not (saves_stage_best or self._ema is not None):
             return
-        folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        folder = _checkpoint_folder(args, state.global_step)
         if not os.path.isdir(folder):
             logger.warning(f"No checkpoint folder {folder}: the annealing callback's weights are not saved with it")
             return
