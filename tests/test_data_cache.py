@@ -152,6 +152,22 @@ def test_ten_versions_of_a_file_keep_the_newest_three_and_the_newest_loads_unpre
         load_data(args)
 
 
+def test_a_relative_cache_path_caches_the_rows_in_the_working_directory(tmp_path, monkeypatch):
+    import east_hf.hf.data.raw as raw
+
+    write_csv(tmp_path / "d.csv", "x1,x2,label", _rows(["c0", "c1"]))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EAST_HF_CACHE", "relative_cache")
+    first = load_data(DataArguments(dataset_name="d.csv", split_seed=0))
+    assert len(_versions(tmp_path / "relative_cache", "raw")) == 1
+    assert [p.name for p in _versions(tmp_path / "relative_cache", "raw")[0].glob(raw.RECORD_NAME)] == ["raw.json"]
+    with monkeypatch.context() as m:  # the rows come from the record, without asking datasets to load the file
+        m.setattr("datasets.load_dataset", lambda *a, **k: pytest.fail("loaded again"))
+        again = load_data(DataArguments(dataset_name="d.csv", split_seed=1))
+    assert sum(map(len, (again.train, again.validation, again.test))) == 60
+    assert sum(map(len, (first.train, first.validation, first.test))) == 60
+
+
 # ---- east-cache ls / clear: frees what east_hf made, nothing else ----
 def test_east_cache_lists_and_clears_only_what_east_hf_made(tmp_path, cache, capsys):
     import datasets.config

@@ -8,9 +8,10 @@
 The cache (``east_hf.hf.data.store``) lives in ``$EAST_HF_CACHE``, else ``east_hf`` in the ``datasets`` cache
 (``$HF_DATASETS_CACHE``): one folder per data source, holding the rows ``datasets`` read from each content of the
 source (``raw``) and the tabular splits prepared from them (``prepared``). Each source keeps its
-``$EAST_HF_CACHE_VERSIONS`` (default 3) most recently used versions of each kind. ``clear`` removes only what east_hf
-made: the source folders it marked, and the prepared folders that earlier east_hf versions kept beside the
-``datasets`` cache; the ``datasets`` cache of Hub data sets is left to ``datasets``.
+``$EAST_HF_CACHE_VERSIONS`` (default 3) most recently used versions of each kind; the ``text_tiny`` tokenizers
+(keyed on their training texts) stay until ``clear``, since one trained again gets another vocabulary. ``clear``
+removes only what east_hf made: the source folders it marked, the tokenizers, and the prepared folders that earlier
+east_hf versions kept beside the ``datasets`` cache; the ``datasets`` cache of Hub data sets is left to ``datasets``.
 """
 
 from __future__ import annotations

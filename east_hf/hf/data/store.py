@@ -78,12 +78,13 @@ def tokenizer_folders() -> list[Path]:
 
 
 def cache_root() -> Path:
-    """Where east_hf keeps its data cache: ``$EAST_HF_CACHE``, else ``east_hf`` in the ``datasets`` cache."""
+    """Where east_hf keeps its data cache: ``$EAST_HF_CACHE``, else ``east_hf`` in the ``datasets`` cache; an absolute
+    path (a relative one is taken from the working directory), as ``datasets`` names the files it writes there."""
     if os.environ.get(ROOT_ENV):
-        return Path(os.environ[ROOT_ENV]).expanduser()
+        return Path(os.environ[ROOT_ENV]).expanduser().absolute()
     import datasets.config
 
-    return Path(datasets.config.HF_DATASETS_CACHE) / "east_hf"
+    return (Path(datasets.config.HF_DATASETS_CACHE) / "east_hf").expanduser().absolute()
 
 
 def versions_kept() -> int:
