@@ -38,6 +38,7 @@ def test_from_config_maps_the_east_fields(tmp_path):
         east_restore_best_per_stage=False,
         east_select_window=3,
         east_ema_decay=0.9,
+        east_lr_decay=0.7,
     )
     assert args.metric_for_best_model == "eval_mean3_mcc"
     with pytest.raises(ValueError, match="east_annealing=True for east_select_window=3"):
@@ -62,6 +63,7 @@ def test_from_config_maps_the_east_fields(tmp_path):
             warm_start_epochs=None,  # a fixed number of steps wins over the default epochs
             ce_weight=1.0,  # the default: the annealed (logit-adjusted) cross-entropy
             ce_weight_decay=0.5,
+            lr_decay=0.7,
             select_window=3,
         ),
         stage_monitor="eval_loss",

@@ -32,6 +32,18 @@ def test_temperature_at_is_geometric():
     assert temperature_at(-1, 0.3, 0.5) == 0.3  # a warm start is logged at T0
 
 
+def test_lr_scale_is_lr_decay_to_the_stage_and_one_in_the_warm_start():
+    s = AnnealingSchedule(warm_start="ce", warm_start_steps=2, lr_decay=0.5, patience=1, stage_patience=10)
+    seen = [(s.stage, s.lr_scale)]
+    for step, value in enumerate((0.5, 0.5, 0.6, 0.6, 0.7, 0.7), start=2):  # every repeat ends its stage
+        s.update(value, 0.5, step=step)
+        seen.append((s.stage, s.lr_scale))
+    assert seen[0] == (-1, 1.0) and seen[1] == (0, 1.0)  # the warm start and stage 0 train at the optimiser's rate
+    assert [stage for stage, _ in seen][-1] >= 2
+    assert all(scale == 0.5**stage for stage, scale in seen[1:])
+    assert AnnealingSchedule(**s.settings()).lr_decay == 0.5
+
+
 def test_stage_patience_stops_after_stages_without_improvement():
     s = AnnealingSchedule(temperature=0.2, decay=0.5, patience=2, stage_patience=2, min_temperature=0.001)
     # stage 0: best F1 0.6; stage 1: 0.7 (improves); stages 2 and 3: 0.7 again (ties) -> stop after stage 3
@@ -157,6 +169,8 @@ def test_anneal_value_defaults_to_the_stage_value_only_with_equal_modes():
         (dict(threshold=-0.1), "threshold"),
         (dict(stage_mode="down"), "stage_mode"),
         (dict(warm_start=True, warm_start_steps=0), "warm_start_steps"),
+        (dict(lr_decay=0.0), r"lr_decay in \(0, 1\]"),
+        (dict(lr_decay=1.5), "lr_decay"),
     ],
 )
 def test_schedule_rejects_bad_arguments(kwargs, match):

@@ -250,6 +250,46 @@ def test_trainer_keeps_the_model_with_the_best_mean_over_the_select_window(tmp_p
     assert trainer.evaluate()["eval_fbeta"] == pytest.approx(f1[best])
 
 
+class RateSpy(TrainerCallback):
+    """The learning rate and the annealing stage of each optimiser step (by the number of steps done before it)."""
+
+    def __init__(self):
+        self.trainer, self.rates = None, {}
+
+    def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
+        self.rates[state.global_step] = (annealer(self.trainer).schedule.stage, optimizer.param_groups[0]["lr"])
+
+
+def test_trainer_multiplies_the_learning_rate_by_east_lr_decay_at_each_temperature_decrease(tmp_path):
+    """east_lr_decay=0.5 over the linear schedule: step s of stage k trains at 0.05 * (1 - s / 300) * 0.5^k."""
+    spy = RateSpy()
+    trainer = annealing_trainer(tmp_path, callbacks=[spy], east_lr_decay=0.5, lr_scheduler_type="linear")
+    spy.trainer = trainer
+    trainer.train()
+    stages = {stage for stage, _ in spy.rates.values()}
+    assert len(stages) >= 3  # several stages ran
+    for step, (stage, rate) in spy.rates.items():
+        assert rate == pytest.approx(0.05 * (1 - step / 300) * 0.5**stage, rel=1e-6), (step, stage)
+    logged = {h["step"]: h["learning_rate"] for h in trainer.state.log_history if "learning_rate" in h}
+    assert min(logged.values()) < 0.05 * 0.5 ** (max(stages) - 1)  # the logs show the scaled rate
+    with pytest.raises(ValueError, match=r"east_lr_decay in \(0, 1\], got 0"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_lr_decay=0)
+
+
+def test_trainer_resumed_with_east_lr_decay_keeps_the_stage_rate(tmp_path):
+    """A checkpoint's scheduler holds the stage's scaled rates: a run resumed in stage 2 follows the uninterrupted
+    one (scaling them again would train at a quarter of the rate)."""
+    trainer = annealing_trainer(tmp_path, east_lr_decay=0.5)
+    trainer.train()
+    reference = [(h["step"], h["east_stage"], h["eval_loss"]) for h in evaluations(trainer)]
+    step = max(s for s, stage, _ in reference if stage == 2 and s < reference[-1][0])
+    resumed = annealing_trainer(tmp_path, east_lr_decay=0.5)
+    resumed.train(resume_from_checkpoint=str(tmp_path / f"checkpoint-{step}"))
+    again = [(h["step"], h["east_stage"], h["eval_loss"]) for h in evaluations(resumed)]
+    assert [r[:2] for r in again] == [r[:2] for r in reference]
+    assert [r[2] for r in again] == pytest.approx([r[2] for r in reference], abs=1e-6)
+
+
 class WeightSpy(TrainerCallback):
     """The first layer's training weights after each optimiser step and the weights of each evaluation."""
 

@@ -201,6 +201,12 @@ class AnnealingSchedule:
         ce_weight: w0 of an annealed cross-entropy weight, w_k = w0 * ce_weight_decay^k in EAST stage k, that the
             Trainer layer adds to EAST's loss (``MixedSetLoss``); 0 (default): EAST alone, as the paper.
         ce_weight_decay: the factor in [0, 1] the cross-entropy weight is multiplied by at each temperature decrease.
+        lr_decay: the factor in (0, 1] the learning rate is multiplied by at each temperature decrease, lr_k = lr *
+            lr_decay^k in EAST stage k (``lr_scale``; the warm start and stage 0 train at the optimiser's own rate);
+            the Trainer layer applies it to the optimiser and its scheduler. 1 (default): one learning rate, as the
+            paper. Why: as T falls the surrogate's gradient comes from the few samples near the threshold, so steps
+            of one size move the decision point further from batch to batch, and the validation metric over a few
+            dozen rare-class samples jumps from epoch to epoch.
         select_window: how many evaluations the across-stage value is the mean of: the anneal value of an evaluation
             is replaced by the mean of the last ``select_window`` anneal values (``selection_value``), which is what
             the stages' bests are judged on and what the best model is chosen by. 1 (default): each evaluation's own
@@ -237,6 +243,7 @@ class AnnealingSchedule:
         warm_start_epochs: float | None = None,
         ce_weight: float = 0.0,
         ce_weight_decay: float = 0.5,
+        lr_decay: float = 1.0,
         select_window: int = 1,
     ):
         self.temperature0 = check_temperature(temperature)
@@ -260,11 +267,13 @@ class AnnealingSchedule:
             check_range("warm_start_epochs", warm_start_epochs, 0, math.inf, "(]")
         check_range("ce_weight", ce_weight, 0, math.inf)
         check_range("ce_weight_decay", ce_weight_decay, 0, 1)
+        check_range("lr_decay", lr_decay, 0, 1, "(]")
         check_int("select_window", select_window)
         self.select_window = select_window
         self.decay = float(decay)
         self.ce_weight0 = float(ce_weight)
         self.ce_weight_decay = float(ce_weight_decay)
+        self.lr_decay = float(lr_decay)
         self.patience = patience
         self.stage_patience = stage_patience
         self.min_temperature = float(min_temperature)
@@ -300,6 +309,7 @@ class AnnealingSchedule:
             "warm_start_epochs": self.warm_start_epochs,
             "ce_weight": self.ce_weight0,
             "ce_weight_decay": self.ce_weight_decay,
+            "lr_decay": self.lr_decay,
             "select_window": self.select_window,
         }
 
@@ -345,6 +355,11 @@ class AnnealingSchedule:
         """The cross-entropy weight of the current EAST stage, w0 * ce_weight_decay^stage (w0 during a warm start,
         which trains cross-entropy alone)."""
         return self.ce_weight0 * self.ce_weight_decay ** max(self.stage, 0) if self.ce_weight0 else 0.0
+
+    @property
+    def lr_scale(self) -> float:
+        """The factor on the optimiser's learning rate in the current stage, lr_decay^stage (1 during a warm start)."""
+        return self.lr_decay ** max(self.stage, 0)
 
     @property
     def selection_value(self) -> float | None:

@@ -143,6 +143,11 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     (then the cross-entropy ``eval_loss``); its best weights start EAST's stage 0 and its best anneal value is the one
     stage 0 must beat.
 
+    The schedule's ``lr_scale`` (``lr_decay``^stage) multiplies the optimiser's learning rates from the step after a
+    stage ends: each parameter group's rate and the scheduler's base rates (transformers' schedules are ``LambdaLR``s,
+    rate = base * factor(step)), so it composes with any ``lr_scheduler_type``. The factor the rates carry is saved
+    with a checkpoint (``lr_scale``), whose scheduler holds the scaled base rates, so a resume goes on at them.
+
     The best model at the end is the Trainer's job: ``load_best_model_at_end=True`` with ``metric_for_best_model``
     set to the anneal monitor (``greater_is_better=True`` for a hard metric) and ``save_steps`` equal to (or a
     multiple of) ``eval_steps``. The callback warns when those differ. Restoring a stage's best weights is deferred to
@@ -201,6 +206,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self._in_train = False
         self._steps_per_epoch: int | None = None  # optimiser steps per epoch, from the training data loader
         self._step: int | None = None  # the global step of the last event: the step a checkpoint saved now has
+        # The factor the optimiser's and its scheduler's rates carry: the schedule's lr_scale when it was last applied
+        # (at the step after a stage ended). Saved with a checkpoint, whose scheduler holds rates scaled by it.
+        self.lr_scale = 1.0
 
     # ---- checkpoint state (ExportableState): a resumed Trainer builds type(self)(**state()["args"]), sets "attributes" ----
     @property
@@ -244,6 +252,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "schedule_state": self.schedule.state_dict(),
                 "restore_pending": self.restore_pending,
                 "ema_in_model": self.ema_in_model,
+                "lr_scale": self.lr_scale,
                 CHECKPOINT_FILES_KEY: self.checkpoint_files,
             },
         }
@@ -257,6 +266,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if state.global_step > 0:
             self._resume(args, state, model)
         self._start_average(args, state, model)
+        if state.global_step == 0:  # else the checkpoint's factor, which its optimiser's rates carry
+            self.lr_scale = 1.0
         if not args.load_best_model_at_end:
             logger.warning(
                 "load_best_model_at_end=False: training ends with the last weights, not the best; set "
@@ -328,7 +339,23 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             _swap_weights(model, self._ema.module)
             self.ema_in_model = True
 
+    def _scale_learning_rate(self, optimizer, lr_scheduler) -> None:
+        """Bring the optimiser's rates to the stage's ``lr_scale``: each parameter group's rate now, and the
+        scheduler's base rates (a ``LambdaLR``, as transformers' schedules, sets rate = base * factor(step) at each
+        step), so the stage's factor multiplies whatever ``lr_scheduler_type`` does."""
+        target = self.schedule.lr_scale
+        if target == self.lr_scale or optimizer is None:
+            return
+        ratio = target / self.lr_scale
+        for group in optimizer.param_groups:
+            group["lr"] *= ratio
+        scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate's AcceleratedScheduler wraps it
+        if getattr(scheduler, "base_lrs", None) is not None:
+            scheduler.base_lrs = [rate * ratio for rate in scheduler.base_lrs]
+        self.lr_scale = target
+
     def on_step_begin(self, args, state, control, model=None, **kwargs):
+        self._scale_learning_rate(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
         if self.restore_pending:
             if self._stage_weights is not None and model is not None:
                 model.load_state_dict(self._stage_weights)

@@ -148,6 +148,12 @@ class EASTConfig(TrainingArguments):
             not estimated from one batch's few positives. The memory holds about 1 / (1 - d) batches, is emptied
             when the temperature changes, is not kept in checkpoints (a resumed run starts it empty), and is summed
             over processes like the batch's matrix. 0: the batch alone, as the paper.
+        east_lr_decay (`float`, defaults to `1.0`): the factor in (0, 1] the learning rate is multiplied by at each
+            temperature decrease: EAST stage k trains at lr * east_lr_decay^k, over whatever ``lr_scheduler_type``
+            does (the scheduler's base rates are scaled), the warm start and stage 0 at the optimiser's own rate
+            (``AnnealingSchedule.lr_scale``). 1: one learning rate, as the paper. Why: as T falls the surrogate's
+            gradient comes from the few samples near the threshold, and the validation metric over a few dozen
+            rare-class samples jumps from epoch to epoch at the rate that suited the warm start.
         east_select_window (`int`, defaults to `1`): the stages' bests and the best model are judged by the mean of
             the anneal monitor over the last k evaluations, reported as ``eval_mean<k>_<name>`` (e.g.
             ``eval_mean3_fbeta``, the default ``metric_for_best_model`` then); 1: each evaluation's own value. Why: a
@@ -317,6 +323,12 @@ class EASTConfig(TrainingArguments):
     east_confusion_memory: float = field(
         default=core_default(EASTLoss, "confusion_memory"),
         metadata={"help": "Decay in [0, 1) of a memory of earlier batches' soft confusion matrices (0: none)."},
+    )
+    east_lr_decay: float = field(
+        default=core_default(AnnealingSchedule, "lr_decay"),
+        metadata={
+            "help": "Factor in (0, 1] the learning rate is multiplied by at each temperature decrease (1: one rate)."
+        },
     )
     east_select_window: int = field(
         default=core_default(AnnealingSchedule, "select_window"),

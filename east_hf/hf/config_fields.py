@@ -45,6 +45,7 @@ SCHEDULE_FIELDS = {
     "east_threshold_mode": "threshold_mode",
     "east_warm_start_steps": "warm_start_steps",
     "east_ce_weight_decay": "ce_weight_decay",
+    "east_lr_decay": "lr_decay",
     "east_select_window": "select_window",
 }
 """``EASTConfig`` field -> the ``AnnealingSchedule`` parameter it sets as it is (the others are resolved by the
