@@ -43,6 +43,9 @@
 #      tables (ema_fresh.md), and under logit-adjusted CE and LDAM-DRW there (emabase_<task>, ema_baselines.md).
 #  val_split (about 40 minutes on 2 cores): a validation split of 30 % instead of 16 % on the rare-positive tables,
 #      under the default and LDAM-DRW (valsplit_<task>, val_split.md).
+#  lr_decay (about 1 h on 2 cores): the learning rate halved at each temperature decrease (lrd05) on every evidence
+#      task against the default and every baseline (lrdecay_<task>, lr_decay_against_{default,best}.md), on fresh
+#      seeds of the rare-positive tables (lr_decay_fresh.md); 0.7 per decrease on seeds 0-9 there (lrdecay07_<task>).
 #  anneal_default: replays the across-stage decisions of runs trained with an across-stage threshold of 0 under the
 #      default 2 / n (anneal_threshold_replay.md) and trains again the runs it changes (anneal_threshold_default.md:
 #      new against old, by seed). It needs such runs: train the main tables first with
@@ -64,7 +67,7 @@ compare() {  # task, results folder ("-": train and tabulate under runs/ only), 
   cp "$runs/results.md" "$R/$results/"
   case $results in  # the tables whose results.json the tabulating scripts read
     lending_club | caravan | hpc | diamonds | digits9_binary | synthetic_binary | digits_longtail | ce_decay_* | \
-      long_tail_* | hotel_countries | select_* | ema_* | emabase_* | valsplit_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
+      long_tail_* | hotel_countries | select_* | ema_* | emabase_* | valsplit_* | lrdecay* | trump_tweets | fine_foods | movie_genres | gss_abortion)
       cp "$runs/results.json" "$R/$results/" ;;
   esac
 }
@@ -604,6 +607,49 @@ beta_select() {
   done
 }
 
+# The learning rate halved at each temperature decrease (`lrd05`: east_lr_decay 0.5; the warm start and stage 0 at the
+# recipe's rate) on every evidence task, 10 seeds (synthetic_binary 5), paired by seed with the default (the runs of
+# `ce_decay` and `many_classes`: lr_decay_against_default.md) and with every baseline (lr_decay_against_best.md); first
+# the rare-positive tables on twenty seeds (lrd05 was looked at on 0-9 there, beside 0.7 per decrease, lrdecay07_<task>),
+# paired with the default's runs of `selection_fresh` (lr_decay_fresh.md).
+LRD="lrd05:--east_lr_decay 0.5"
+lr_decay_chain1() {
+  local task
+  for task in lending_club caravan; do
+    compare "$task" "lrdecay07_$task" "lrdecay07_$task" --seeds 10 --vary_split --tuned false \
+      --variants "lrd07:--east_lr_decay 0.7"
+    compare "$task" "lrdecay_$task" "lrdecay_$task" --seeds 20 --vary_split --tuned false --variants "$LRD"
+  done
+  for task in hpc diamonds digits9_binary; do
+    compare "$task" "lrdecay_$task" "lrdecay_$task" --seeds 10 --vary_split --tuned false --variants "$LRD"
+  done
+  compare synthetic_binary lrdecay_synthetic_binary lrdecay_synthetic_binary --seeds 5 --tuned false --variants "$LRD"
+}
+lr_decay_chain2() {
+  local task
+  for task in hotel_countries digits_longtail; do
+    compare "$task" "lrdecay_$task" "lrdecay_$task" --seeds 10 --vary_split --tuned false --variants "$LRD"
+  done
+}
+lr_decay() {
+  side_by_side lr_decay_chain1 lr_decay_chain2
+  local task default=() best=() fresh=()
+  for task in lending_club caravan digits9_binary synthetic_binary hpc diamonds digits_longtail; do
+    default+=("$task=$R/lrdecay_$task/results.json=$R/ce_decay_$task/results.json:east")
+    best+=("$task=$R/lrdecay_$task/results.json:lrd05=$R/$task/results.json,$R/long_tail_$task/results.json")
+  done
+  default+=("hotel_countries=$R/lrdecay_hotel_countries/results.json=$R/hotel_countries/results.json:east")
+  best+=("hotel_countries=$R/lrdecay_hotel_countries/results.json:lrd05=$R/hotel_countries/results.json")
+  "$BIN/python" benchmarks/against_best.py --variants lrd05 --seeds 0-9 "${default[@]}" \
+    --markdown "$R/lr_decay_against_default.md"
+  "$BIN/python" benchmarks/long_tail_table.py "${best[@]}" --label lrd05 --seeds 0-9 \
+    --markdown "$R/lr_decay_against_best.md"
+  for task in lending_club caravan; do
+    fresh+=("$task=$R/lrdecay_$task/results.json=$R/select_$task/results.json:east")
+  done
+  fresh_table lrd05 "$R/lr_decay_fresh.md" "${fresh[@]}"
+}
+
 mkdir -p runs/evidence
 case "${1:-all}" in
   all) real; other_tasks; memory; paper_ablation; side_by_side memory_more_chain1 memory_more_chain2
@@ -633,6 +679,7 @@ case "${1:-all}" in
   selection_fresh) real_data; selection_fresh ;;
   ema) real_data; ema ;;
   val_split) real_data; val_split ;;
-  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|ema|val_split|text|multilabel]" >&2; exit 2 ;;
+  lr_decay) real_data; lr_decay ;;
+  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|ema|val_split|lr_decay|text|multilabel]" >&2; exit 2 ;;
 esac
 echo "tables: $R/"
