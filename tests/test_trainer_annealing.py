@@ -276,6 +276,18 @@ def test_trainer_multiplies_the_learning_rate_by_east_lr_decay_at_each_temperatu
         EASTConfig(output_dir=str(tmp_path), report_to=[], east_lr_decay=0)
 
 
+def test_east_lr_decay_defaults_to_half_for_east_with_one_class_scored(tmp_path):
+    def resolved(**fields):
+        args = EASTConfig(output_dir=str(tmp_path), report_to=[], **fields)
+        return args.resolved_lr_decay, build_annealing_callback(args).schedule.lr_decay
+
+    assert resolved(east_average="binary") == (0.5, 0.5)
+    assert resolved() == (1.0, 1.0)  # macro: many classes scored, the stages go on learning
+    assert resolved(east_average="binary", east_lr_decay=1.0) == (1.0, 1.0)  # the paper's one rate, one flag away
+    assert resolved(east_average="macro", east_lr_decay=0.7) == (0.7, 0.7)
+    assert resolved(east_average="binary", east_loss="ce")[0] == 1.0  # a baseline has one stage
+
+
 def test_trainer_resumed_with_east_lr_decay_keeps_the_stage_rate(tmp_path):
     """A checkpoint's scheduler holds the stage's scaled rates: a run resumed in stage 2 follows the uninterrupted
     one (scaling them again would train at a quarter of the rate)."""

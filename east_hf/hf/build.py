@@ -298,6 +298,7 @@ def build_schedule(args: EASTConfig, eval_size: int | None = None, streamed: boo
         warm_start=warm_start,
         warm_start_epochs=None if epochs == -1 else epochs,  # -1: the warm start's own early stopping
         ce_weight=args.resolved_ce_weight,
+        lr_decay=args.resolved_lr_decay,
     )
 
 

@@ -340,7 +340,7 @@ def card_context(
         weights_kept=weights_kept,
         initial_temperature=args.east_temperature,
         decay=args.east_decay,
-        lr_decay=args.east_lr_decay,
+        lr_decay=args.resolved_lr_decay,
         final_temperature=_fmt(temperatures[-1]) if temperatures else args.east_temperature,
         num_stages=len({r["stage"] for r in rows if isinstance(r["stage"], int)}) or 1,
         betas=betas,

@@ -38,6 +38,8 @@ __all__ = ["EASTConfig"]
 
 logger = logging.getLogger(__name__)
 
+BINARY_LR_DECAY = 0.5  # east_lr_decay's default for EAST with one class scored; see the EASTConfig docstring
+
 
 @dataclass
 class EASTConfig(TrainingArguments):
@@ -148,12 +150,16 @@ class EASTConfig(TrainingArguments):
             not estimated from one batch's few positives. The memory holds about 1 / (1 - d) batches, is emptied
             when the temperature changes, is not kept in checkpoints (a resumed run starts it empty), and is summed
             over processes like the batch's matrix. 0: the batch alone, as the paper.
-        east_lr_decay (`float`, defaults to `1.0`): the factor in (0, 1] the learning rate is multiplied by at each
+        east_lr_decay (`float`, defaults to `None`): the factor in (0, 1] the learning rate is multiplied by at each
             temperature decrease: EAST stage k trains at lr * east_lr_decay^k, over whatever ``lr_scheduler_type``
             does (the scheduler's base rates are scaled), the warm start and stage 0 at the optimiser's own rate
-            (``AnnealingSchedule.lr_scale``). 1: one learning rate, as the paper. Why: as T falls the surrogate's
-            gradient comes from the few samples near the threshold, and the validation metric over a few dozen
-            rare-class samples jumps from epoch to epoch at the rate that suited the warm start.
+            (``AnnealingSchedule.lr_scale``). 1: one learning rate, as the paper. None: 0.5 for EAST with one class
+            scored (``east_average="binary"``), 1 otherwise (``resolved_lr_decay``). Why: with one rare class scored
+            the model is mostly fit by the warm start and stage 0; later stages at the same rate move the decision
+            point from batch to batch (the surrogate's gradient comes from the few samples near the threshold) and
+            the validation metric over a few dozen positives jumps from epoch to epoch, so the kept checkpoint is
+            partly the best jump. With many classes scored the stages go on learning, and a falling rate stops them
+            early (measured on the quality page).
         east_select_window (`int`, defaults to `1`): the stages' bests and the best model are judged by the mean of
             the anneal monitor over the last k evaluations, reported as ``eval_mean<k>_<name>`` (e.g.
             ``eval_mean3_fbeta``, the default ``metric_for_best_model`` then); 1: each evaluation's own value. Why: a
@@ -324,10 +330,11 @@ class EASTConfig(TrainingArguments):
         default=core_default(EASTLoss, "confusion_memory"),
         metadata={"help": "Decay in [0, 1) of a memory of earlier batches' soft confusion matrices (0: none)."},
     )
-    east_lr_decay: float = field(
-        default=core_default(AnnealingSchedule, "lr_decay"),
+    east_lr_decay: float | None = field(
+        default=None,
         metadata={
-            "help": "Factor in (0, 1] the learning rate is multiplied by at each temperature decrease (1: one rate)."
+            "help": "Factor in (0, 1] the learning rate is multiplied by at each temperature decrease (1: one rate); "
+            f"default: {BINARY_LR_DECAY:g} for EAST with one class scored (east_average binary), else 1."
         },
     )
     east_select_window: int = field(
@@ -444,6 +451,7 @@ class EASTConfig(TrainingArguments):
                 warm_start=self.east_warm_start,
                 warm_start_epochs=None if epochs == -1 else epochs,
                 ce_weight=self.resolved_ce_weight,
+                lr_decay=self.resolved_lr_decay,
             )
         except (ValueError, TypeError) as e:
             raise field_error(e, {**SCHEDULE_FIELDS, **RESOLVED_SCHEDULE_FIELDS}) from None
@@ -479,6 +487,14 @@ class EASTConfig(TrainingArguments):
         if self.east_loss != "east":
             return 0.0
         return 1.0 if self.east_ce_weight is None else float(self.east_ce_weight)
+
+    @property
+    def resolved_lr_decay(self) -> float:
+        """The learning rate's factor per temperature decrease: ``east_lr_decay``, by default ``BINARY_LR_DECAY`` for
+        EAST with one class scored (``east_average="binary"``) and 1 otherwise."""
+        if self.east_lr_decay is not None:
+            return self.east_lr_decay
+        return BINARY_LR_DECAY if self.east_loss == "east" and self.east_average == "binary" else 1.0
 
     @property
     def resolved_ce_loss(self) -> str:

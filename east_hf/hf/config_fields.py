@@ -45,21 +45,22 @@ SCHEDULE_FIELDS = {
     "east_threshold_mode": "threshold_mode",
     "east_warm_start_steps": "warm_start_steps",
     "east_ce_weight_decay": "ce_weight_decay",
-    "east_lr_decay": "lr_decay",
     "east_select_window": "select_window",
 }
 """``EASTConfig`` field -> the ``AnnealingSchedule`` parameter it sets as it is (the others are resolved by the
-builder: ``east_warm_start``, ``east_warm_start_epochs``, ``east_ce_weight``, ``east_anneal_threshold``)."""
+builder: ``east_warm_start``, ``east_warm_start_epochs``, ``east_ce_weight``, ``east_lr_decay``,
+``east_anneal_threshold``)."""
 RESOLVED_SCHEDULE_FIELDS = {
     "east_warm_start": "warm_start",
     "east_warm_start_epochs": "warm_start_epochs",
     "east_ce_weight": "ce_weight",
+    "east_lr_decay": "lr_decay",
     "east_anneal_threshold": "anneal_threshold",
 }
-OWN_DEFAULTS = {"east_beta_floor", "east_warm_start", "east_ce_weight"}
+OWN_DEFAULTS = {"east_beta_floor", "east_warm_start", "east_ce_weight", "east_lr_decay"}
 """Fields whose default is the config's own, not the core object's: what the Trainer layer trains by default (the
-floored beta, the cross-entropy warm start and the annealed cross-entropy weight) where the core's default is the
-paper's letter."""
+floored beta, the cross-entropy warm start, the annealed cross-entropy weight and, with one class scored, the learning
+rate halved at each temperature decrease) where the core's default is the paper's letter."""
 
 
 def core_default(owner: Any, param: str) -> Any:
