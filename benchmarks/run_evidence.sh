@@ -50,7 +50,9 @@
 #      with one class scored) on every evidence task and fine_foods against one rate and every baseline
 #      (lrdecay_<task>, lr_decay_against_{default,best,tuned}.md), on fresh seeds of the rare-positive tables
 #      (lr_decay_fresh.md); 0.7 per decrease on seeds 0-9 there (lrdecay07_<task>); a third of the rate throughout,
-#      also under LDAM-DRW and logit-adjusted CE (lrprobe_<task>, lr_probe.md).
+#      also under LDAM-DRW and logit-adjusted CE (lrprobe_<task>, lr_probe.md); F0.25 with the rate halved
+#      (beta_lr_decay_<task>.md); LDAM-DRW on twenty seeds of the rare-positive tables (ldamfresh_<task>,
+#      lr_decay_ldam.md).
 #  anneal_default: replays the across-stage decisions of runs trained with an across-stage threshold of 0 under the
 #      default 2 / n (anneal_threshold_replay.md) and trains again the runs it changes (anneal_threshold_default.md:
 #      new against old, by seed). It needs such runs: train the main tables first with
@@ -72,7 +74,7 @@ compare() {  # task, results folder ("-": train and tabulate under runs/ only), 
   cp "$runs/results.md" "$R/$results/"
   case $results in  # the tables whose results.json the tabulating scripts read
     lending_club | caravan | hpc | diamonds | digits9_binary | synthetic_binary | digits_longtail | ce_decay_* | \
-      long_tail_* | hotel_countries | select_* | ema_* | emabase_* | valsplit_* | lrdecay* | lrprobe_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
+      long_tail_* | hotel_countries | select_* | ema_* | emabase_* | valsplit_* | lrdecay* | lrprobe_* | ldamfresh_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
       cp "$runs/results.json" "$R/$results/" ;;
   esac
 }
@@ -654,11 +656,30 @@ lr_decay_chain1() {
     compare "$task" "lrdecay_$task" "lrdecay_$task" --seeds 10 --vary_split --tuned false --variants "$LRD"
   done
   compare synthetic_binary lrdecay_synthetic_binary lrdecay_synthetic_binary --seeds 5 --tuned false --variants "$LRD"
+  lr_decay_beta
 }
+# F0.25 of the positive class (--east_beta 0.25) with the rate halved, against the F1 model (lrd05) and against F0.25
+# at one rate (b025 of `beta_select`), every run scored at test F0.25 (beta_lr_decay_<task>.md).
+lr_decay_beta() {
+  local task
+  for task in lending_club caravan; do
+    compare "$task" - "betalrd_$task" --seeds 10 --vary_split --tuned false \
+      --variants "b025_lrd05:--east_beta 0.25 --east_lr_decay 0.5"
+    ln -sfn "../lrdecay_$task/lrd05" "runs/evidence/betalrd_$task/lrd05"
+    ln -sfn "../betaprobe_$task/b025" "runs/evidence/betalrd_$task/b025"
+    "$BIN/python" benchmarks/beta_binary.py "runs/evidence/betalrd_$task" --beta 0.25 --pair b025_lrd05:lrd05 \
+      --pair b025_lrd05:b025 --markdown "$R/beta_lr_decay_$task.md"
+  done
+}
+# LDAM-DRW, the best baseline on lending_club's seeds 0-9, on ten more seeds of the rare-positive tables
+# (ldamfresh_<task>; seeds 0-9 are long_tail's runs), against the default there (lr_decay_ldam.md).
 lr_decay_chain2() {
   local task
   for task in hotel_countries digits_longtail fine_foods; do
     compare "$task" "lrdecay_$task" "lrdecay_$task" --seeds 10 --vary_split --tuned false --variants "$LRD"
+  done
+  for task in lending_club caravan; do
+    compare "$task" "ldamfresh_$task" "ldamfresh_$task" --seeds 20 --vary_split --losses ldam --tuned --reference ldam
   done
 }
 lr_decay() {
@@ -687,6 +708,11 @@ lr_decay() {
     fresh+=("$task=$R/lrdecay_$task/results.json=$R/select_$task/results.json:east")
   done
   fresh_table lrd05 "$R/lr_decay_fresh.md" "${fresh[@]}"
+  fresh=()
+  for task in lending_club caravan; do
+    fresh+=("$task=$R/lrdecay_$task/results.json=$R/ldamfresh_$task/results.json:ldam")
+  done
+  fresh_table lrd05 "$R/lr_decay_ldam.md" "${fresh[@]}"
 }
 
 mkdir -p runs/evidence
