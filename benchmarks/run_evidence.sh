@@ -46,7 +46,7 @@
 #      tables (ema_fresh.md), and under logit-adjusted CE and LDAM-DRW there (emabase_<task>, ema_baselines.md).
 #  val_split (about 40 minutes on 2 cores): a validation split of 30 % instead of 16 % on the rare-positive tables,
 #      under the default and LDAM-DRW (valsplit_<task>, val_split.md).
-#  lr_decay (about 1 h 20 min on 2 cores): the learning rate halved at each temperature decrease (lrd05, the default
+#  lr_decay (about 1 h 50 min on 2 cores): the learning rate halved at each temperature decrease (lrd05, the default
 #      with one class scored) on every evidence task and fine_foods against one rate and every baseline
 #      (lrdecay_<task>, lr_decay_against_{default,best,tuned}.md), on fresh seeds of the rare-positive tables
 #      (lr_decay_fresh.md); 0.7 per decrease on seeds 0-9 there (lrdecay07_<task>); a third of the rate throughout,
