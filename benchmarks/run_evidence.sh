@@ -559,18 +559,27 @@ ema_baselines() {  # ema_baselines.md: each baseline with the moving average, pa
     done
   } > "$R/ema_baselines.md"
 }
+# VARIANT's runs (<RUNS><task>/results.json) on the eight evidence tasks, seeds 0-9, paired by seed with the
+# default's runs at one rate (<OUT>_against_default.md; more tasks of against_best.py after the first three arguments)
+# and with every baseline (<OUT>_against_best.md).
+against_default_and_best() {
+  local variant=$1 runs=$2 out=$3 task default=() best=()
+  shift 3
+  for task in lending_club caravan digits9_binary synthetic_binary hpc diamonds digits_longtail; do
+    default+=("$task=$R/$runs$task/results.json=$R/ce_decay_$task/results.json:east")
+    best+=("$task=$R/$runs$task/results.json:$variant=$R/$task/results.json,$R/long_tail_$task/results.json")
+  done
+  default+=("hotel_countries=$R/${runs}hotel_countries/results.json=$R/hotel_countries/results.json:east" "$@")
+  best+=("hotel_countries=$R/${runs}hotel_countries/results.json:$variant=$R/hotel_countries/results.json")
+  "$BIN/python" benchmarks/against_best.py --variants "$variant" --seeds 0-9 "${default[@]}" \
+    --markdown "$R/${out}_against_default.md"
+  "$BIN/python" benchmarks/long_tail_table.py "${best[@]}" --label "$variant" --seeds 0-9 \
+    --markdown "$R/${out}_against_best.md"
+}
 ema() {
   side_by_side ema_chain1 ema_chain2
-  local task default=() best=() fresh=()
-  for task in lending_club caravan digits9_binary synthetic_binary hpc diamonds digits_longtail; do
-    default+=("$task=$R/ema_$task/results.json=$R/ce_decay_$task/results.json:east")
-    best+=("$task=$R/ema_$task/results.json:ema95=$R/$task/results.json,$R/long_tail_$task/results.json")
-  done
-  default+=("hotel_countries=$R/ema_hotel_countries/results.json=$R/hotel_countries/results.json:east")
-  best+=("hotel_countries=$R/ema_hotel_countries/results.json:ema95=$R/hotel_countries/results.json")
-  "$BIN/python" benchmarks/against_best.py --variants ema95 --seeds 0-9 "${default[@]}" \
-    --markdown "$R/ema_against_default.md"
-  "$BIN/python" benchmarks/long_tail_table.py "${best[@]}" --label ema95 --seeds 0-9 --markdown "$R/ema_against_best.md"
+  local task fresh=()
+  against_default_and_best ema95 ema_ ema
   ema_baselines
   for task in lending_club caravan; do
     fresh+=("$task=$R/ema_$task/results.json=$R/select_$task/results.json:east")
@@ -685,16 +694,9 @@ lr_decay_chain2() {
 }
 lr_decay() {
   side_by_side lr_decay_chain1 lr_decay_chain2
-  local task default=() best=() fresh=()
-  for task in lending_club caravan digits9_binary synthetic_binary hpc diamonds digits_longtail; do
-    default+=("$task=$R/lrdecay_$task/results.json=$R/ce_decay_$task/results.json:east")
-    best+=("$task=$R/lrdecay_$task/results.json:lrd05=$R/$task/results.json,$R/long_tail_$task/results.json")
-  done
-  default+=("hotel_countries=$R/lrdecay_hotel_countries/results.json=$R/hotel_countries/results.json:east")
-  default+=("fine_foods=$R/lrdecay_fine_foods/results.json=$R/fine_foods/results.json:east")
-  best+=("hotel_countries=$R/lrdecay_hotel_countries/results.json:lrd05=$R/hotel_countries/results.json")
-  "$BIN/python" benchmarks/against_best.py --variants lrd05 --seeds 0-9 "${default[@]}" \
-    --markdown "$R/lr_decay_against_default.md"
+  local task fresh=()
+  against_default_and_best lrd05 lrdecay_ lr_decay \
+    "fine_foods=$R/lrdecay_fine_foods/results.json=$R/fine_foods/results.json:east"
   local -A TUNED=([lending_club]=wce+tuned [caravan]=la+tuned [digits9_binary]=dice+tuned
     [synthetic_binary]=la+tuned [fine_foods]=la+tuned)
   local tuned=()
@@ -703,8 +705,6 @@ lr_decay() {
   done
   "$BIN/python" benchmarks/against_best.py --variants lrd05 --seeds 0-9 "${tuned[@]}" \
     --markdown "$R/lr_decay_against_tuned.md"
-  "$BIN/python" benchmarks/long_tail_table.py "${best[@]}" --label lrd05 --seeds 0-9 \
-    --markdown "$R/lr_decay_against_best.md"
   for task in lending_club caravan; do
     fresh+=("$task=$R/lrdecay_$task/results.json=$R/select_$task/results.json:east")
   done
