@@ -407,6 +407,160 @@ def check_trainer(device: str, quick: bool) -> dict:
     return result
 
 
+# ---- 4b. end to end on the device: text, multi-label, the binary default (learning rate per stage, EMA) ---------
+TOPICS = {
+    "sport": "goal match team score coach league player ball".split(),
+    "money": "bank price stock market loan profit trade cash".split(),
+    "food": "bread soup apple cheese salad pasta spice cook".split(),
+}
+NOISE_WORDS = "the a of and today very new some big small".split()
+
+
+def _text_rows(seed: int, counts=(("sport", 200), ("money", 90), ("food", 50))) -> list[tuple[str, str]]:
+    """Short imbalanced sentences: two words of the class's list among two to six shared noise words."""
+    import random
+
+    rng = random.Random(seed)
+    rows = []
+    for label, n in counts:
+        for _ in range(n):
+            words = rng.sample(TOPICS[label], 2) + rng.sample(NOISE_WORDS, rng.randint(2, 6))
+            rng.shuffle(words)
+            rows.append((" ".join(words), label))
+    rng.shuffle(rows)
+    return rows
+
+
+def _table(n: int, seed: int, labels: int, offsets):
+    """Six features; ``labels`` 0/1 columns of a fixed linear map plus noise (the offsets set each one's rate)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6)).astype(np.float32)
+    W = np.random.default_rng(7).normal(size=(6, labels))
+    Y = (X @ W + np.asarray(offsets) + rng.normal(scale=0.7, size=(n, labels)) > 0).astype(int)
+    frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(6)])
+    for k in range(labels):
+        frame[f"y{k}"] = Y[:, k]
+    return frame
+
+
+def _run_east_train(name: str, argv: list, out: Path, device: str) -> dict:
+    """One ``east-train`` run in this process; its test metrics, kept stage, logged rates and the device's peak."""
+    from east_hf.scripts import east_train
+
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    argv = [str(a) for a in argv] + ["--output_dir", str(out), "--report_to", "none", "--disable_tqdm", "true"]
+    rc = east_train.main(argv + (["--use_cpu", "true"] if device == "cpu" else []))
+    row = {"run": name, "rc": rc, "seconds": time.perf_counter() - start}
+    if device == "cuda":
+        row["peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    if rc != 0:
+        return row
+    row["test"] = json.loads((out / "test_results.json").read_text())
+    state = json.loads((out / "trainer_state.json").read_text())
+    callback = state.get("stateful_callbacks", {}).get("TemperatureAnnealingCallback", {}).get("attributes", {})
+    row["stage"] = callback.get("schedule_state", {}).get("stage")
+    row["lr_scale"] = callback.get("lr_scale")
+    row["learning_rates"] = sorted(
+        {round(e["learning_rate"], 8) for e in state["log_history"] if "learning_rate" in e}
+    )
+    row["train_losses_finite"] = all(
+        v == v and abs(v) != float("inf") for e in state["log_history"] for k, v in e.items() if k.endswith("loss")
+    )
+    return row
+
+
+def _predict_agreement(run: Path, data, device: str) -> dict:
+    """The saved run reloaded on the device and on the CPU: the same labels and probabilities."""
+    from east_hf.hf.predict import Predictor
+
+    frames = {d: Predictor(run, device=d).predict(data, probabilities=True) for d in dict.fromkeys([device, "cpu"])}
+    a, b = frames[device], frames["cpu"]
+    cols = [c for c in a.columns if c.startswith("probability_")]
+    return {
+        "label_agreement": float((a["predicted_label"] == b["predicted_label"]).mean()),
+        "max_probability_diff": float((a[cols] - b[cols]).abs().to_numpy().max()),
+    }
+
+
+def check_paths(device: str, quick: bool) -> dict:
+    """``east-train`` end to end on the device, each run trained, saved, reloaded and scored on its test split:
+    ``text_<precision>`` (text_tiny and its WordPiece tokenizer from scratch, three imbalanced classes, macro F1) in
+    bf16 and fp16; ``multilabel_bf16`` (three 0/1 label columns, per-label EAST); ``binary_bf16`` (one rare class:
+    F1 of the positive class: the binary default, the learning rate halved per temperature decrease, with an EMA of
+    the weights)."""
+    import pandas as pd
+
+    precisions = ["bf16"] if device == "cpu" else ["bf16", "fp16"]  # the Trainer has no fp16 on a CPU
+    epochs = 2 if quick else None
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        os.environ["EAST_HF_CACHE"] = str(tmp / "cache")
+        texts = tmp / "texts.csv"
+        pd.DataFrame(_text_rows(0), columns=["text", "label"]).to_csv(texts, index=False)
+        tags = tmp / "tags.csv"
+        _table(700, 2, 3, [-2.0, -0.7, 0.0]).rename(columns={"y0": "rare", "y1": "mid", "y2": "common"}).to_csv(
+            tags, index=False
+        )
+        binary = tmp / "binary.csv"
+        _table(3000, 3, 1, [-2.2]).rename(columns={"y0": "label"}).to_csv(binary, index=False)
+        plans = []
+        for precision in precisions:
+            plans.append((
+                f"text_{precision}", 0.5, texts,
+                [REPO / "recipes" / "text_tiny_demo.yaml", "--dataset_name", texts, "--num_train_epochs",
+                 epochs or 10, "--max_length", 32, "--save_total_limit", 1, f"--{precision}", "true"],
+            ))  # fmt: skip
+        plans.append((
+            "multilabel_bf16", 0.6, tags,
+            ["--dataset_name", tags, "--label_columns", "rare,mid,common", "--model_name_or_path", "tabular_mlp",
+             "--num_train_epochs", epochs or 15, "--per_device_train_batch_size", 64, "--learning_rate", 0.01,
+             "--east_warm_start_epochs", 1 if quick else 2, "--save_total_limit", 1, "--tune_decision_rule", "true",
+             "--bf16", "true"],
+        ))  # fmt: skip
+        plans.append((
+            "binary_bf16", 0.5, binary,
+            ["--dataset_name", binary, "--label_column", "label", "--model_name_or_path", "tabular_mlp",
+             "--east_average", "binary",
+             "--num_train_epochs", epochs or 30, "--per_device_train_batch_size", 64, "--learning_rate", 0.01,
+             "--lr_scheduler_type", "constant", "--east_warm_start_epochs", 1 if quick else 2, "--east_patience", 1,
+             "--east_ema_decay", 0.95, "--logging_strategy", "epoch", "--save_total_limit", 1, "--bf16", "true"],
+        ))  # fmt: skip
+        for name, floor, data, argv in plans:
+            print(f"  paths: {name}", flush=True)
+            try:
+                row = _run_east_train(name, argv, tmp / name, device)
+                if row["rc"] == 0:
+                    frame = pd.read_csv(data)
+                    inputs = frame["text"].head(200).tolist() if name.startswith("text") else frame.head(200)
+                    row.update(_predict_agreement(tmp / name, inputs, device))
+                    row["floor"] = floor
+                    score = row["test"].get("test_fbeta")
+                    checks = [
+                        row["train_losses_finite"],
+                        row["label_agreement"] >= 0.99 and row["max_probability_diff"] < 1e-3,
+                        quick or (score is not None and score > floor),  # learning happened (chance is far below)
+                    ]
+                    if name == "binary_bf16":  # the rate halves at each temperature decrease, the factor is saved
+                        stage = row["stage"] or 0
+                        checks.append(row["lr_scale"] == 0.5 ** max(stage, 0))
+                        checks.append(quick or (stage >= 1 and 0.005 in row["learning_rates"]))
+                    row["ok"] = all(checks)
+                else:
+                    row["ok"] = False
+            except Exception as exc:  # record and go on with the next run
+                traceback.print_exc()
+                row = {"run": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            print(f"    {json.dumps({k: v for k, v in row.items() if k != 'learning_rates'})[:600]}", flush=True)
+            rows.append(row)
+    return {"rows": rows, "ok": all(r["ok"] for r in rows)}
+
+
 # ---- 5. where the loss's time goes (profile) and torch.compile as an opt-in (experiment) -----------------------------
 def _loss_fns(c: int) -> dict:
     east = EASTLoss(num_classes=c)
@@ -630,6 +784,31 @@ def markdown(report: dict) -> str:
                 f"{r['train_loss']:.4f} | {_mib(r['peak_bytes_above_start'])} | {_mib(r['peak_bytes_total'])} |"
             )
         out.append("")
+    paths = report["sections"].get("paths", {})
+    if "rows" in paths:
+        out += [
+            "## east-train end to end on the device",
+            "",
+            "Each run trained by `east-train` on the device, saved, reloaded with `Predictor` on the device and on the "
+            "CPU (200 rows: label agreement, largest probability difference) and scored on its test split (macro F1, "
+            "`binary_bf16` the positive class's F1; `floor`: the score that says it learned). `binary_bf16`: the binary default (rate x0.5 per temperature "
+            "decrease) with `--east_ema_decay 0.95`; `stage` / `lr_scale`: the kept run's last stage and rate factor.",
+            "",
+            "| run | ok | s | test F1 | floor | stage | lr_scale | rates logged | labels agree | max prob diff "
+            "| peak MiB |",
+            "|:---|:---|---:|---:|---:|---:|---:|:---|---:|---:|---:|",
+        ]
+        for r in paths["rows"]:
+            if "test" not in r:
+                out.append(f"| {r['run']} | {r['ok']} | failed: {r.get('error', 'rc ' + str(r.get('rc')))} |")
+                continue
+            rates = ", ".join(f"{v:g}" for v in r["learning_rates"][-4:])
+            out.append(
+                f"| {r['run']} | {r['ok']} | {r['seconds']:.0f} | {r['test'].get('test_fbeta', float('nan')):.3f} | "
+                f"{r['floor']} | {r['stage']} | {r['lr_scale']} | {rates} | {r['label_agreement']:.3f} | "
+                f"{r['max_probability_diff']:.1e} | {r.get('peak_mib', 0):.0f} |"
+            )
+        out.append("")
     prof = report["sections"].get("profile", {})
     if "rows" in prof:
         out += [
@@ -681,7 +860,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument(
         "--sections",
-        default="loss,gradients,trainer,collective,profile",
+        default="loss,gradients,trainer,collective,profile,paths",
         help="comma-separated; also 'compile' (torch.compile experiment, compiles for a minute or more)",
     )
     args = parser.parse_args(argv)
@@ -727,6 +906,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec["ok"] = all(r["ok"] for r in sec["rows"])
             elif name == "trainer":
                 sec = check_trainer(args.device, quick)
+            elif name == "paths":
+                sec = check_paths(args.device, quick)
             else:
                 raise ValueError(f"unknown section {name!r}")
         except Exception as exc:  # record and go on: one failing section must not lose the others

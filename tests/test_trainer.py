@@ -272,3 +272,20 @@ def test_the_best_model_and_a_resume_load_every_weight_of_a_renamed_checkpoint(t
     resumed.train(resume_from_checkpoint=best)  # at its last step: the Trainer loads it and stops
     assert _same_weights(fresh, best)
     assert not load_renamed_weights(PlainClassifier(), best)  # no from_pretrained: nothing to do
+
+
+@pytest.mark.parametrize("loss", ["east", "ldam"])
+def test_the_losses_buffers_follow_the_logits_device(tmp_path, loss):
+    """Class priors, logit adjustments and margins are buffers made on the CPU; on an accelerator the logits are not.
+    The trainer moves every loss of the run (warm start, EAST, the mix) to the device of the logits it scores."""
+    from helpers import annealing_trainer
+
+    overrides = {"east_warm_start": "ce", "east_ce_loss": "la", "east_ce_weight": 0.5} if loss == "east" else {}
+    trainer = annealing_trainer(tmp_path, east_loss=loss, **overrides)
+    losses = [m for m in (trainer.east_loss, trainer.warm_start_loss, trainer._mixed_loss) if m is not None]
+    buffers = [b for m in losses for b in m.buffers() if b is not None]
+    assert buffers and all(b.device.type == "cpu" for b in buffers)  # priors / margins, made from the label counts
+    trainer._current_loss(torch.zeros(2, 3))
+    assert all(b.device.type == "cpu" for m in losses for b in m.buffers() if b is not None)
+    trainer._current_loss(torch.zeros(2, 3, device="meta"))  # stands in for an accelerator: a device of its own
+    assert all(b.device.type == "meta" for m in losses for b in m.buffers() if b is not None)

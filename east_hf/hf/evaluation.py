@@ -110,9 +110,9 @@ class EvaluationFromCounts:
         returned."""
         inputs = self._prepare_inputs(inputs)
         inputs, labels = split_inputs(inputs)
-        loss_fn = self._current_loss()
         with torch.no_grad():
             logits = logits_of(model(**inputs)).detach()
+            loss_fn = self._current_loss(logits)
             kept = self._unrepeated_rows(len(logits))
             own_logits, own_labels = logits[:kept], labels[:kept]  # (kept, C), (kept,)
             self._check_eval_logits(own_logits)

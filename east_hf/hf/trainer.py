@@ -133,6 +133,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         self.warm_start_loss = parts.ce_loss
         self.east_ce_weight = args.resolved_ce_weight  # w0 of the annealed cross-entropy weight
         self._mixed_loss = parts.mixed_loss  # EAST plus the annealed cross-entropy, in the stages with a weight > 0
+        self._loss_device: torch.device | None = None  # where the losses' buffers are: the last logits' device
         self._num_classes = parts.num_classes
         self.multi_label = parts.multi_label
         config = getattr(model, "config", None)
@@ -190,9 +191,15 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         loss = self._current_loss()  # the warm start's cross-entropy may be logit-adjusted (east_ce_loss)
         return loss is self.warm_start_loss or loss.name == "ce"
 
-    def _current_loss(self) -> SetLoss:
+    def _current_loss(self, logits: torch.Tensor | None = None) -> SetLoss:
         """The loss of the current stage: cross-entropy in a warm start, else ``east_loss`` (plus the annealed
-        cross-entropy where the stage has a weight) at the values the annealing schedule gives the stage."""
+        cross-entropy where the stage has a weight) at the values the annealing schedule gives the stage. Given the
+        ``logits`` it scores, the losses' buffers (class weights, logit adjustments, margins) are on their device."""
+        if logits is not None and logits.device != self._loss_device:
+            for loss in (self.east_loss, self.warm_start_loss, self._mixed_loss):
+                if loss is not None:
+                    loss.to(logits.device)
+            self._loss_device = logits.device
         annealing = self.annealing
         if annealing is None:
             return self.east_loss
@@ -213,7 +220,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
     ):
         inputs, labels = split_inputs(inputs)
         outputs = model(**inputs)
-        loss_fn = self._current_loss()
+        loss_fn = self._current_loss(logits_of(outputs))
         # additive (EAST: the soft confusion matrix's (3, C) counts); a training step reads nothing from the device:
         # a label out of range weighs 0 and is recorded, raised by _raise_if_nonfinite when the Trainer next logs
         stats = loss_fn.statistics(logits_of(outputs), labels, validate_args=not model.training)
@@ -349,7 +356,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
             )
         if self.east_loss.name == "east":
             self.east_loss.bind_num_classes(logits.shape[1])
-        self._current_loss().statistics(logits, labels)  # labels in range, beta length
+        self._current_loss(logits).statistics(logits, labels)  # labels in range, beta length
 
     # ---- model card ----
     def create_model_card(
