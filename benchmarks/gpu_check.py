@@ -490,7 +490,8 @@ def _predict_agreement(run: Path, data, device: str) -> dict:
 def check_paths(device: str, quick: bool) -> dict:
     """``east-train`` end to end on the device, each run trained, saved, reloaded and scored on its test split:
     ``text_<precision>`` (text_tiny and its WordPiece tokenizer from scratch, three imbalanced classes, macro F1) in
-    bf16 and fp16; ``multilabel_bf16`` (three 0/1 label columns, per-label EAST); ``binary_bf16`` (one rare class:
+    bf16 and fp16, the decision rule tuned; ``multilabel_bf16`` (three 0/1 label columns, per-label EAST);
+    ``ldam_bf16`` (LDAM-DRW: margins, the deferred re-weighting as a second stage); ``binary_bf16`` (one rare class:
     F1 of the positive class: the binary default, the learning rate halved per temperature decrease, with an EMA of
     the weights)."""
     import pandas as pd
@@ -514,7 +515,8 @@ def check_paths(device: str, quick: bool) -> dict:
             plans.append((
                 f"text_{precision}", 0.5, texts,
                 [REPO / "recipes" / "text_tiny_demo.yaml", "--dataset_name", texts, "--num_train_epochs",
-                 epochs or 10, "--max_length", 32, "--save_total_limit", 1, f"--{precision}", "true"],
+                 epochs or 10, "--max_length", 32, "--save_total_limit", 1, "--tune_decision_rule", "true",
+                 f"--{precision}", "true"],
             ))  # fmt: skip
         plans.append((
             "multilabel_bf16", 0.6, tags,
@@ -530,6 +532,13 @@ def check_paths(device: str, quick: bool) -> dict:
              "--num_train_epochs", epochs or 30, "--per_device_train_batch_size", 64, "--learning_rate", 0.01,
              "--lr_scheduler_type", "constant", "--east_warm_start_epochs", 1 if quick else 2, "--east_patience", 1,
              "--east_ema_decay", 0.95, "--logging_strategy", "epoch", "--save_total_limit", 1, "--bf16", "true"],
+        ))  # fmt: skip
+        plans.append((
+            "ldam_bf16", 0.4, binary,
+            ["--dataset_name", binary, "--label_column", "label", "--model_name_or_path", "tabular_mlp",
+             "--east_loss", "ldam", "--east_average", "binary", "--num_train_epochs", epochs or 20,
+             "--per_device_train_batch_size", 64, "--learning_rate", 0.01, "--save_total_limit", 1,
+             "--tune_decision_rule", "true", "--bf16", "true"],
         ))  # fmt: skip
         for name, floor, data, argv in plans:
             print(f"  paths: {name}", flush=True)
@@ -792,7 +801,8 @@ def markdown(report: dict) -> str:
             "Each run trained by `east-train` on the device, saved, reloaded with `Predictor` on the device and on the "
             "CPU (200 rows: label agreement, largest probability difference) and scored on its test split (macro F1, "
             "`binary_bf16` the positive class's F1; `floor`: the score that says it learned). `binary_bf16`: the binary default (rate x0.5 per temperature "
-            "decrease) with `--east_ema_decay 0.95`; `stage` / `lr_scale`: the kept run's last stage and rate factor.",
+            "decrease) with `--east_ema_decay 0.95`; `ldam_bf16`: LDAM-DRW (stage 0 is the re-weighted stage); "
+            "`stage` / `lr_scale`: the kept run's last stage and rate factor.",
             "",
             "| run | ok | s | test F1 | floor | stage | lr_scale | rates logged | labels agree | max prob diff "
             "| peak MiB |",
