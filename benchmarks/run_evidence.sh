@@ -75,7 +75,7 @@ compare() {  # task, results folder ("-": train and tabulate under runs/ only), 
   cp "$runs/results.md" "$R/$results/"
   case $results in  # the tables whose results.json the tabulating scripts read
     lending_club | caravan | hpc | diamonds | digits9_binary | synthetic_binary | digits_longtail | ce_decay_* | \
-      long_tail_* | hotel_countries | select_* | ema_* | emabase_* | valsplit_* | lrdecay* | lrprobe_* | ldamfresh_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
+      long_tail_* | hotel_countries | select_* | ema_* | emabase_* | valsplit_* | lrdecay* | lrprobe_* | ldamfresh_* | combo_* | trump_tweets | fine_foods | movie_genres | gss_abortion)
       cp "$runs/results.json" "$R/$results/" ;;
   esac
 }
@@ -715,6 +715,24 @@ lr_decay() {
   done
   fresh_table lrd05 "$R/lr_decay_ldam.md" "${fresh[@]}"
 }
+# The halved rate with a moving average of the weights (`lrd05_ema95`) or the three-evaluation window (`lrd05_w3`) on
+# the rare-positive tables, seeds 0-9, paired by seed with `lrd05` (lr_decay_combos.md); about 25 min on 2 cores.
+lr_decay_combos_task() {
+  compare "$1" "combo_$1" "combo_$1" --seeds 10 --vary_split --tuned false \
+    --variants "lrd05_ema95:--east_lr_decay 0.5 --east_ema_decay 0.95" \
+    "lrd05_w3:--east_lr_decay 0.5 --east_select_window 3"
+}
+lr_decay_combos_chain1() { lr_decay_combos_task lending_club; }
+lr_decay_combos_chain2() { lr_decay_combos_task caravan; }
+lr_decay_combos() {
+  side_by_side lr_decay_combos_chain1 lr_decay_combos_chain2
+  local task specs=()
+  for task in lending_club caravan; do
+    specs+=("$task=$R/combo_$task/results.json=$R/lrdecay_$task/results.json:lrd05")
+  done
+  "$BIN/python" benchmarks/against_best.py --variants lrd05_ema95,lrd05_w3 --seeds 0-9 "${specs[@]}" \
+    --markdown "$R/lr_decay_combos.md"
+}
 
 mkdir -p runs/evidence
 case "${1:-all}" in
@@ -746,6 +764,7 @@ case "${1:-all}" in
   ema) real_data; ema ;;
   val_split) real_data; val_split ;;
   lr_decay) real_data; lr_decay ;;
-  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|ema|val_split|lr_decay|text|multilabel]" >&2; exit 2 ;;
+  lr_decay_combos) real_data; lr_decay_combos ;;
+  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|ema|val_split|lr_decay|lr_decay_combos|text|multilabel]" >&2; exit 2 ;;
 esac
 echo "tables: $R/"
