@@ -715,23 +715,31 @@ lr_decay() {
   done
   fresh_table lrd05 "$R/lr_decay_ldam.md" "${fresh[@]}"
 }
-# The halved rate with a moving average of the weights (`lrd05_ema95`) or the three-evaluation window (`lrd05_w3`) on
-# the rare-positive tables, seeds 0-9, paired by seed with `lrd05` (lr_decay_combos.md); about 25 min on 2 cores.
-lr_decay_combos_task() {
+# More on the binary default's learning rate, on the rare-positive tables: the halved rate with a moving average of the
+# weights (`lrd05_ema95`) or the three-evaluation window (`lrd05_w3`), seeds 0-9, and a stronger factor, 0.3 per
+# temperature decrease (`lrd03`), seeds 0-19; each paired by seed with `lrd05` (lr_decay_combos.md, lr_decay_03.md).
+# About 40 min on 2 cores.
+lr_decay_more_task() {
   compare "$1" "combo_$1" "combo_$1" --seeds 10 --vary_split --tuned false \
     --variants "lrd05_ema95:--east_lr_decay 0.5 --east_ema_decay 0.95" \
     "lrd05_w3:--east_lr_decay 0.5 --east_select_window 3"
+  compare "$1" "lrdecay03_$1" "lrdecay03_$1" --seeds 20 --vary_split --tuned false --variants "lrd03:--east_lr_decay 0.3"
 }
-lr_decay_combos_chain1() { lr_decay_combos_task lending_club; }
-lr_decay_combos_chain2() { lr_decay_combos_task caravan; }
-lr_decay_combos() {
-  side_by_side lr_decay_combos_chain1 lr_decay_combos_chain2
-  local task specs=()
+lr_decay_more_chain1() { lr_decay_more_task lending_club; }
+lr_decay_more_chain2() { lr_decay_more_task caravan; }
+lr_decay_more() {
+  side_by_side lr_decay_more_chain1 lr_decay_more_chain2
+  local task seeds combos=() factor=()
   for task in lending_club caravan; do
-    specs+=("$task=$R/combo_$task/results.json=$R/lrdecay_$task/results.json:lrd05")
+    combos+=("$task=$R/combo_$task/results.json=$R/lrdecay_$task/results.json:lrd05")
+    factor+=("$task=$R/lrdecay03_$task/results.json=$R/lrdecay_$task/results.json:lrd05")
   done
-  "$BIN/python" benchmarks/against_best.py --variants lrd05_ema95,lrd05_w3 --seeds 0-9 "${specs[@]}" \
+  "$BIN/python" benchmarks/against_best.py --variants lrd05_ema95,lrd05_w3 --seeds 0-9 "${combos[@]}" \
     --markdown "$R/lr_decay_combos.md"
+  for seeds in 0-9 10-19 0-19; do
+    printf '\nSeeds %s:\n\n' "$seeds"
+    "$BIN/python" benchmarks/against_best.py --variants lrd03 --seeds "$seeds" "${factor[@]}"
+  done > "$R/lr_decay_03.md"
 }
 
 mkdir -p runs/evidence
@@ -764,7 +772,7 @@ case "${1:-all}" in
   ema) real_data; ema ;;
   val_split) real_data; val_split ;;
   lr_decay) real_data; lr_decay ;;
-  lr_decay_combos) real_data; lr_decay_combos ;;
-  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|ema|val_split|lr_decay|lr_decay_combos|text|multilabel]" >&2; exit 2 ;;
+  lr_decay_more) real_data; lr_decay_more ;;
+  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|ema|val_split|lr_decay|lr_decay_more|text|multilabel]" >&2; exit 2 ;;
 esac
 echo "tables: $R/"
