@@ -199,3 +199,37 @@ def test_a_kept_model_that_finds_almost_none_of_a_scored_class_is_warned_about(c
     assert "recall_cat=0.010" in warn_near_empty_kept_model(history, 20, binary=False)
     assert warn_near_empty_kept_model(history, 30, binary=True) is None
     assert warn_near_empty_kept_model(history, None, binary=True) is None
+
+
+class _NeverClassTwo(PlainClassifier):
+    """A classifier whose class 2 logit is far below the others whatever it learns: it never predicts class 2."""
+
+    def forward(self, input_values):
+        logits = super().forward(input_values)
+        return logits - torch.tensor([0.0, 0.0, 1e4])
+
+
+@pytest.mark.parametrize("model", [_NeverClassTwo, PlainClassifier], ids=["dead_class", "healthy"])
+def test_a_kept_model_that_never_predicts_a_class_is_warned_about(tmp_path, caplog, model):
+    """With the trainer's own metrics, the best checkpoint's validation predictions are counted per class: a class
+    with validation samples that the kept model never predicts is named in one warning, with its samples."""
+    import logging
+
+    from helpers import blobs
+
+    torch.manual_seed(0)
+    validation = blobs(48, 1)
+    args = east_args(
+        tmp_path, max_steps=12, eval_strategy="steps", eval_steps=4, save_strategy="steps", save_steps=4,
+        load_best_model_at_end=True, metric_for_best_model="fbeta", learning_rate=0.05,
+    )  # fmt: skip
+    trainer = EASTTrainer(model=model(), args=args, train_dataset=blobs(64, 0), eval_dataset=validation)
+    with caplog.at_level(logging.WARNING, logger="east_hf"):
+        trainer.train()
+    warned = [r.getMessage() for r in caplog.records if "never predicts a class" in r.getMessage()]
+    if model is PlainClassifier:
+        assert warned == []
+        return
+    samples = int((validation.y == 2).sum())
+    assert samples > 0 and len(warned) == 1
+    assert f"step {trainer.state.best_global_step}" in warned[0] and f": 2 ({samples} samples);" in warned[0]

@@ -103,6 +103,24 @@ def warn_near_empty_kept_model(log_history: list[dict[str, Any]], best_step: int
     return message
 
 
+def warn_unpredicted_kept_classes(
+    unpredicted: dict[int, list[tuple[int, int]]] | None, best_step: int | None, id2label: dict | None
+) -> str | None:
+    """Warn (and return the message) when the model kept at the end never predicts a class that has validation
+    samples (``unpredicted``: per evaluation step, the (class, samples) pairs the trainer recorded). Small or
+    imbalanced data can leave a class that no run learned, whatever the loss; its recall and F-beta are 0."""
+    if not unpredicted or best_step is None or not unpredicted.get(best_step):
+        return None
+    names = ", ".join(f"{(id2label or {}).get(k, k)} ({n} samples)" for k, n in unpredicted[best_step])
+    message = (
+        f"The model kept (step {best_step}) never predicts a class that has validation samples: {names}; its "
+        "recall and F-beta of that class are 0 (too few training steps or samples of it: more epochs or a higher "
+        "learning rate can help)"
+    )
+    logger.warning(message)
+    return message
+
+
 class NonFiniteGuard:
     """The non-finite guards of ``EASTTrainer`` (a mixin): the trainer calls ``_flag_nonfinite(loss)`` in every
     training step and provides ``east_loss`` and ``warm_start_loss`` (whose label faults are checked too)."""

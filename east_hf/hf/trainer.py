@@ -57,6 +57,7 @@ from east_hf.hf.guards import (
     check_even_batches,
     check_warm_start_length,
     warn_near_empty_kept_model,
+    warn_unpredicted_kept_classes,
 )
 from east_hf.hf.resume import check_saved_schedule, first_batch_logits, load_renamed_weights, resolve_checkpoint
 
@@ -341,6 +342,9 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
             load_renamed_weights(self.accelerator.unwrap_model(self.model), best)
             binary = self.args.east_average == "binary" and not self.multi_label
             warn_near_empty_kept_model(self.state.log_history, self.state.best_global_step, binary)
+            if not binary:  # binary: the near-empty warning above speaks of the one class scored
+                id2label = getattr(getattr(self.model, "config", None), "id2label", None)
+                warn_unpredicted_kept_classes(self._unpredicted, self.state.best_global_step, id2label)
         return result
 
     def _preflight(self) -> None:
