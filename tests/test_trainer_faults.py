@@ -233,3 +233,14 @@ def test_a_kept_model_that_never_predicts_a_class_is_warned_about(tmp_path, capl
     samples = int((validation.y == 2).sum())
     assert samples > 0 and len(warned) == 1
     assert f"step {trainer.state.best_global_step}" in warned[0] and f": 2 ({samples} samples);" in warned[0]
+
+
+def test_the_unpredicted_classes_warning_names_ten_classes_and_counts_the_rest():
+    from east_hf.hf.guards import UNPREDICTED_NAMED, warn_unpredicted_kept_classes
+
+    record = {8: [(k, 2) for k in range(25)], 12: []}
+    message = warn_unpredicted_kept_classes(record, 8, {0: "cat"})
+    assert "\n" not in message and "cat (2 samples), 1 (2 samples)" in message
+    assert f"{UNPREDICTED_NAMED - 1} (2 samples) and {25 - UNPREDICTED_NAMED} more classes;" in message
+    assert warn_unpredicted_kept_classes(record, 12, None) is None  # every class predicted at the kept step
+    assert warn_unpredicted_kept_classes(record, None, None) is None

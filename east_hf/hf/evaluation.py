@@ -190,10 +190,10 @@ class EvaluationFromCounts:
             output.metrics.update({f"{metric_key_prefix}_{key}": value for key, value in scored.items()})
             if metric_key_prefix == "eval" and counts.shape[0] == 3:  # single-label (3, C): TP, support, predicted
                 support, predicted = counts[1], counts[2]
-                never = ((support > 0) & (predicted == 0)).nonzero().flatten().tolist()
+                never = ((support > 0) & (predicted == 0)).nonzero().flatten()
                 if self._unpredicted is None:
                     self._unpredicted = {}
-                self._unpredicted[self.state.global_step] = [(k, int(support[k])) for k in never]
+                self._unpredicted[self.state.global_step] = list(zip(never.tolist(), support[never].tolist()))
         if metric_key_prefix == "eval":
             self._check_best_metric_key(output.metrics)
         return output

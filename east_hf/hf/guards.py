@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 NEAR_EMPTY_RECALL = 0.05  # validation recall of a scored class below which the kept model is warned about
+UNPREDICTED_NAMED = 10  # classes a warning names before it counts the rest: one line with many classes
 
 logger = hf_logging.get_logger(__name__)
 
@@ -111,7 +112,10 @@ def warn_unpredicted_kept_classes(
     imbalanced data can leave a class that no run learned, whatever the loss; its recall and F-beta are 0."""
     if not unpredicted or best_step is None or not unpredicted.get(best_step):
         return None
-    names = ", ".join(f"{(id2label or {}).get(k, k)} ({n} samples)" for k, n in unpredicted[best_step])
+    classes = unpredicted[best_step]
+    names = ", ".join(f"{(id2label or {}).get(k, k)} ({n} samples)" for k, n in classes[:UNPREDICTED_NAMED])
+    if len(classes) > UNPREDICTED_NAMED:
+        names += f" and {len(classes) - UNPREDICTED_NAMED} more classes"
     message = (
         f"The model kept (step {best_step}) never predicts a class that has validation samples: {names}; its "
         "recall and F-beta of that class are 0 (too few training steps or samples of it: more epochs or a higher "

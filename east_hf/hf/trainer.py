@@ -221,10 +221,11 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
     ):
         inputs, labels = split_inputs(inputs)
         outputs = model(**inputs)
-        loss_fn = self._current_loss(logits_of(outputs))
+        logits = logits_of(outputs)
+        loss_fn = self._current_loss(logits)
         # additive (EAST: the soft confusion matrix's (3, C) counts); a training step reads nothing from the device:
         # a label out of range weighs 0 and is recorded, raised by _raise_if_nonfinite when the Trainer next logs
-        stats = loss_fn.statistics(logits_of(outputs), labels, validate_args=not model.training)
+        stats = loss_fn.statistics(logits, labels, validate_args=not model.training)
         if self.args.east_sync_across_processes and self.accelerator.num_processes > 1:
             stats = _SumAcrossProcesses.apply(stats)
         if model.training:
