@@ -89,6 +89,40 @@ def test_the_trainer_anneals_and_reports_macro_f1_equal_to_scikit_learn(splits, 
     assert tuned["eval_fbeta"] == pytest.approx(rule.score, abs=1e-9)
 
 
+class _NeverLabelZero(TabularMLPForClassification):
+    """A multi-label MLP whose label 0 logit is far below 0 whatever it learns: it never predicts label 0."""
+
+    def forward(self, input_features, labels=None, **kwargs):
+        output = super().forward(input_features, labels=labels, **kwargs)
+        output.logits = output.logits - torch.tensor([1e4, 0.0, 0.0])
+        return output
+
+
+@pytest.mark.parametrize("dead", [True, False], ids=["dead_label", "healthy"])
+def test_a_kept_multi_label_model_that_never_predicts_a_label_is_warned_about(splits, tmp_path, caplog, dead):
+    """The kept model's validation counts name each label with positives that it never predicts, in one warning."""
+    import logging
+
+    (X, Y), (Xv, Yv) = splits
+    torch.manual_seed(0)
+    config = TabularMLPConfig(
+        num_features=F, num_labels=L, hidden_sizes=[32], problem_type="multi_label_classification",
+        id2label={0: "rare", 1: "mid", 2: "common"}, label2id={"rare": 0, "mid": 1, "common": 2},
+    )  # fmt: skip
+    model = (_NeverLabelZero if dead else TabularMLPForClassification)(config)
+    args = _args(tmp_path, num_train_epochs=4, load_best_model_at_end=True, metric_for_best_model="fbeta")
+    trainer = EASTTrainer(model, args, train_dataset=_dataset(X, Y), eval_dataset=_dataset(Xv, Yv))
+    with caplog.at_level(logging.WARNING, logger="east_hf"):
+        trainer.train()
+    warned = [r.getMessage() for r in caplog.records if "never predicts a label" in r.getMessage()]
+    if not dead:
+        assert warned == []
+        return
+    assert len(warned) == 1
+    assert f"step {trainer.state.best_global_step}" in warned[0]
+    assert f": rare ({int(Yv[:, 0].sum())} samples);" in warned[0] and "mid" not in warned[0]
+
+
 @pytest.mark.parametrize(("loss", "kind"), [("ce", BinaryCrossEntropySetLoss), ("wce", BinaryCrossEntropySetLoss),
                                             ("la", BinaryCrossEntropySetLoss), ("asl", AsymmetricLoss)])  # fmt: skip
 def test_the_baselines_train_from_float_labels_without_a_problem_type(splits, tmp_path, loss, kind):

@@ -98,9 +98,10 @@ class EvaluationFromCounts:
     _eval_counts: torch.Tensor | None = None
     _eval_stats: Any = None
     _eval_counts_only: bool = False
-    # Per validation evaluation (global step) of a single-label model: the classes with validation samples that it
-    # never predicted, as (class index, samples) pairs; the trainer reads the kept model's after training.
-    _unpredicted: dict[int, list[tuple[int, int]]] | None = None
+    # Per validation evaluation (global step) with the counted metrics: the classes (multi-label: labels) with
+    # validation samples that the model never predicted, as (index, samples) pairs; the trainer reads the kept
+    # model's after training.
+    _unpredicted: dict[int, list[tuple[int, float]]] | None = None
     _logits_sink: _LogitsSink | None = None  # set while ``with_logits_on_disk`` predicts
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
@@ -188,8 +189,9 @@ class EvaluationFromCounts:
         if counts is not None:  # after the loss, in the order the Trainer leaves compute_metrics' keys
             scored = self.compute_metrics.from_counts(counts)
             output.metrics.update({f"{metric_key_prefix}_{key}": value for key, value in scored.items()})
-            if metric_key_prefix == "eval" and counts.shape[0] == 3:  # single-label (3, C): TP, support, predicted
-                support, predicted = counts[1], counts[2]
+            if metric_key_prefix == "eval":  # single-label (3, C): TP, support, predicted; multi-label (4, L + 1)
+                width = counts.shape[1] - (counts.shape[0] == 4)  # multi-label: column L holds the rows' sums
+                support, predicted = counts[1, :width], counts[2, :width]
                 never = ((support > 0) & (predicted == 0)).nonzero().flatten()
                 if self._unpredicted is None:
                     self._unpredicted = {}

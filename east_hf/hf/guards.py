@@ -105,20 +105,25 @@ def warn_near_empty_kept_model(log_history: list[dict[str, Any]], best_step: int
 
 
 def warn_unpredicted_kept_classes(
-    unpredicted: dict[int, list[tuple[int, int]]] | None, best_step: int | None, id2label: dict | None
+    unpredicted: dict[int, list[tuple[int, float]]] | None,
+    best_step: int | None,
+    id2label: dict | None,
+    multi_label: bool = False,
 ) -> str | None:
-    """Warn (and return the message) when the model kept at the end never predicts a class that has validation
-    samples (``unpredicted``: per evaluation step, the (class, samples) pairs the trainer recorded). Small or
-    imbalanced data can leave a class that no run learned, whatever the loss; its recall and F-beta are 0."""
+    """Warn (and return the message) when the model kept at the end never predicts a class (multi-label: a label)
+    that has validation samples (``unpredicted``: per evaluation step, the (class, samples) pairs the trainer
+    recorded). Small or imbalanced data can leave a class that no run learned, whatever the loss; its recall and
+    F-beta are 0."""
     if not unpredicted or best_step is None or not unpredicted.get(best_step):
         return None
+    what, many = ("label", "labels") if multi_label else ("class", "classes")
     classes = unpredicted[best_step]
-    names = ", ".join(f"{(id2label or {}).get(k, k)} ({n} samples)" for k, n in classes[:UNPREDICTED_NAMED])
+    names = ", ".join(f"{(id2label or {}).get(k, k)} ({n:g} samples)" for k, n in classes[:UNPREDICTED_NAMED])
     if len(classes) > UNPREDICTED_NAMED:
-        names += f" and {len(classes) - UNPREDICTED_NAMED} more classes"
+        names += f" and {len(classes) - UNPREDICTED_NAMED} more {many}"
     message = (
-        f"The model kept (step {best_step}) never predicts a class that has validation samples: {names}; its "
-        "recall and F-beta of that class are 0 (too few training steps or samples of it: more epochs or a higher "
+        f"The model kept (step {best_step}) never predicts a {what} that has validation samples: {names}; its "
+        f"recall and F-beta of that {what} are 0 (too few training steps or samples of it: more epochs or a higher "
         "learning rate can help)"
     )
     logger.warning(message)

@@ -345,7 +345,9 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
             warn_near_empty_kept_model(self.state.log_history, self.state.best_global_step, binary)
             if not binary:  # binary: the near-empty warning above speaks of the one class scored
                 id2label = getattr(getattr(self.model, "config", None), "id2label", None)
-                warn_unpredicted_kept_classes(self._unpredicted, self.state.best_global_step, id2label)
+                warn_unpredicted_kept_classes(
+                    self._unpredicted, self.state.best_global_step, id2label, multi_label=self.multi_label
+                )
         return result
 
     def _preflight(self) -> None:
