@@ -54,6 +54,12 @@
 #      also under LDAM-DRW and logit-adjusted CE (lrprobe_<task>, lr_probe.md); F0.25 with the rate halved
 #      (beta_lr_decay_<task>.md); LDAM-DRW on twenty seeds of the rare-positive tables (ldamfresh_<task>,
 #      lr_decay_ldam.md).
+#  lr_decay_more (about 40 minutes on 2 cores): the halved rate with the moving average or the three-evaluation window,
+#      and 0.3 per decrease, on the rare-positive tables (combo_<task>, lrdecay03_<task>; lr_decay_combos.md,
+#      lr_decay_03.md).
+#  stage_average (about 30 minutes on 2 cores, 6 GB of checkpoints): the default on the rare-positive tables with
+#      every checkpoint kept, seeds 0-19 (stageavg_<task>), and the kept model against averages of the checkpoints
+#      around it in its stage (benchmarks/stage_average.py; stage_average.md: seeds 0-9 choose, 10-19 check).
 #  anneal_default: replays the across-stage decisions of runs trained with an across-stage threshold of 0 under the
 #      default 2 / n (anneal_threshold_replay.md) and trains again the runs it changes (anneal_threshold_default.md:
 #      new against old, by seed). It needs such runs: train the main tables first with
@@ -741,6 +747,22 @@ lr_decay_more() {
     "$BIN/python" benchmarks/against_best.py --variants lrd03 --seeds "$seeds" "${factor[@]}"
   done > "$R/lr_decay_03.md"
 }
+# Averaging the last checkpoints of a stage, post hoc: the default with every checkpoint kept (its runs are the default's
+# own, `kept` reproduces lrdecay_<task>'s lrd05), scored by benchmarks/stage_average.py against the kept model.
+stage_average_task() {
+  compare "$1" - "stageavg_$1" --seeds 20 --vary_split --tuned false --variants "keepall:--save_total_limit 1000"
+}
+stage_average_chain1() { stage_average_task lending_club; }
+stage_average_chain2() { stage_average_task caravan; }
+stage_average() {
+  side_by_side stage_average_chain1 stage_average_chain2
+  local seeds
+  for seeds in 0-9 10-19 0-19; do
+    printf '\nSeeds %s:\n\n' "$seeds"
+    "$BIN/python" benchmarks/stage_average.py runs/evidence/stageavg_{lending_club,caravan}/keepall --seeds "$seeds" \
+      --windows prev2,prev3,prev5,around3,around5,stage
+  done > "$R/stage_average.md"
+}
 
 mkdir -p runs/evidence
 case "${1:-all}" in
@@ -773,6 +795,7 @@ case "${1:-all}" in
   val_split) real_data; val_split ;;
   lr_decay) real_data; lr_decay ;;
   lr_decay_more) real_data; lr_decay_more ;;
-  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|ema|val_split|lr_decay|lr_decay_more|text|multilabel]" >&2; exit 2 ;;
+  stage_average) real_data; stage_average ;;
+  *) echo "usage: $0 [all|real|other_tasks|longtail|memory|paper_ablation|memory_more|la_mix|la_mix_resplit|tables|ce_decay|la_mix_memory|beta_default|beta|ablations|anneal_default|long_tail|many_classes|selection|beta_select|selection_fresh|ema|val_split|lr_decay|lr_decay_more|stage_average|text|multilabel]" >&2; exit 2 ;;
 esac
 echo "tables: $R/"
