@@ -59,7 +59,9 @@
 #      lr_decay_03.md).
 #  stage_average (about 30 minutes on 2 cores, 6 GB of checkpoints): the default on the rare-positive tables with
 #      every checkpoint kept, seeds 0-19 (stageavg_<task>), and the kept model against averages of the checkpoints
-#      around it in its stage (benchmarks/stage_average.py; stage_average.md: seeds 0-9 choose, 10-19 check).
+#      around it in its stage (benchmarks/stage_average.py; stage_average.md: seeds 0-9 choose, 10-19 check); the
+#      same runs' checkpoints kept by the soft F1 at a temperature or the validation loss instead of the validation F1
+#      (benchmarks/soft_selection.py; soft_selection.md).
 #  anneal_default: replays the across-stage decisions of runs trained with an across-stage threshold of 0 under the
 #      default 2 / n (anneal_threshold_replay.md) and trains again the runs it changes (anneal_threshold_default.md:
 #      new against old, by seed). It needs such runs: train the main tables first with
@@ -747,8 +749,9 @@ lr_decay_more() {
     "$BIN/python" benchmarks/against_best.py --variants lrd03 --seeds "$seeds" "${factor[@]}"
   done > "$R/lr_decay_03.md"
 }
-# Averaging the last checkpoints of a stage, post hoc: the default with every checkpoint kept (its runs are the default's
-# own, `kept` reproduces lrdecay_<task>'s lrd05), scored by benchmarks/stage_average.py against the kept model.
+# Averaging the last checkpoints of a stage, and selection by the soft surrogate, post hoc: the default with every
+# checkpoint kept (its runs are the default's own, `kept` reproduces lrdecay_<task>'s lrd05), scored by
+# benchmarks/stage_average.py and benchmarks/soft_selection.py against the kept model.
 stage_average_task() {
   compare "$1" - "stageavg_$1" --seeds 20 --vary_split --tuned false --variants "keepall:--save_total_limit 1000"
 }
@@ -762,6 +765,11 @@ stage_average() {
     "$BIN/python" benchmarks/stage_average.py runs/evidence/stageavg_{lending_club,caravan}/keepall --seeds "$seeds" \
       --windows prev2,prev3,prev5,around3,around5,stage
   done > "$R/stage_average.md"
+  for seeds in 0-9 10-19 0-19; do
+    printf '\nSeeds %s:\n\n' "$seeds"
+    "$BIN/python" benchmarks/soft_selection.py runs/evidence/stageavg_{lending_club,caravan}/keepall --seeds "$seeds" \
+      --rules soft0.02,soft0.05,soft0.1,soft0.15,soft0.2,hard+soft0.05,loss
+  done > "$R/soft_selection.md"
 }
 
 mkdir -p runs/evidence
