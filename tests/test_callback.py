@@ -141,6 +141,27 @@ def test_callback_warns_when_the_budget_ends_training_before_the_annealing(caplo
     assert finished.schedule.finished and "budget" not in caplog.text
 
 
+def test_the_budget_warning_of_a_baseline_names_no_stage_or_temperature(caplog):
+    """A baseline's callback (reports_temperature False, as EASTTrainer sets it for a loss without a temperature) says
+    where the budget ended without a temperature the loss never had."""
+    callback = TemperatureAnnealingCallback(max_stages=1, patience=3)
+    callback.reports_temperature = False
+    driver = Driver(callback).begin()
+    driver.state.max_steps = 2
+    driver.run(STAGES[:2])
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.callbacks"):
+        callback.on_train_end(driver.args, driver.state, driver.control)
+    assert "whole budget (max_steps=2) in training, before its early stopping" in caplog.text
+    assert "T=" not in caplog.text
+
+
+@pytest.mark.parametrize(("loss", "reports"), [("east", True), ("ce", False), ("dice", False)])
+def test_the_trainer_tells_its_callback_whether_the_loss_has_a_temperature(tmp_path, loss, reports):
+    from helpers import annealing_trainer
+
+    assert annealing_trainer(tmp_path, east_loss=loss).annealing.reports_temperature is reports
+
+
 def test_callback_missing_key_names_the_keys_that_appeared():
     callback = TemperatureAnnealingCallback(anneal_monitor="mcc")
     driver = Driver(callback).begin()

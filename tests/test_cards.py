@@ -76,7 +76,8 @@ def test_card_names_the_default_warm_start_and_its_evaluations(tmp_path):
     trainer = _run(tmp_path, east_annealing=True)
     trainer.east_card_info = {"test_metrics": trainer.evaluate(metric_key_prefix="test")}
     text = trainer.create_model_card().read_text()
-    assert "| warm start | cross-entropy for 2 epochs |" in text
+    assert trainer.warm_start_loss.name == "la"  # the default warm start, named as such
+    assert "| warm start | logit-adjusted cross-entropy for 2 epochs |" in text
     assert "| 3 | CE warm start |" in text and "| 6 | CE warm start |" in text and "| 9 | 0 |" in text
     assert "| stages | 1 |" in text  # the warm start is not an annealing stage
 

@@ -251,6 +251,29 @@ def test_text_in_a_numeric_column_names_the_file_the_column_and_the_value(tmp_pa
     assert "column 'x' holds numbers and text 'abc' in 1 of 40 rows, so it is one-hot encoded as text" in caplog.text
 
 
+def test_json_lines_labels_of_mixed_types_are_refused_naming_a_row_of_each(tmp_path):
+    import json
+
+    def jsonl(name: str, labels: list) -> Path:
+        rows = [json.dumps({"x": i * 0.5, "y": y}) for i, y in enumerate(labels)]
+        return write_text(tmp_path / name, "\n".join(rows) + "\n")
+
+    mixed = jsonl("mixed.jsonl", [1] + ["neg", "pos"] * 20)
+    assert _refusal(mixed) == (
+        "Expected label values of one type in column 'y', got mixed types (row 0: 1, row 1: 'neg'): write every "
+        "label as text, or every label as a number"
+    )
+    unlabelled = jsonl(
+        "unlabelled.jsonl", [None, -100, "neg", "pos", 2.5] + ["neg", "pos"] * 20
+    )  # no type: null, -100
+    assert "got mixed types (row 2: 'neg', row 4: 2.5)" in _refusal(unlabelled)
+    lists = jsonl("lists.jsonl", [-100, [1, "a"], [0, "b"]] * 10)
+    assert _refusal(lists).startswith("Expected one number or text label per row in column 'y', got JSON lists (row 1")
+    ignored = jsonl("ignored.jsonl", [-100] + ["neg", "pos"] * 20)  # -100 alone among strings is typed as text
+    data = load_data(DataArguments(dataset_name=str(ignored), label_column="y"))
+    assert data.label_names == ["neg", "pos"] and data.dropped == {"label -100": 1}
+
+
 # ---- the vectorised path: the same values as an independent pandas / scikit-learn reference ----
 def _mixed_csv(path: Path, n: int = 600) -> Path:
     """Numbers with missing cells, a text column with spaces and missing cells, labels as text with spaces, and a

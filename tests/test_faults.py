@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from helpers import PlainClassifier, TinyTabular, east_args, write_csv
@@ -169,6 +170,42 @@ def test_3_rerunning_into_a_finished_run_is_refused_and_overwrite_is_explicit(ca
     assert {p: p.read_bytes() for p in before} == before  # untouched, best checkpoint included
     assert east_train([str(TABULAR), *_tiny(out, learning_rate=0.05, overwrite_output_dir="true")]) == 0
     assert json.loads((out / "all_results.json").read_text()) != json.loads(before[out / "all_results.json"])
+
+
+def test_3_a_run_resumes_only_with_the_data_and_model_settings_it_was_started_with(capsys, tmp_path):
+    """east-train keeps its run's record (run_settings.json); resuming with another split or model shape is refused in
+    one line naming the change, before any training; a longer budget resumes."""
+    out = tmp_path / "run"
+    assert east_train([str(TABULAR), *_tiny(out)]) == 0
+    record = json.loads((out / "run_settings.json").read_text())
+    assert record["data"]["split_seed"] == 42 and record["model"]["hidden_sizes"] == [16]
+    before = (out / "model.safetensors").read_bytes()
+    err = _error(capsys, [TABULAR, *_tiny(out, split_seed=7, resume_from_checkpoint="true")])
+    assert "Expected the data and model settings" in err and "split_seed: 42 -> 7" in err
+    err = _error(capsys, [TABULAR, *_tiny(out, hidden_sizes=32, resume_from_checkpoint="true")])
+    assert "hidden_sizes: [16] -> [32]" in err
+    assert (out / "model.safetensors").read_bytes() == before  # nothing trained
+    assert east_train([str(TABULAR), *_tiny(out, max_steps=6, resume_from_checkpoint="true")]) == 0
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
+    assert east_train([str(TABULAR), *_tiny(out, split_seed=7, overwrite_output_dir="true")]) == 0
+    assert json.loads((out / "run_settings.json").read_text())["data"]["split_seed"] == 7  # the new run's record
+
+
+def test_3_a_finished_text_run_resumes_and_is_replaced(capsys, tmp_path):
+    """A text run's tokenizer files are the run's own: the run resumes and --overwrite_output_dir replaces it."""
+    words = {"sport": "goal match team coach".split(), "money": "bank price loan cash".split()}
+    rows = [(f"{a} {b} the day", label) for label, w in words.items() for a in w for b in w for _ in range(3)]
+    csv = tmp_path / "texts.csv"
+    pd.DataFrame(rows, columns=["text", "label"]).to_csv(csv, index=False)
+    out = tmp_path / "run"
+    argv = [str(ROOT / "recipes" / "text_tiny_demo.yaml"), "--dataset_name", str(csv), *_tiny(out)]
+    argv = [a for a in argv if a not in ("--hidden_sizes", "16")]
+    assert east_train(argv) == 0
+    assert (out / "tokenizer.json").is_file()
+    assert east_train([*argv, "--resume_from_checkpoint", "true"]) == 0
+    assert east_train([*argv, "--overwrite_output_dir", "true"]) == 0
+    err = _error(capsys, [*argv, "--max_length", "16", "--resume_from_checkpoint", "true"])
+    assert "max_length: 128 -> 16" in err
 
 
 # ---- 4. east-compare never reuses a run trained with other settings ----

@@ -255,6 +255,14 @@ def test_evaluate_load_by_path(name):
     assert set(by_dir.features) == {"predictions", "references"}
 
 
+def test_load_metric_takes_the_config_name_as_evaluate_load_does():
+    """``load_metric(name, "multilabel")``, as the metric's README writes ``evaluate.load(name, "multilabel")``."""
+    metric = load_metric("macro_fbeta", "multilabel", keep_in_memory=True)
+    predictions, references = [[1, 0, 0], [0, 1, 1]], [[1, 0, 1], [0, 1, 1]]
+    expected = fbeta_score(np.array(references), np.array(predictions), beta=1.0, average="macro", zero_division=0)
+    assert metric.compute(predictions=predictions, references=references)["fbeta"] == pytest.approx(expected)
+
+
 def test_load_metric_rejects_unknown_names():
     with pytest.raises(ValueError, match="Expected a metric name"):
         load_metric("f1")

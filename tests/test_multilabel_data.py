@@ -190,7 +190,7 @@ def test_a_label_never_positive_or_never_negative_in_training_warns_with_its_f1(
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2
     assert lines[0].startswith("label 'never' (no positive anywhere) never positive in the 64 training rows")
-    assert "its F1 will be 0" in lines[0]
+    assert "its predictions are untrained), its F1 will be about 0" in lines[0]
     assert lines[1].startswith("label 'always' (F1 1.000 on validation, 1.000 on test) positive in every training")
 
 
@@ -201,6 +201,52 @@ def test_a_missing_label_column_names_the_closest(tmp_path):
     pd.DataFrame({"x": [1.0] * 4, "tag": ["a|b"] * 4}).to_csv(tmp_path / "t.csv", index=False)
     with pytest.raises(DataError, match=r"label column 'tags' not found .*closest: tag"):
         load_data(DataArguments(dataset_name=str(tmp_path / "t.csv"), label_column="tags", label_separator="|"))
+
+
+def test_a_separator_in_no_cell_is_refused_naming_the_one_the_cells_hold(tmp_path):
+    rows = [(i, "|".join(chosen)) for i, (_, chosen) in enumerate(_sentences(60))]
+    pd.DataFrame(rows, columns=["x", "topics"]).to_csv(tmp_path / "d.csv", index=False)
+    args = {"dataset_name": str(tmp_path / "d.csv"), "label_column": "topics"}
+    with pytest.raises(DataError) as err:
+        load_data(DataArguments(**args, label_separator=";"))
+    assert str(err.value) == (
+        "Expected labels separated by ';' in label column 'topics', got none; the cells hold '|' (e.g. "
+        f"{next(t for _, t in rows if '|' in t)!r}): pass --label_separator '|'"
+    )
+    assert load_data(DataArguments(**args, label_separator="|")).label_names == ["food", "money", "sport"]
+    # no separator in any cell: one label per row is a legitimate multi-label set
+    pd.DataFrame({"x": range(60), "topics": ["food", "money", "sport"] * 20}).to_csv(tmp_path / "d.csv", index=False)
+    data = load_data(DataArguments(**args, label_separator=";"))
+    assert data.multi_label and data.label_names == ["food", "money", "sport"]
+    assert (_all(data).sum(1) == 1).all()
+    # names that hold another separator but share no part with other cells are names, not lists
+    pd.DataFrame({"x": range(60), "topics": ["sci/tech", "world", "sports"] * 20}).to_csv(
+        tmp_path / "d.csv", index=False
+    )
+    assert load_data(DataArguments(**args, label_separator="|")).label_names == ["sci/tech", "sports", "world"]
+
+
+def test_multi_hot_vectors_written_as_text_in_one_label_column_are_refused(tmp_path):
+    rng = np.random.default_rng(0)
+    vectors = [str(list(v)) for v in rng.integers(0, 2, (80, 4)).tolist()]  # "[1, 0, 0, 1]": what a CSV holds
+    pd.DataFrame({"x": range(80), "labels": vectors}).to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(DataError) as err:
+        load_data(DataArguments(dataset_name=str(tmp_path / "d.csv")))
+    message = str(err.value)
+    assert message.startswith(
+        "Expected one class per row in label column 'labels', got values that look like multi-hot vectors written "
+        "as text (e.g. '[0, 0, 0, 0]'): "
+    )
+    assert "--label_columns" in message and "--label_separator" in message and "JSON-lines list" in message
+    assert "\n" not in message
+    pd.DataFrame({"x": range(4), "labels": ["[0 1]", "[1.0, 0.0]", " [] ", "[1;1]"]}).to_csv(
+        tmp_path / "d.csv", index=False
+    )
+    with pytest.raises(DataError, match="look like multi-hot vectors written as text"):
+        load_data(DataArguments(dataset_name=str(tmp_path / "d.csv")))
+    # a class name with brackets among others is a class
+    pd.DataFrame({"x": range(40), "labels": ["[1, 0]", "other"] * 20}).to_csv(tmp_path / "d.csv", index=False)
+    assert load_data(DataArguments(dataset_name=str(tmp_path / "d.csv"))).label_names == ["[1, 0]", "other"]
 
 
 def test_east_train_refuses_bad_multi_label_data_in_one_line_before_training(tmp_path, capsys):

@@ -219,6 +219,26 @@ def test_east_compare_runs_the_multi_label_baselines(table_csv, tmp_path):
         assert f"| {row} " in table
 
 
+@pytest.mark.parametrize("where", ["recipe", "flags"])
+def test_east_compare_refuses_a_single_label_loss_for_multi_label_runs_before_training(
+    table_csv, tmp_path, capsys, where
+):
+    """Multi-label by the recipe or by east-train's flags after --: dice is refused in one line, nothing is trained."""
+    from helpers import one_line_error
+
+    from east_hf.scripts import east_compare
+
+    recipe = tmp_path / "recipe.yaml"
+    labels = "label_columns: [rare, mid, common]\n" if where == "recipe" else ""
+    recipe.write_text(f"dataset_name: {table_csv}\n{labels}model_name_or_path: tabular_mlp\nnum_train_epochs: 1\n")
+    out = tmp_path / "compare"
+    argv = [recipe, "--losses", "east,dice", "--seeds", "1", "--output_dir", out]
+    argv += ["--", "--label_columns", "rare,mid,common"] if where == "flags" else []
+    err = one_line_error(capsys, east_compare.main, argv)
+    assert "Expected multi-label losses among" in err and "got 'dice' (single-label only)" in err
+    assert not out.exists()
+
+
 # ---- texts with several labels: pipeline() where east_hf is not installed ----
 TOPICS = {"sport": "goal match team score".split(), "money": "bank price stock loan".split(),
           "food": "bread soup apple cheese".split()}  # fmt: skip
@@ -336,7 +356,8 @@ def test_one_sided_labels_warn_whatever_the_loss(splits, tmp_path, caplog):
         EASTTrainer(
             _model(), _args(tmp_path, east_loss="ce"), train_dataset=_dataset(X, Y), eval_dataset=_dataset(Xv, Yv)
         )
-    assert "never positive or never negative in training (LABEL_0)" in caplog.text and "2p / (1 + p)" in caplog.text
+    assert "never positive or never negative in training (LABEL_0)" in caplog.text
+    assert "predictions of them are untrained" in caplog.text and "can still be predicted present" in caplog.text
 
 
 def test_binary_focal_keeps_the_gradient_of_a_confidently_wrong_entry():

@@ -394,3 +394,121 @@ def test_ctrl_c_while_the_predictions_are_written_leaves_no_file_and_one_line(
     assert exc.value.code == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"east-predict: interrupted; {out} not written"
     assert list(tmp_path.iterdir()) == [] and signal.getsignal(signal.SIGINT) is handler
+
+
+# ---- an --output that is a directory or a file of the run; texts that are missing or not text ----
+def test_an_output_that_is_a_directory_or_a_file_of_the_run_is_refused_before_the_model_loads(
+    tabular_run, capsys, monkeypatch, tmp_path
+):
+    """No file of the run (config, weights, a checkpoint's files; also through a link, or from one of its
+    checkpoints) is replaced by the CSV, and a directory is refused, before the model loads; a new file in the run
+    folder and an unrelated existing file are written."""
+    import importlib
+
+    run, data = tabular_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    csv = str(data / "test.csv")
+    checkpoint = sorted(copy.glob("checkpoint-*"))[-1]
+    link = tmp_path / "link.csv"
+    link.symlink_to(copy / "config.json")
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+
+    def no_model(*args, **kwargs):
+        pytest.fail("the model loaded before --output was checked")
+
+    monkeypatch.setattr(importlib.import_module("east_hf.hf.predict"), "Predictor", no_model)
+    for output, run_dir, folder in [
+        (copy / "config.json", copy, copy),
+        (checkpoint / "model.safetensors", copy, copy),
+        (link, copy, copy),
+        (checkpoint / "config.json", checkpoint, checkpoint),
+        (copy / "config.json", checkpoint, copy),  # a checkpoint of the run: the run's own files too
+    ]:
+        assert _error(capsys, [str(run_dir), csv, "-o", str(output)]) == (
+            "east-predict: error: Expected --output to name a new file or one outside the run folder "
+            f"{folder.resolve()}, got {output}, which is a file of the run"
+        )
+    for folder in (tmp_path, copy):
+        assert _error(capsys, [str(copy), csv, "-o", str(folder)]) == (
+            f"east-predict: error: Expected --output to name a file for the predictions CSV, got {folder}, which is "
+            "a directory"
+        )
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+    monkeypatch.undo()
+
+    assert main([str(copy), csv, "-o", str(copy / "predictions.csv")]) == 0
+    earlier = write_text(tmp_path / "earlier.csv", "an earlier file\n")
+    assert main([str(copy), csv, "-o", str(earlier)]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(earlier), pd.read_csv(copy / "predictions.csv"))
+
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory):
+    """An untrained text_tiny model saved as east-train saves a text run (config, weights, tokenizer): what reaches
+    its tokenizer is what these tests check, not what it learned."""
+    from east_hf.hf.models.text import text_tiny_model, train_wordpiece_tokenizer
+
+    out = tmp_path_factory.mktemp("text") / "run"
+    texts = ["goal team match score", "soup bread cheese salad", "bank loan price stock"] * 4
+    tokenizer = train_wordpiece_tokenizer(texts, vocab_size=100, cache=False)
+    text_tiny_model(tokenizer, {0: "food", 1: "money", 2: "sport"}, max_length=32).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_a_text_column_of_numbers_is_one_line_in_east_trains_words(text_run, capsys, tmp_path):
+    rows = write_text(tmp_path / "numbers.csv", "text,label\n3,sport\n5,food\n")
+    assert _error(capsys, [str(text_run), str(rows)]) == (
+        "east-predict: error: text column 'text' holds int64 values, not text (row 0: 3); pass the column of "
+        "strings, or convert it"
+    )
+    predictor = east_hf.Predictor(text_run, device="cpu")
+    with pytest.raises(ValueError, match=r"^text column 'text' holds float64 values, not text \(row 1: 2\.5\); "):
+        predictor.predict(pd.DataFrame({"text": [np.nan, 2.5]}))  # a missing value aside
+    with pytest.raises(ValueError, match=r"^text column 'text' holds int values, not text \(row 2: 7\); "):
+        predictor.predict(["goal team", None, 7])
+
+
+def test_missing_and_blank_texts_are_kept_and_counted_in_one_warning(text_run, capsys, caplog, tmp_path):
+    """Rows without text stay in the output, aligned with the input, predicted from an empty input, and one warning
+    counts them: from a list, one row, a datasets.Dataset and a CSV read by east-predict."""
+    import logging
+
+    import datasets
+
+    predictor = east_hf.Predictor(text_run, device="cpu")
+    columns = ["probability_food", "probability_money", "probability_sport"]
+
+    def warnings():
+        found = [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.predict"]
+        caplog.clear()
+        return found
+
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.predict"):
+        empty = predictor.predict([""], probabilities=True)
+        assert warnings() == [
+            "1 of 1 rows has no text in text (missing, empty or blank): its prediction comes from an empty input"
+        ]
+        texts = ["goal team", "", "   ", None, float("nan"), "soup bread"]
+        frame = predictor.predict(texts, probabilities=True)
+        assert warnings() == [
+            "4 of 6 rows have no text in text (missing, empty or blank): their predictions come from an empty input"
+        ]
+        assert len(frame) == 6
+        np.testing.assert_allclose(
+            frame.loc[1:4, columns].to_numpy(), np.repeat(empty[columns].to_numpy(), 4, axis=0), atol=1e-5
+        )
+        assert len(predictor.predict({"text": None})) == 1 and len(warnings()) == 1
+        dataset = datasets.Dataset.from_dict({"text": ["goal", None, ""], "label": ["sport", "food", "money"]})
+        assert predictor.predict(dataset)["label"].tolist() == ["sport", "food", "money"]
+        assert warnings()[0].startswith("2 of 3 rows have no text in text")
+
+        rows = pd.DataFrame({"text": ["goal team", "", " ", "soup"], "label": ["sport", "food", "money", "food"]})
+        rows.to_csv(tmp_path / "rows.csv", index=False)
+        out = tmp_path / "predictions.csv"
+        assert main([str(text_run), str(tmp_path / "rows.csv"), "-o", str(out), "--device", "cpu"]) == 0
+        assert warnings() == [
+            "2 of 4 rows have no text in text (missing, empty or blank): their predictions come from an empty input"
+        ]
+    assert pd.read_csv(out)["label"].tolist() == rows["label"].tolist()

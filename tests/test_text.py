@@ -173,6 +173,31 @@ def test_a_column_of_numbers_is_not_text(tmp_path):
         _text_data(_write(tmp_path / "t.csv", rows, ("text", "label", "n")), text_column="n")
 
 
+def test_json_lines_text_of_mixed_types_names_the_first_row_that_is_not_a_string(tmp_path):
+    path = tmp_path / "t.jsonl"
+    rows = [{"text": t, "label": label} for t, label in _sentences()[:40]]
+    rows[0]["text"], rows[1]["text"], rows[5]["text"] = None, "", 123  # a missing and an empty text are not refused
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(DataError) as err:
+        _text_data(path, text_column="text")
+    assert str(err.value) == (
+        "text column 'text' holds JSON values of several types, not text (row 5: 123); pass the column of strings, "
+        "or convert it"
+    )
+
+
+def test_texts_all_empty_or_blank_are_refused_before_splitting(tmp_path, capsys):
+    csv = _write(tmp_path / "t.csv", [("   ", label) for _, label in _sentences()[:60]] + [(None, "food")])
+    with pytest.raises(DataError) as err:
+        _text_data(csv, text_column="text")
+    message = "Expected some non-empty texts in column 'text', got all 61 texts empty or blank: pass the column that "
+    assert str(err.value) == message + "holds the texts (--text_column)"
+    err = one_line_error(
+        capsys, main, ["--dataset_name", csv, "--text_column", "text", "--output_dir", tmp_path / "out"]
+    )
+    assert err.endswith(message + "holds the texts (--text_column)")
+
+
 def test_a_missing_text_column_names_the_closest(tmp_path, capsys):
     csv = _write(tmp_path / "t.csv", _sentences()[:40])
     err = one_line_error(
@@ -209,6 +234,26 @@ def test_texts_longer_than_max_length_warn_with_the_share(text_csv, caplog):
     assert max(len(ids) for ids in data.train["input_ids"]) == 5
     with pytest.raises(ValueError, match=r"Expected max_length <= 32 \(the model's longest input\), got 64"):
         tokenize_splits(_text_data(text_csv), tokenizer, model, max_length=64)
+
+
+@pytest.mark.parametrize("max_length", [1, 2])
+def test_a_max_length_with_no_room_for_a_token_of_text_is_refused(text_csv, tmp_path, max_length):
+    data = _text_data(text_csv)
+    tokenizer = train_wordpiece_tokenizer(data.train["text"], vocab_size=200)
+    model = text_tiny_model(tokenizer, {0: "a", 1: "b", 2: "c"}, max_length=32)
+    with pytest.raises(ValueError) as err:
+        tokenize_splits(data, tokenizer, model, max_length=max_length)
+    assert str(err.value) == (
+        f"Expected max_length >= 3 (the tokenizer adds 2 special tokens, plus one token of text), got {max_length}"
+    )
+    assert "input_ids" not in data.train.column_names  # refused before tokenizing
+    tokenize_splits(data, tokenizer, model, max_length=3)  # [CLS] one token [SEP]
+    assert {len(ids) for ids in data.train["input_ids"]} == {3}
+    rows = [(t, t[::-1], label) for t, label in _sentences()[:60]]
+    pairs = _text_data(_write(tmp_path / "p.csv", rows, ("text", "other", "label")), text_column="text",
+                       text_pair_column="other")  # fmt: skip
+    with pytest.raises(ValueError, match=r"^Expected max_length >= 4 \(the tokenizer adds 3 special tokens to a pair"):
+        tokenize_splits(pairs, tokenizer, model, max_length=3)
 
 
 def test_a_pair_column_needs_a_tokenizer_that_takes_pairs(tmp_path):

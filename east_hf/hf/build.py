@@ -167,9 +167,9 @@ def label_priors(
     """Each label's positive rate, the prior of the multi-label ``wce`` and ``la``: ``east_class_priors`` (one rate
     in (0, 1) per label, or a {label name: rate} mapping), else counted on the training split, where a loss needs them
     (``needs_class_counts``). Where the training labels can be read (a label column, or rows when the priors are
-    needed), a label never positive or never negative in training gets one warning line with the F1 it can reach:
-    0 wherever it occurs for a label never positive (it is predicted absent), 2p / (1 + p) at positive rate p for a
-    label never negative (predicted present)."""
+    needed), a label never positive or never negative in training gets one warning line: nothing trains its
+    predictions apart from the other side (a never-positive label's logit is not pushed below 0 by the adjusted or
+    re-weighted losses, so the model may predict it), and its F1 is 0 in a split without positives of it."""
     needed = needs_class_counts(args)
     if needed and args.east_class_priors is not None:
         priors = resolve_class_priors(args.east_class_priors, label_names, num_labels, "east_class_priors")
@@ -188,9 +188,9 @@ def label_priors(
     if never:
         logger.warning(
             f"{len(never)} label(s) never positive or never negative in training ({', '.join(never[:10])}"
-            f"{', ...' if len(never) > 10 else ''}): the model has nothing to tell them apart from; a label never "
-            "positive is predicted absent, so its F1 is 0 wherever it occurs; one never negative is predicted "
-            "present, F1 2p / (1 + p) at its positive rate p"
+            f"{', ...' if len(never) > 10 else ''}): the model has nothing to tell their rows apart from, so its "
+            "predictions of them are untrained (a label never positive can still be predicted present); drop them, "
+            "or add rows of the other side"
         )
     if not needed:
         return None

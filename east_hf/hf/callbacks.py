@@ -178,6 +178,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         for name, key in (("stage_monitor", stage_monitor), ("anneal_monitor", anneal_monitor)):
             if not isinstance(key, str) or not key:
                 raise ValueError(f"Expected {name} as a metric key such as 'eval_loss', got {key!r}")
+        # False where the trained loss has no temperature (a baseline): messages name no stage or temperature
+        self.reports_temperature = True
         self.stage_monitor = _eval_key(stage_monitor)
         self.anneal_monitor = _eval_key(anneal_monitor)
         self.selection_key = self.anneal_monitor if selection_key is None else _eval_key(selection_key)
@@ -445,6 +447,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "the warm start"
                 if schedule.in_warm_start
                 else f"stage {schedule.stage} (T={schedule.temperature:.4g})"
+                if self.reports_temperature
+                else "training"
             )
             ending = "its early stopping" if schedule.max_stages == 1 else "the annealing's stopping criterion"
             logger.warning(

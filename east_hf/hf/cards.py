@@ -46,6 +46,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 TEMPLATE_PATH = Path(str(importlib.resources.files("east_hf.hub_cards") / "east_model_card.md"))
+WARM_START_WORDS = {"ce": "cross-entropy", "la": "logit-adjusted cross-entropy", "wce": "class-weighted cross-entropy"}
+"""The warm start's loss (``EASTTrainer.warm_start_loss.name``) in the card's words."""
 PLOT_FILE = "annealing.png"
 # The card's name beside a README.md that east_hf did not write, or that was edited since: that README stays as it is.
 CARD_BESIDE_README = "README.east_hf.md"
@@ -302,7 +304,8 @@ def card_context(
         warm_start = "LDAM without re-weighting until its own early stopping (the deferral of LDAM-DRW)"
     elif annealing is not None and annealing.schedule.has_warm_start:
         steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
-        warm_start = "cross-entropy for " + (
+        ce = getattr(getattr(trainer, "warm_start_loss", None), "name", "ce")
+        warm_start = f"{WARM_START_WORDS.get(ce, ce)} for " + (
             f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"
         )
     ema_decay = annealing.ema_decay if annealing is not None else 0.0

@@ -55,12 +55,29 @@ LOCK_NAME = "_east_hf.lock"
 # What marks a folder as a run of east_hf's: the Trainer's state and arguments, the results, and east-compare's record
 # of a run's settings (written before the run starts). Weights and a config.json alone are a model folder, not a run.
 _RUN_MARKERS = (*RUN_FILES[1:], "eval_results.json", "training_args.bin", "run_settings.json")
-# What a run saves beside its results: the model, its processor or feature extractor and their code (copied for
-# trust_remote_code), the model card and its plot, the tuned decision rule. These are also the names of a user's own
-# files (README.md, config.json), so they count as a run's only in a folder that holds a run.
+# What a text model's tokenizer saves (save_pretrained): the fast tokenizer's file, its settings, and the vocabulary
+# files of the tokenizer classes that write their own (WordPiece, BPE, SentencePiece).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "spm.model",
+)
+# What a run saves beside its results: the model, its processor, feature extractor or tokenizer and their code (copied
+# for trust_remote_code), the model card and its plot, the tuned decision rule. These are also the names of a user's
+# own files (README.md, config.json), so they count as a run's only in a folder that holds a run.
 _BESIDE_A_RUN = frozenset(
     {"config.json", "generation_config.json", "preprocessor_config.json", "processor_config.json", "README.md"}
-    | {"annealing.png", "decision_rule.json", *WEIGHT_FILES}
+    | {"annealing.png", "decision_rule.json", *WEIGHT_FILES, *TOKENIZER_FILES}
     | {p.name for p in (Path(__file__).parent / "models").glob("*.py") if p.name != "__init__.py"}
 )
 _SHARD = re.compile(r"^(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)$")

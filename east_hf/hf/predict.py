@@ -42,6 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from east_hf.hf.decision_rule_file import DECISION_RULE_FILE, FOLDED_OFFSETS_KEY, read_decision_rule, rule_edited
@@ -56,6 +57,7 @@ from east_hf.hf.predict_inputs import (
     name_list,
     one_line,
     read_inputs,
+    text_values,
 )
 
 __all__ = [
@@ -205,10 +207,12 @@ class Predictor:
         ``probabilities``, ``probability_<name>`` per class.
 
         ``data``: for a text run a list of strings, or a DataFrame / ``datasets.Dataset`` holding the run's text
-        column (and pair column); for a tabular run a pandas DataFrame, a dict of columns, one row as a dict, a list of row dicts or
-        a ``datasets.Dataset`` holding the run's feature columns (extra columns are ignored); for an image run a
-        list of PIL images or image file paths, or a ``datasets.Dataset`` with an ``Image`` column (``image_column``,
-        else the first).
+        column (and pair column), whose values must be strings (a number is refused as east-train refuses it; a
+        missing, empty or blank text is predicted from an empty input, with one warning counting such rows); for a
+        tabular run a pandas DataFrame, a dict of columns, one row as a dict, a list of row dicts or a
+        ``datasets.Dataset`` holding the run's feature columns (extra columns are ignored); for an image run a list of
+        PIL images or image file paths, or a ``datasets.Dataset`` with an ``Image`` column (``image_column``, else the
+        first).
         """
         import pandas as pd
 
@@ -285,20 +289,25 @@ class Predictor:
 
         if isinstance(data, str):
             data = [data]
-        if isinstance(data, Sequence) and all(isinstance(t, str) for t in data):
+        if is_dataset(data):
+            frame = data.with_format(None).to_pandas()
+        elif isinstance(data, pd.DataFrame):
+            frame = data
+        elif isinstance(data, Mapping):  # a dict of columns, or one row
+            one_row = not any(hasattr(v, "__len__") and not isinstance(v, (str, bytes)) for v in data.values())
+            frame = pd.DataFrame([data] if one_row else data)
+        elif isinstance(data, Sequence) and data and all(isinstance(r, Mapping) for r in data):
+            frame = pd.DataFrame(list(data))
+        elif (
+            isinstance(data, Sequence)
+            and not isinstance(data, bytes)
+            and not any(isinstance(r, Mapping) for r in data)
+        ):
             if len(self.text_columns) > 1:
                 raise ValueError(
                     f"Expected rows with the text pair columns {name_list(self.text_columns)}, got strings"
                 )
-            frame = pd.DataFrame({self.text_columns[0]: list(data)})
-        elif is_dataset(data):
-            frame = data.with_format(None).to_pandas()
-        elif isinstance(data, pd.DataFrame):
-            frame = data
-        elif isinstance(data, Mapping):  # a dict of columns, or one row of strings
-            frame = pd.DataFrame([data] if all(isinstance(v, str) for v in data.values()) else data)
-        elif isinstance(data, Sequence) and all(isinstance(r, Mapping) for r in data):
-            frame = pd.DataFrame(list(data))
+            frame = pd.DataFrame({self.text_columns[0]: pd.Series(list(data), dtype=object)})  # checked below
         else:
             raise TypeError(f"Expected texts (a list of strings, a DataFrame or a datasets.Dataset), got {type(data)}")
         present = [str(c) for c in frame.columns]
@@ -312,7 +321,22 @@ class Predictor:
         label = find_label_column(present, label_column)
         if label is not None:
             columns[label] = label_values(data, label) if is_dataset(data) else frame[label].tolist()
-        texts = [frame[c].fillna("").astype(str).tolist() for c in self.text_columns]
+        texts, empty = [], np.zeros(len(frame), dtype=bool)  # (N,): rows without text in some column
+        for column, what in zip(self.text_columns, ("text column", "text pair column")):
+            values, blank = text_values(frame, column, what)
+            texts.append(values)
+            empty |= blank
+        if empty.any():  # kept, so that the predictions align with the input; east-train drops such rows
+            n = int(empty.sum())
+            rows, theirs = (
+                (f"{n} of {len(frame)} rows have", "their predictions come")
+                if n > 1
+                else (f"1 of {len(frame)} rows has", "its prediction comes")
+            )
+            logger.warning(
+                f"{rows} no text in {name_list(self.text_columns)} (missing, empty or blank): {theirs} from an "
+                "empty input"
+            )
 
         def batches():
             for start in range(0, len(frame), self.batch_size):

@@ -1,6 +1,6 @@
 """The inputs east-predict reads, with their checks: a file, a folder or a data set read as east-train reads its data,
-images given as paths or PIL images, label columns passed through, and numeric feature columns holding text named in
-one line."""
+images given as paths or PIL images, label columns passed through, numeric feature columns holding text named in
+one line, and text columns holding values that are not text refused as east-train refuses them."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ __all__ = [
     "name_list",
     "one_line",
     "read_inputs",
+    "text_values",
 ]
 
 
@@ -128,3 +129,25 @@ def as_numbers(frame, numeric: Sequence[str]):
     for key, numbers in parsed.items():
         frame[key] = numbers
     return frame
+
+
+def text_values(frame, column: str, what: str = "text column") -> tuple[list[str], np.ndarray]:
+    """(the texts of ``frame[column]``, a missing value (None, NaN) as ``""``; a mask (N,) of the rows without text:
+    missing, empty or blank). A value that is not a string (a number, a list) is a one-line ``ValueError`` in
+    east-train's words for such a text column (``east_hf.hf.data.text``): the column's type, the first such row
+    (counting from 0) and its value; a model fed ``str(3.0)`` would predict a confident class from no text."""
+    values = frame[column]
+    missing = values.isna().to_numpy()  # (N,)
+    text = np.fromiter((isinstance(v, str) for v in values), dtype=bool, count=len(values))  # (N,)
+    wrong = np.flatnonzero(~text & ~missing)
+    if len(wrong):
+        row = int(wrong[0])
+        example = values.iloc[row]
+        example = example.item() if isinstance(example, np.generic) else example
+        kind = type(example).__name__ if values.dtype == object else values.dtype
+        raise ValueError(
+            f"{what} {column!r} holds {kind} values, not text (row {row}: {example!r}); "
+            "pass the column of strings, or convert it"
+        )
+    texts = [v if ok else "" for v, ok in zip(values, text)]
+    return texts, np.array([not t.strip() for t in texts], dtype=bool)

@@ -31,11 +31,12 @@ from argparse import Namespace
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import yaml
 from transformers import HfArgumentParser
 
+from east_hf.scripts.parsers import OneLineErrors
 from east_hf.scripts.recipes import demo_recipe_path, packaged_recipes, recipe_list, resolve_recipe
 
 __all__ = [
@@ -224,7 +225,7 @@ def _default_dataclasses() -> tuple[type, ...]:
     return ScriptArguments, DataArguments, ModelArguments, EASTConfig
 
 
-class EASTArgumentParser(HfArgumentParser):
+class EASTArgumentParser(OneLineErrors, HfArgumentParser):
     """``HfArgumentParser`` over ``ScriptArguments``, ``DataArguments``, ``ModelArguments`` and ``EASTConfig``.
 
     ``parse(argv)`` reads ``RECIPE.yaml`` (the first argument, or ``--recipe PATH``, or ``--demo`` for the packaged
@@ -257,10 +258,6 @@ class EASTArgumentParser(HfArgumentParser):
         for action in self._actions:
             if self._hints.get(action.dest) is Any:
                 action.type = None
-
-    # ---- errors: one line, exit 2 ----
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")
 
     def canonical(self, key: str, flag: bool = False) -> str:
         """The field name of a recipe key or flag name (aliases resolved, dashes as underscores), or an error."""

@@ -34,7 +34,8 @@ def parse_variants(
     losses: str | None, variants: Sequence[str] | None, multi_label: bool = False
 ) -> dict[str, list[str]]:
     """``--losses east,ce`` and ``--variants NAME:FLAGS`` -> {name: east-train flags}, in the order given.
-    ``--losses all``: every loss of the registry of the task (``multi_label``: ``MULTILABEL_LOSSES``).
+    ``--losses all``: every loss of the registry of the task (``multi_label``: ``MULTILABEL_LOSSES``, and a
+    single-label loss is refused before any run trains).
 
     >>> list(parse_variants("all", None))
     ['east', 'ce', 'wce', 'la', 'dice', 'focal', 'ldam']
@@ -45,6 +46,11 @@ def parse_variants(
     for loss in [x.strip() for x in (losses or "").split(",") if x.strip()]:
         if loss not in LOSSES and loss not in MULTILABEL_LOSSES:
             raise ValueError(f"Expected losses among {sorted({*LOSSES, *MULTILABEL_LOSSES})}, got {loss!r}")
+        if multi_label and loss not in MULTILABEL_LOSSES:
+            raise ValueError(
+                f"Expected multi-label losses among {list(MULTILABEL_LOSSES)} for multi-label data, got {loss!r} "
+                "(single-label only)"
+            )
         out[loss] = ["--east_loss", loss]
     for spec in variants or []:
         name, sep, flags = spec.partition(":")

@@ -16,7 +16,6 @@ training (elapsed m:ss, ETA ~m:ss)``, the ETA from the mean time of the runs tra
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Mapping
@@ -25,7 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from east_hf.hf.secret_masking import mask_secrets
-from east_hf.scripts.run_record import as_json, default_settings, record_changes, run_record, unrecorded
+from east_hf.scripts.run_record import (
+    REQUEST_KEY,
+    SETTINGS_NAME,
+    as_json,
+    default_settings,
+    record_changes,
+    run_record,
+    unrecorded,
+    write_atomically,
+)
 
 __all__ = [
     "OtherFlagsError",
@@ -40,9 +48,6 @@ __all__ = [
     "unreadable_results",
 ]
 
-SETTINGS_NAME = "run_settings.json"
-REQUEST_KEY = "requested"
-"""The key of ``run_settings.json`` beside the record: what the comparison asked of the run (recipe, flags)."""
 TUNE_FLAGS = ["--tune_decision_rule", "true"]
 """Every run tunes its decision rule: post-hoc, so the ``+tuned`` rows never need a run of their own."""
 POST_HOC = {"script": ("tune_decision_rule",)}
@@ -68,14 +73,6 @@ def _read_object(file: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{file} holds a JSON {type(value).__name__}, not an object: truncated or corrupt")
     return value
-
-
-def _write_atomically(file: Path, text: str) -> None:
-    """Write ``text`` to ``file`` through a temporary file renamed over it: a kill leaves the old file or the new.
-    The temporary file is beside the run's folder, not in it, where east-train would take it for a user's file."""
-    partial = file.parent.with_name(f".{file.parent.name}.{file.name}.partial")
-    partial.write_text(text)
-    os.replace(partial, file)
 
 
 def run_argv(
@@ -332,7 +329,7 @@ def run_comparison(
         if not done:
             run_dir.mkdir(parents=True, exist_ok=True)
             kept = {**run.settings, REQUEST_KEY: {"asked": run.request, "command": command}}
-            _write_atomically(run_dir / SETTINGS_NAME, json.dumps(kept, indent=2, sort_keys=True) + "\n")
+            write_atomically(run_dir / SETTINGS_NAME, json.dumps(kept, indent=2, sort_keys=True) + "\n")
             start = time.monotonic()
             info = run_one(recipe, run_dir, seed, run.flags, extra, vary_split, mode=mode)
             trained, trained_seconds = trained + 1, trained_seconds + time.monotonic() - start

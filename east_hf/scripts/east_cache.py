@@ -21,13 +21,15 @@ import sys
 import time
 from collections.abc import Sequence
 
+from east_hf.scripts.parsers import OneLineArgumentParser
+
 __all__ = ["build_parser", "main"]
 
 PROG = "east-cache"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Show and clear east_hf's data cache.")
+    parser = OneLineArgumentParser(prog=PROG, description="Show and clear east_hf's data cache.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{ls,clear}")
     commands.add_parser("ls", help="each data source: its cached versions, their size and last use")
     clear = commands.add_parser("clear", help="remove what east_hf cached (everything, or the sources named)")

@@ -58,6 +58,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from east_hf.scripts.parsers import OneLineArgumentParser
+
 # The helpers import torch, so they load on first use (the functions' own imports, the module __getattr__): the
 # console script imports this module before main runs, and a Ctrl-C while torch loads must reach main's guard.
 _HELPERS = {
@@ -111,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     from east_hf.core.loss import LOSSES
     from east_hf.scripts.compare_plan import DEFAULT_LOSSES
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="east-compare",
         description="Train EAST and baselines with identical settings and seeds; tabulate mean ± std test metrics. "
         "By default: EAST, cross-entropy and logit-adjusted cross-entropy, each also with its decision rule tuned on "
@@ -170,10 +172,15 @@ def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv[:cut], argv[cut + 1 :]
 
 
+MULTI_LABEL_FLAGS = ("--label_columns", "--label_separator")
+"""east-train flags that make a run multi-label (as the recipe keys of the same names do)."""
+
+
 def _recipe_and_variants(
-    parser: argparse.ArgumentParser, args: argparse.Namespace
+    parser: argparse.ArgumentParser, args: argparse.Namespace, extra: Sequence[str] = ()
 ) -> tuple[str, dict[str, Any], dict[str, list[str]]]:
-    """The recipe's path, the recipe and the variants ({name: east-train flags}); a mistake exits 2 in one line."""
+    """The recipe's path, the recipe and the variants ({name: east-train flags}); a mistake exits 2 in one line.
+    ``extra``: the flags after ``--`` (every run's), which can make the runs multi-label."""
     from east_hf.scripts.arguments import load_recipe, resolve_recipe
     from east_hf.scripts.compare_plan import DEFAULT_LOSSES, parse_variants, reference_variant, variant_rows
 
@@ -182,7 +189,9 @@ def _recipe_and_variants(
     recipe_path = resolve_recipe(args.recipe)  # a YAML path, or a packaged recipe by name as east-train takes it
     try:
         recipe = load_recipe(recipe_path)
-        multi_label = bool(recipe.get("label_columns") or recipe.get("label_separator"))
+        multi_label = bool(recipe.get("label_columns") or recipe.get("label_separator")) or any(
+            flag.split("=", 1)[0] in MULTI_LABEL_FLAGS for flag in extra
+        )
         losses = args.losses if args.losses or args.variants else DEFAULT_LOSSES
         variants = parse_variants(losses, args.variants, multi_label)
     except ValueError as e:
@@ -223,7 +232,7 @@ def _compare(argv: Sequence[str] | None) -> int:
     argv, extra = _split_extra(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parser.parse_args(argv)
-    recipe_path, recipe, variants = _recipe_and_variants(parser, args)
+    recipe_path, recipe, variants = _recipe_and_variants(parser, args, extra)
     metric = args.metric or recipe_metric(recipe)
     out_dir = Path(args.output_dir or f"runs/compare-{Path(args.recipe).stem}")
     out_dir.mkdir(parents=True, exist_ok=True)

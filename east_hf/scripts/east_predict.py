@@ -14,9 +14,11 @@ transform it evaluated with), and the output is a CSV with one row per input:
 by name and, with ``--probabilities``, ``probability_<name>`` per class. A decision rule the run tuned on validation
 is already in the saved model's bias, so its predictions apply it (``east_hf.hf.predict``); an edit of
 ``decision_rule.json`` is not applied, and a warning line says so. Bad input ends in one line,
-``east-predict: error: ...``, exit status 2; Ctrl-C at any moment (torch still loading included: this module imports
-only the standard library at the top) in one line, ``east-predict: interrupted ...``, exit status 130, leaving the
-``--output`` file as it was (it is written whole or not at all).
+``east-predict: error: ...``, exit status 2; an ``--output`` that names a directory, the input file or a file the
+run holds (its config, weights, checkpoints) is refused before the model loads, so no file of the run is ever
+replaced (a new file in the run folder is written). Ctrl-C at any moment (torch still loading included: this module
+imports only the standard library at the top) ends in one line, ``east-predict: interrupted ...``, exit status 130,
+leaving the ``--output`` file as it was (it is written whole or not at all).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from east_hf.scripts.interruptions import exit_at_once_on_ctrl_c
+from east_hf.scripts.parsers import OneLineArgumentParser
 
 __all__ = ["build_parser", "main"]
 
@@ -35,7 +38,7 @@ PROG = "east-predict"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog=PROG,
         description="Predict with a saved east-train run: a CSV, a data folder or a datasets id in, a CSV of "
         "predicted labels out (the run's preprocessing and tuned decision rule applied).",
@@ -91,8 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _predictions(parser: argparse.ArgumentParser, args: argparse.Namespace):
     """(the ``Predictor`` of ``args.run_dir``, its predictions for ``args.data``); bad input exits 2 in one line."""
-    if args.output != "-" and os.path.exists(args.data) and Path(args.output).resolve() == Path(args.data).resolve():
-        parser.error(f"Expected --output other than the input file, got {args.output}")
+    if args.output != "-":
+        problem = _output_problem(args.output, args.data, args.run_dir)
+        if problem:
+            parser.error(problem)
 
     from east_hf.hf.predict import Predictor, read_inputs
 
@@ -105,6 +110,33 @@ def _predictions(parser: argparse.ArgumentParser, args: argparse.Namespace):
     except (ValueError, TypeError) as e:
         parser.error(" ".join(str(e).split()))
     return predictor, frame
+
+
+def _output_problem(output: str, data: str, run_dir: str) -> str | None:
+    """Why ``--output`` cannot take the predictions CSV, or None; checked before the model loads, so that a bad path
+    costs nothing and the CSV never replaces the input file, a directory or a file of the run (its config, weights,
+    tokenizer, a checkpoint's files): the run folder, and the run around it where ``run_dir`` is one of its
+    checkpoints. A new file inside the run folder, or an unrelated existing file, is written as usual."""
+    from east_hf.hf.checkpoints import run_files
+
+    path = Path(output).expanduser()
+    if os.path.exists(data) and path.resolve() == Path(data).resolve():
+        return f"Expected --output other than the input file, got {output}"
+    if path.is_dir():
+        return f"Expected --output to name a file for the predictions CSV, got {output}, which is a directory"
+    if not path.exists():
+        return None
+    run = Path(run_dir).expanduser().resolve()
+    if not run.is_dir():
+        return None  # not a run folder: check_run_folder says so
+    runs = [run, run.parent] if run.name in run_files(run.parent) else [run]  # a checkpoint: its run as well
+    for folder in runs:
+        if path.resolve().is_relative_to(folder):
+            return (
+                f"Expected --output to name a new file or one outside the run folder {folder}, got {output}, "
+                "which is a file of the run"
+            )
+    return None
 
 
 def _write_whole(frame, path: Path) -> None:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 # Only the standard library and light modules at the top: the console script imports this module before main runs,
 # and a Ctrl-C while torch or transformers load (seconds) must reach main's guard, not end in a traceback.
 from east_hf.scripts.interruptions import disk_full_line, exit_at_once_on_ctrl_c, interrupted_line
-from east_hf.scripts.output_dir import DECISION_RULE_NAME, claim_output_dir
+from east_hf.scripts.output_dir import DECISION_RULE_NAME, claim_output_dir, resuming
 
 if TYPE_CHECKING:
     from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments
@@ -248,6 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _claim_and_run(parser: EASTArgumentParser, parsed: ParsedArguments, lock: OutputDirLock, args: list[str]) -> int:
     """Claim ``output_dir`` under ``lock`` and run; a Ctrl-C from here on ends in the line naming the last complete
     checkpoint and the command that resumes it (``east_hf.scripts.interruptions``), exit status 130."""
+    from east_hf.hf.checkpoints import run_files
+    from east_hf.scripts.run_record import check_resumed_record
+
     script, training = parsed.script, parsed.training
     try:
         refused = None
@@ -255,6 +258,10 @@ def _claim_and_run(parser: EASTArgumentParser, parsed: ParsedArguments, lock: Ou
             try:
                 lock.acquire()
                 claim_output_dir(training.output_dir, training.resume_from_checkpoint, script.overwrite_output_dir)
+                if resuming(training.resume_from_checkpoint) and any(
+                    name.startswith("checkpoint-") for name in run_files(training.output_dir)
+                ):
+                    check_resumed_record(parsed)
             except ValueError as e:
                 refused = str(e)
         refused = _from_main_process(refused, training.world_size)  # the others wait for the folder to be claimed
@@ -303,6 +310,7 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
     from east_hf.hf.models.text import is_text_model
     from east_hf.hf.predict import TEXT_COLUMNS_KEY
     from east_hf.hf.trainer import EASTTrainer
+    from east_hf.scripts.run_record import RecordAtFirstSave
 
     script, data_args, model_args, training = parsed.script, parsed.data, parsed.model, parsed.training
     set_seed(training.seed)
@@ -338,6 +346,7 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
             id2label=data.id2label,
             report_classes=report_classes,
         )
+        record = RecordAtFirstSave(parsed)  # before the Trainer: it builds a default EASTConfig
         trainer = EASTTrainer(
             model=model,
             args=training,
@@ -347,6 +356,7 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
             processing_class=processor,
             data_collator=collator,
         )  # also checks push_to_hub can work (token, network) before any training
+        trainer.add_callback(record)  # the record a resume is checked against
     except ValueError as e:
         parser.error(str(e))
 

@@ -11,12 +11,17 @@ import logging
 import shutil
 from pathlib import Path
 
-__all__ = ["DECISION_RULE_NAME", "claim_output_dir"]
+__all__ = ["DECISION_RULE_NAME", "claim_output_dir", "resuming"]
 
 logger = logging.getLogger(__name__)
 
 DECISION_RULE_NAME = "decision_rule.json"
 """The tuned decision rule's offsets and scores, written beside the model (``east-train --tune_decision_rule``)."""
+
+
+def resuming(resume: str | None) -> bool:
+    """Whether ``--resume_from_checkpoint`` asks to resume (a path, or ``true``; not ``false`` / ``none`` / empty)."""
+    return resume is not None and str(resume).strip().lower() not in ("false", "none", "")
 
 
 def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool) -> None:
@@ -45,8 +50,7 @@ def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool) -> No
             "(--overwrite_output_dir never replaces or deletes them)"
         )
     found = run_files(output_dir)
-    resuming = resume is not None and str(resume).strip().lower() not in ("false", "none", "")
-    if not found or resuming:
+    if not found or resuming(resume):
         return
     if not overwrite:
         raise ValueError(

@@ -2,18 +2,22 @@
 
 ``run_record`` holds every setting that affects training (defaults included), the east_hf version and a fingerprint
 of the data. ``east-train --dry_run`` prints ``resolved_settings`` (the settings that differ from the defaults);
-``east-compare`` keeps each run's record beside it (``run_settings.json``) and trains a run again when
-``record_changes`` finds a difference, never when only a setting that does not affect training changed
-(``RECORD_LEAVES_OUT``).
+``east-train`` keeps its run's record in its output folder (``run_settings.json``, ``write_record``, at its first
+checkpoint) and refuses to resume a run whose data or model settings changed since (``check_resumed_record``); ``east-compare`` keeps each run's record beside it as well
+and trains a run again when ``record_changes`` finds a difference, never when only a setting that does not affect
+training changed (``RECORD_LEAVES_OUT``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from transformers import TrainerCallback
 
 from east_hf.hf.data.arguments import DataArguments
 
@@ -22,8 +26,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RECORD_LEAVES_OUT",
+    "REQUEST_KEY",
     "SETTINGS_GROUPS",
+    "SETTINGS_NAME",
+    "RecordAtFirstSave",
     "as_json",
+    "check_resumed_record",
     "data_fingerprint",
     "default_settings",
     "record_changes",
@@ -31,7 +39,19 @@ __all__ = [
     "run_record",
     "settings_changes",
     "unrecorded",
+    "write_atomically",
+    "write_record",
 ]
+
+SETTINGS_NAME = "run_settings.json"
+"""A run's record, in its output folder."""
+REQUEST_KEY = "requested"
+"""The key of ``run_settings.json`` beside the record: what the comparison asked of the run (recipe, flags)."""
+RESUME_CHECKED = ("data", "model")
+"""The groups of settings a resumed run must share with the run it resumes: what its rows, split, tokenizer and
+weights' shapes come from (the training settings may change, e.g. a longer budget)."""
+RESUME_LEAVES_OUT = frozenset({"preprocessing_num_workers"})
+"""Data settings that change how the data is prepared, not what it is."""
 
 SETTINGS_GROUPS = ("script", "data", "model", "training")
 """The groups of settings in a run record; beside them it holds ``east_hf_version`` and ``data_fingerprint``."""
@@ -215,3 +235,69 @@ def unrecorded(old: dict[str, Any]) -> str:
         return ""
     verb, pronoun = ("were", "they are") if len(missing) > 1 else ("was", "it is")
     return f"its {' and '.join(missing)} {verb} not recorded, so {pronoun} not checked"
+
+
+def write_atomically(file: Path, text: str) -> None:
+    """Write ``text`` to ``file`` through a temporary file renamed over it: a kill leaves the old file or the new.
+    The temporary file is beside the run's folder, not in it, where east-train would take it for a user's file."""
+    partial = file.parent.with_name(f".{file.parent.name}.{file.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, file)
+
+
+def _resume_view(record: dict[str, Any]) -> dict[str, Any]:
+    view = {g: {k: v for k, v in record.get(g, {}).items() if k not in RESUME_LEAVES_OUT} for g in RESUME_CHECKED}
+    return {**view, "data_fingerprint": record.get("data_fingerprint")}
+
+
+def check_resumed_record(parsed: ParsedArguments) -> None:
+    """Refuse (a ``ValueError``, one line) to resume a run whose record (``SETTINGS_NAME`` in its output folder) has
+    other data or model settings, or other data: another split, data file, tokenizer or model shape would continue
+    the checkpoint on other rows, or fail late on weights that do not fit. The training settings may change (e.g. a
+    longer budget). A folder without a record (a run from before records, or from elsewhere) resumes unchecked."""
+    folder = Path(parsed.training.output_dir)
+    saved = _read_record(folder / SETTINGS_NAME)
+    if saved is None:
+        return
+    changes = record_changes(_resume_view(saved), _resume_view(as_json(run_record(parsed))))
+    if changes:
+        raise ValueError(
+            f"Expected the data and model settings that the run in {folder} was started with, to resume it; got "
+            f"{'; '.join(changes)}: resume with its settings, or start a new run (--overwrite_output_dir true or "
+            "another output_dir)"
+        )
+
+
+def write_record(output_dir: str | os.PathLike, record: dict[str, Any]) -> None:
+    """Keep a run's record (``as_json(run_record(parsed))``) in its output folder (``SETTINGS_NAME``); one that
+    east-compare wrote for the same settings is kept as it is, with its request."""
+    file = Path(output_dir) / SETTINGS_NAME
+    saved = _read_record(file)
+    if saved is not None and {k: v for k, v in saved.items() if k != REQUEST_KEY} == record:
+        return
+    write_atomically(file, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+class RecordAtFirstSave(TrainerCallback):
+    """Writes the run's record (``write_record``) when the Trainer saves its first checkpoint, from the main process:
+    from then on the folder holds a run that resumes only with the same data and model settings. A run stopped
+    before any checkpoint leaves nothing to resume and no record. The record is made before training (``run_record``
+    builds a default ``EASTConfig``, which must not happen while the Trainer's accelerator is in use)."""
+
+    def __init__(self, parsed: ParsedArguments):
+        self.output_dir = parsed.training.output_dir
+        self.record = as_json(run_record(parsed)) if parsed.training.process_index == 0 else None
+        self.written = False
+
+    def on_save(self, args, state, control, **kwargs):
+        if not self.written and state.is_world_process_zero and self.record is not None:
+            write_record(self.output_dir, self.record)
+            self.written = True
+
+
+def _read_record(file: Path) -> dict[str, Any] | None:
+    try:
+        saved = json.loads(file.read_text()) if file.is_file() else None
+    except (OSError, ValueError):  # unreadable: not a record to check against; a new one replaces it
+        return None
+    return saved if isinstance(saved, dict) else None

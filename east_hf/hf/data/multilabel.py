@@ -14,7 +14,9 @@ Three ways a table says which labels a row has (``DataArguments``):
 Each split's ``label`` column becomes a fixed-length list of L float32 entries, 0.0 / 1.0 or -100 (ignore); a row
 with no entry left (a missing cell of a list column, every 0/1 column empty) is dropped and counted in
 ``EASTData.dropped`` as ``"empty label"``. Bad input is refused in one line naming the column: values that are not
-0/1 (with the values), list rows of another length, a label column that is not there (with the closest names).
+0/1 (with the values), list rows of another length, a label column that is not there (with the closest names), a
+``label_separator`` found in no cell while another usual separator splits the cells into shared labels (with that
+separator).
 
 Splits are carved as for one label per row (64 / 16 / 20 %, ``split_seed``), stratified by ``label_strata``: each row's
 stratum is its rarest positive label (rows without a positive label form their own stratum), so every label's
@@ -51,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 IGNORE = -100.0  # the ignore index of every loss and metric: an entry that does not count
 _TRUE, _FALSE = ("1", "1.0", "true"), ("0", "0.0", "false")
+_SEPARATORS = ("|", ",", ";", "/", "\t")  # the usual ones, looked for when the given separator is in no cell
 
 
 def _closest(name: str, columns: Sequence[str]) -> str:
@@ -246,6 +249,7 @@ def _separated(dsd, column: str, separator: str) -> tuple[list[str], dict[str, n
         uniques = pc.unique(values)
         sets = [None if v is None else {p.strip() for p in v.split(separator)} - {""} for v in uniques.to_pylist()]
         cells[split] = (values, uniques, sets)
+    _refuse_other_separator(column, separator, [v for _, uniques, _ in cells.values() for v in uniques.to_pylist()])
     names = sorted({name for _, _, sets in cells.values() for s in sets if s for name in s})
     index = {name: k for k, name in enumerate(names)}
     matrices = {}
@@ -256,6 +260,29 @@ def _separated(dsd, column: str, separator: str) -> tuple[list[str], dict[str, n
                 code[i, [index[name] for name in s]] = 1.0
         matrices[split] = code[_positions(values, uniques)]  # every cell, null included, is one of uniques
     return names, matrices
+
+
+def _refuse_other_separator(column: str, separator: str, cells: list[str | None]) -> None:
+    """Refuse a ``separator`` found in none of the distinct ``cells`` when another usual separator splits them into
+    labels that several cells share (``a|b``, ``b|c``): the cells would each become one label named after the whole
+    list. Cells with no separator at all, or names that merely hold one (``sci/tech``), are a multi-label set of one
+    label per row, which is kept."""
+    cells = [v for v in cells if v]
+    if any(separator in v for v in cells):
+        return
+    for other in (s for s in _SEPARATORS if s != separator):
+        holding = [v for v in cells if other in v]
+        if not holding:
+            continue
+        shared: dict[str, int] = {}
+        for v in set(cells):
+            for part in {p.strip() for p in v.split(other)} - {""}:
+                shared[part] = shared.get(part, 0) + 1
+        if any(shared[p.strip()] > 1 for v in holding for p in v.split(other) if p.strip()):
+            raise DataError(
+                f"Expected labels separated by {separator!r} in label column {column!r}, got none; the cells hold "
+                f"{other!r} (e.g. {holding[0]!r}): pass --label_separator {other!r}"
+            )
 
 
 def _lists(dsd, column: str) -> tuple[list[str], dict[str, np.ndarray]]:
@@ -368,9 +395,10 @@ def mergeable_strata(strata: np.ndarray, fraction: float) -> np.ndarray:
 def warn_untrainable_labels(train, names: list[str], others: dict[str, Any]) -> None:
     """One warning line for the labels never positive, and one for those never negative, in the training split.
 
-    A label never positive is never predicted, so its F1 is 0 (no true positive; scikit-learn's zero_division, 0, where
-    a split has no positive either); a label positive in every training row is predicted for every row, so its F1 is
-    that of always predicting it, 2p / (1 + p) for a split with a share p of positives."""
+    Nothing trains a label never positive apart from the rest: its predictions are untrained, its F1 in a split without
+    positives of it is 0 (scikit-learn's zero_division) and near 0 elsewhere; a label positive in every training row
+    is predicted for every row, so its F1 is that of always predicting it, 2p / (1 + p) for a split with a share p of
+    positives."""
     matrix = label_matrix(train, "labels" if "labels" in train.column_names else "label")
     labelled = (matrix != IGNORE).sum(0)
     pos = (matrix == 1).sum(0)
@@ -397,8 +425,9 @@ def warn_untrainable_labels(train, names: list[str], others: dict[str, Any]) -> 
         one = len(found) == 1
         logger.warning(
             f"{'label' if one else 'labels'} {listed(found)} never positive in the {int(len(matrix))} training rows: "
-            f"the model cannot learn {'it' if one else 'them'}, {'its' if one else 'their'} F1 will be 0 and macro "
-            f"averages count {'it' if one else 'them'} as 0"
+            f"the model cannot learn {'it' if one else 'them'} ({'its' if one else 'their'} predictions are "
+            f"untrained), {'its' if one else 'their'} F1 will be about 0 and macro averages count "
+            f"{'it' if one else 'them'} as such"
         )
     always = np.flatnonzero((pos == labelled) & (labelled > 0))
     if len(always):

@@ -16,6 +16,7 @@ gets a warning saying what its F1 will be.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,7 @@ from east_hf.hf.data.multilabel import (
     positives,
     warn_untrainable_labels,
 )
-from east_hf.hf.data.rows import read_column
+from east_hf.hf.data.rows import json_text, read_column
 from east_hf.hf.data.sources import DataError, load_raw, local_path, quiet_datasets
 from east_hf.hf.data.store import versions_kept
 from east_hf.hf.data.tabular import columns_message, tabular_splits
@@ -132,7 +133,10 @@ def _encode_labels(dsd, label_column: str | None, dataset_name: str):
     feature = first.features["label"] if "label" in first.features else dsd[next(iter(dsd))].features["label"]
     if isinstance(feature, datasets.ClassLabel):
         return dsd, list(feature.names), {}
-    columns = {split: read_column(ds, "label") for split, ds in dsd.items()}
+    columns = {
+        split: _json_labels(read_column(ds, "label"), label_column, split if len(dsd) > 1 else None)
+        for split, ds in dsd.items()
+    }
     distinct = {split: pc.value_counts(column).flatten() for split, column in columns.items()}  # [values, counts]
     values, dropped = set(), {"empty label": 0, "label -100": 0}
     for uniques, counts in distinct.values():
@@ -141,6 +145,7 @@ def _encode_labels(dsd, label_column: str | None, dataset_name: str):
                 dropped["empty label" if _empty(v) else "label -100"] += int(n)
             else:
                 values.add(v.strip() if isinstance(v, str) else v)
+    _refuse_vectors_as_text(values, label_column)
     if any(isinstance(v, float) and not float(v).is_integer() for v in values):
         raise DataError(
             f"label column {label_column!r} holds non-integer numbers: expected classes, not a regression target"
@@ -160,6 +165,74 @@ def _encode_labels(dsd, label_column: str | None, dataset_name: str):
         position = pc.index_in(columns[split], value_set=uniques) if len(uniques) else pa.array([], pa.int32())
         encoded[split] = _relabel(ds, code[position.to_numpy(zero_copy_only=False).astype(np.int64)], names)
     return datasets.DatasetDict(encoded), names, {k: n for k, n in dropped.items() if n}
+
+
+_JSON_KINDS = {'"': "text", "t": "boolean", "f": "boolean", "[": "list", "{": "object", "n": "null"}  # else a number
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_VECTOR = re.compile(rf"\[\s*(?:{_NUMBER}(?:\s*[,;\s]\s*{_NUMBER})*)?\s*\]")  # "[1, 0, 0, 1]", "[0 1]"
+
+
+def _json_labels(column, label_column: str, split: str | None):
+    """The label ``column`` (a ``pyarrow.ChunkedArray``) as plain values where JSON lines left it as JSON text
+    (``datasets.Json``), else as it is.
+
+    ``datasets`` keeps a JSON-lines column as JSON text when its values are of several types. A null or -100 is a row
+    without a label, of no type; besides those, values of one type (text, numbers, booleans) are decoded, each
+    distinct value once, and values of several types (a number among strings), lists or objects are refused naming
+    the rows. Only the first character of each value is read, by Arrow compute, to tell the types apart."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    storage = json_text(column)
+    if storage is None:
+        return column
+    unlabelled = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(storage), "-100"), True)
+    first = pc.if_else(unlabelled, "n", pc.utf8_slice_codeunits(pc.utf8_ltrim_whitespace(storage), 0, 1))
+    uniques = pc.unique(first)
+    names = np.array([_JSON_KINDS.get(c, "number") for c in uniques.to_pylist()] or ["null"])
+    kinds = names[pc.index_in(first, value_set=uniques).to_numpy(zero_copy_only=False).astype(np.int64)]  # (N,)
+    present = np.flatnonzero(kinds != "null")
+    kind = kinds[present[0]] if len(present) else "null"
+    where = f" of split {split!r}" if split else ""
+
+    def shown(r: int) -> str:
+        return f"row {r}{where}: {json.loads(storage[r].as_py())!r}"
+
+    other = present[kinds[present] != kind]
+    if len(other):
+        raise DataError(
+            f"Expected label values of one type in column {label_column!r}, got mixed types ({shown(int(present[0]))}, "
+            f"{shown(int(other[0]))}): write every label as text, or every label as a number"
+        )
+    if kind in ("list", "object"):
+        raise DataError(
+            f"Expected one number or text label per row in column {label_column!r}, got JSON {kind}s "
+            f"({shown(int(present[0]))}): for several labels per row give a list of label names or of 0/1 values"
+        )
+    distinct = pc.unique(storage).drop_null()
+    decoded = [json.loads(v) for v in distinct.to_pylist()]
+    if kind == "text":  # -100 as the text "-100": still the ignore index
+        decoded = [v if isinstance(v, str) else str(v) for v in decoded]
+    elif kind == "boolean":
+        decoded = [v if isinstance(v, bool) else None for v in decoded]  # -100 among booleans: a missing label
+    position = pc.index_in(storage, value_set=distinct)  # null where the value is null
+    return pa.chunked_array([pa.array(decoded).take(position.combine_chunks())])
+
+
+def _refuse_vectors_as_text(values: set, label_column: str) -> None:
+    """Refuse labels that are all bracketed lists of numbers written as text (``"[1, 0, 0, 1]"``): multi-hot vectors
+    a CSV cannot hold as lists, which would otherwise train one class per distinct vector."""
+    if not values or not all(isinstance(v, str) and _VECTOR.fullmatch(v) for v in values):
+        return
+    example = min(values, key=lambda v: (len(v), v))
+    raise DataError(
+        f"Expected one class per row in label column {label_column!r}, got values that look like multi-hot vectors "
+        f"written as text (e.g. {example!r}): for several labels per row give one 0/1 column per label "
+        "(--label_columns a,b,c), a column of separated label names (--label_separator '|'), or a JSON-lines list "
+        "column ([1, 0, 0, 1])"
+    )
 
 
 def _empty(v) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["read_batches", "read_column", "row_numbers"]
+__all__ = ["json_text", "read_batches", "read_column", "row_numbers"]
 
 
 def row_numbers(ds) -> np.ndarray | None:
@@ -40,3 +40,14 @@ def read_batches(ds, columns: Sequence[str], rows_per_batch: int) -> Iterator:
             yield table.slice(start, rows_per_batch)
         else:
             yield table.take(pa.array(rows[start : start + rows_per_batch]))
+
+
+def json_text(column):
+    """The JSON text of ``column``, a ``pyarrow.ChunkedArray``, as a string column where ``datasets`` keeps it as JSON
+    (``datasets.Json``: a JSON-lines column whose values are of several types); ``None`` for any other column."""
+    import pyarrow as pa
+
+    json_type = getattr(pa, "JsonType", None)  # pyarrow >= 19
+    if json_type is None or not isinstance(column.type, json_type):
+        return None
+    return pa.chunked_array([chunk.storage for chunk in column.chunks], column.type.storage_type)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from east_hf.hf.data.rows import read_batches
+from east_hf.hf.data.rows import json_text, read_batches, read_column
 from east_hf.hf.data.sources import DataError
 
 __all__ = ["LONG_TEXT_CHARS", "drop_empty_texts", "ensure_pad_token", "text_columns", "tokenize_splits"]
@@ -38,22 +38,34 @@ def _is_string(feature: Any) -> bool:
 
 
 def _check_column(ds, column: str, what: str, dataset_name: str) -> None:
-    """Refuse a missing column (with the closest names) or one that does not hold strings (with an example row)."""
+    """Refuse a missing column (with the closest names) or one that does not hold strings, naming the first row whose
+    value is not a string (a JSON-lines column of several types names its first non-string, not its first value)."""
     if column not in ds.column_names:
         raise DataError(f"{what} {column!r} not found in {dataset_name!r}; {_closest(column, ds.column_names)}")
     feature = ds.features[column]
-    if not _is_string(feature):
-        import pyarrow.compute as pc
+    if _is_string(feature):
+        return
+    import json
 
-        values = ds.data.column(column)
-        present = pc.indices_nonzero(pc.is_valid(values)) if len(values) else []
-        row = int(present[0].as_py()) if len(present) else 0
-        example = values[row].as_py() if len(values) else None
-        kind = getattr(feature, "dtype", type(feature).__name__)
-        raise DataError(
-            f"{what} {column!r} holds {kind} values, not text (row {row}: {example!r}); "
-            "pass the column of strings, or convert it"
-        )
+    import pyarrow.compute as pc
+
+    values = read_column(ds, column)
+    kind, decode = f"{getattr(feature, 'dtype', type(feature).__name__)} values", None
+    if (text := json_text(values)) is not None:  # JSON lines of several types: find the first non-string
+        values = text
+        first = pc.utf8_slice_codeunits(pc.utf8_ltrim_whitespace(values), 0, 1)
+        wrong = pc.fill_null(pc.not_equal(first, '"'), False)  # a null is a missing text, dropped later
+        kind, decode = "JSON values of several types", json.loads
+    else:
+        wrong = pc.is_valid(values)
+    found = pc.indices_nonzero(wrong) if len(values) else []
+    row = int(found[0].as_py()) if len(found) else 0
+    example = values[row].as_py() if len(values) else None
+    if decode is not None and example is not None:
+        example = decode(example)
+    raise DataError(
+        f"{what} {column!r} holds {kind}, not text (row {row}: {example!r}); pass the column of strings, or convert it"
+    )
 
 
 def text_columns(ds, text_column: str | None, pair_column: str | None, dataset_name: str) -> tuple[str, str | None]:
@@ -87,7 +99,8 @@ def text_columns(ds, text_column: str | None, pair_column: str | None, dataset_n
 
 
 def drop_empty_texts(dsd, columns: Sequence[str]) -> tuple[Any, int]:
-    """(``dsd`` without the rows whose text in any of ``columns`` is missing or blank, the number left out)."""
+    """(``dsd`` without the rows whose text in any of ``columns`` is missing or blank, the number left out); a split
+    whose every text is missing or blank is refused."""
     import datasets
     import pyarrow.compute as pc
 
@@ -105,6 +118,13 @@ def drop_empty_texts(dsd, columns: Sequence[str]) -> tuple[Any, int]:
         if mask.all():
             kept[split] = ds
             continue
+        if not mask.any():  # nothing left to split or train on: say so before carving splits out of no rows
+            where = f" of split {split!r}" if len(dsd) > 1 else ""
+            named = f"column{'s' if len(columns) > 1 else ''} {', '.join(repr(c) for c in columns)}"
+            raise DataError(
+                f"Expected some non-empty texts in {named}, got all {len(mask)} texts{where} empty or blank: pass "
+                "the column that holds the texts (--text_column)"
+            )
         dropped += int((~mask).sum())
         kept[split] = ds.select(np.flatnonzero(mask))
     if dropped:
@@ -186,6 +206,12 @@ def tokenize_splits(
     if max_length is not None and isinstance(positions, int) and max_length > positions:
         raise ValueError(f"Expected max_length <= {positions} (the model's longest input), got {max_length}")
     max_length = default_max_length(tokenizer, model) if max_length is None else max_length
+    special = tokenizer.num_special_tokens_to_add(pair=data.text_pair_column is not None)
+    if max_length < special + 1:  # truncation keeps the special tokens: no token of the text would be left
+        raise ValueError(
+            f"Expected max_length >= {special + 1} (the tokenizer adds {special} special tokens"
+            f"{' to a pair' if data.text_pair_column is not None else ''}, plus one token of text), got {max_length}"
+        )
     text, pair = data.text_column, data.text_pair_column
 
     def encode(batch):

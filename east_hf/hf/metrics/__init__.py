@@ -37,12 +37,13 @@ METRIC_DIR = Path(__file__).resolve().parent
 METRIC_NAMES = ("macro_fbeta", "mcc")
 
 
-def load_metric(name: str, **kwargs):
+def load_metric(name: str, config_name: str | None = None, **kwargs):
     """Load a packaged evaluate metric by name: ``evaluate.load`` on its path inside east_hf.
 
     ``evaluate.load("mcc")`` would first look for ``./mcc/mcc.py`` in the working directory and then ask the Hub;
     this helper passes the absolute path of the packaged script, so it needs no network and no particular working
-    directory. ``kwargs`` go to ``evaluate.load`` (``config_name``, ``experiment_id``, ``keep_in_memory``, ...).
+    directory. ``config_name`` (``"multilabel"``) and ``kwargs`` go to ``evaluate.load`` (``experiment_id``,
+    ``keep_in_memory``, ...), so ``load_metric("macro_fbeta", "multilabel")`` reads as ``evaluate.load`` does.
 
     >>> round(load_metric("macro_fbeta").compute(predictions=[0, 1, 1], references=[0, 1, 0])["fbeta"], 4)
     0.6667
@@ -50,4 +51,4 @@ def load_metric(name: str, **kwargs):
     check_choice("a metric name", name, METRIC_NAMES)
     import evaluate  # imported here: it is slow to import and only the metric modules need it
 
-    return evaluate.load(str(METRIC_DIR / name), **kwargs)
+    return evaluate.load(str(METRIC_DIR / name), config_name, **kwargs)
