@@ -244,3 +244,19 @@ def test_the_unpredicted_classes_warning_names_ten_classes_and_counts_the_rest()
     assert f"{UNPREDICTED_NAMED - 1} (2 samples) and {25 - UNPREDICTED_NAMED} more classes;" in message
     assert warn_unpredicted_kept_classes(record, 12, None) is None  # every class predicted at the kept step
     assert warn_unpredicted_kept_classes(record, None, None) is None
+
+
+@pytest.mark.parametrize("labels", [["cat", "dog"], ["[1, 0]", "[0, 1]"]], ids=["names", "vectors_as_text"])
+def test_a_label_column_of_strings_is_one_line_before_training(tmp_path, labels):
+    """A ``datasets.Dataset`` whose labels are strings (class names, or multi-hot rows written as text) is refused in
+    one line naming the column's type and a value, not a numpy TypeError from counting the classes."""
+    import datasets
+
+    from east_hf.hf.models import TabularMLPConfig, TabularMLPForClassification
+
+    ds = datasets.Dataset.from_dict({"input_features": [[0.0, 1.0]] * 8, "labels": labels * 4})
+    model = TabularMLPForClassification(TabularMLPConfig(num_features=2, num_labels=2, hidden_sizes=[4]))
+    args = EASTConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    with pytest.raises(ValueError, match=rf"got a column of string \(e\.g\. {re.escape(repr(labels[0]))}\)") as e:
+        EASTTrainer(model, args, train_dataset=ds, eval_dataset=ds)
+    assert "\n" not in str(e.value) and "class_encode_column" in str(e.value)

@@ -72,6 +72,12 @@ def _arrow_labels(column) -> torch.Tensor:
     column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     kind = column.type
     if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+            example = next((v for v in column.to_pylist() if v is not None), None)
+            raise ValueError(
+                f"Expected class ids (integers) or multi-hot rows of 0/1 as labels, got a column of {kind} (e.g. "
+                f"{example!r}): encode the classes first (datasets' class_encode_column, or east-train, which does)"
+            )
         return torch.tensor(column.to_numpy(zero_copy_only=False))
     if pa.types.is_fixed_size_list(kind):
         values = column.flatten().to_numpy(zero_copy_only=False)

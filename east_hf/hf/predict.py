@@ -35,6 +35,7 @@ it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -127,6 +128,20 @@ def _device(device: str | torch.device | None) -> torch.device:
     return device
 
 
+@contextlib.contextmanager
+def _quiet_loading():
+    """transformers' progress bars off while a run's weights load: predictions end in one summary line, not a bar."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
 class Predictor:
     """A saved run, ready to predict: ``Predictor(run_dir).predict(data) -> pandas.DataFrame``.
 
@@ -154,7 +169,8 @@ class Predictor:
         self.batch_size = batch_size
         self.device = _device(device)
         try:
-            self.model = load_pretrained(str(self.run_dir)).eval()
+            with _quiet_loading():
+                self.model = load_pretrained(str(self.run_dir)).eval()
         except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a folder it cannot read
             raise ValueError(
                 f"Expected a model east_hf can load in {self.run_dir}, got {type(e).__name__}: {one_line(e)}"
