@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import write_csv
+from helpers import one_line_error, write_csv
 
 from east_hf.hf.data import DataArguments, load_data
 from east_hf.hf.data.fingerprint import file_sha256
@@ -238,6 +238,23 @@ def test_an_image_folder_is_read_by_datasets_once_then_mapped_without_decoding(t
     _images(tmp_path / "imgs", 50)  # ten more images: read again
     assert sum(len(getattr(load_data(args), s)) for s in ("train", "validation", "test")) == 50
     assert len(_versions(cache, "raw")) == 2
+
+
+def test_east_cache_marks_and_clears_the_sources_that_are_gone(tmp_path, cache, capsys):
+    kept = write_csv(tmp_path / "kept.csv", "x1,x2,label", _rows(["c0", "c1"]))
+    gone = write_csv(tmp_path / "gone.csv", "x1,x2,label", _rows(["a", "b"]))
+    for csv in (kept, gone):
+        load_data(DataArguments(dataset_name=str(csv)))
+    gone.unlink()
+    assert east_cache(["ls"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:4]}
+    assert rows[str(gone.resolve())].endswith("(missing: clear --missing)")
+    assert "missing" not in rows[str(kept.resolve())]
+    err = one_line_error(capsys, east_cache, ["clear", str(kept), "--missing"])
+    assert "Expected sources or --missing, not both" in err
+    assert east_cache(["clear", "--missing"]) == 0
+    assert "the cache of local sources no longer there" in capsys.readouterr().out
+    assert [p.parent.name.split("-")[0] for p in _versions(cache, "prepared")] == ["kept.csv"]
 
 
 def test_an_image_folder_with_its_labels_file_edited_in_place_reads_the_new_labels(tmp_path):

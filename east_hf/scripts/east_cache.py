@@ -3,6 +3,7 @@
     east-cache ls                      # each data source: its cached versions, their size and last use
     east-cache clear                   # remove everything east_hf cached
     east-cache clear data.csv images/  # only what was cached for these sources (paths or Hub ids)
+    east-cache clear --missing         # what was cached for local files and folders that are gone
     east-cache clear --dry_run         # say what would be removed, remove nothing
 
 The cache (``east_hf.hf.data.store``) lives in ``$EAST_HF_CACHE``, else ``east_hf`` in the ``datasets`` cache
@@ -34,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("ls", help="each data source: its cached versions, their size and last use")
     clear = commands.add_parser("clear", help="remove what east_hf cached (everything, or the sources named)")
     clear.add_argument("sources", nargs="*", help="data files, folders or Hub ids (default: every source)")
+    clear.add_argument(
+        "--missing",
+        action="store_true",
+        help="only the sources that are local paths no longer there ('ls' marks them)",
+    )
     clear.add_argument("--dry_run", action="store_true", help="say what would be removed, remove nothing")
     return parser
 
@@ -63,7 +69,8 @@ def _ls() -> None:
         for e in entries:
             used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)) if e.last_used else "-"
             raw, prepared = e.versions.get("raw", 0), e.versions.get("prepared", 0)
-            print(f"{e.source:<{width}}  {raw:>3}  {prepared:>8}  {_size(e.size):>8}  {used}")
+            gone = "  (missing: clear --missing)" if store.is_missing(e.source) else ""
+            print(f"{e.source:<{width}}  {raw:>3}  {prepared:>8}  {_size(e.size):>8}  {used}{gone}")
     total = sum(e.size for e in entries)
     print(f"{len(entries)} source{'s' if len(entries) != 1 else ''}, {_size(total)}")
     tokenizers = store.tokenizer_folders()
@@ -78,11 +85,19 @@ def _ls() -> None:
         )
 
 
-def _clear(sources: list[str], dry_run: bool) -> None:
+def _clear(sources: list[str], dry_run: bool, missing: bool = False) -> None:
     from east_hf.hf.data import store
 
-    removed, size = store.clear(sources or None, dry_run=dry_run)
-    what = f"the cache of {', '.join(sources)}" if sources else f"everything east_hf cached in {store.cache_root()}"
+    if missing and sources:
+        raise ValueError(f"Expected sources or --missing, not both; got {' '.join(sources)} and --missing")
+    removed, size = store.clear(sources or None, dry_run=dry_run, missing=missing)
+    what = (
+        "the cache of local sources no longer there"
+        if missing
+        else f"the cache of {', '.join(sources)}"
+        if sources
+        else f"everything east_hf cached in {store.cache_root()}"
+    )
     if not removed:
         print(f"{PROG}: nothing to clear: {what} is empty")
         return
@@ -108,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "ls":
             _ls()
         else:
-            _clear(args.sources, args.dry_run)
+            _clear(args.sources, args.dry_run, args.missing)
     except (ValueError, OSError) as e:
         parser.error(" ".join(str(e).split()))
     return 0

@@ -303,19 +303,28 @@ def legacy_folders() -> list[Path]:
     )
 
 
-def clear(sources: list[str] | None = None, dry_run: bool = False) -> tuple[list[Path], int]:
-    """Remove what east_hf cached: every source's folder, or those of ``sources`` (local paths or Hub ids), and with
-    every source the prepared folders of earlier east_hf versions (``legacy_folders``). Only entries east_hf made are
-    removed; a source folder is removed once nothing else is left in it. Returns (the folders or files removed, their
-    bytes); ``dry_run`` removes nothing."""
+def is_missing(source: str) -> bool:
+    """Whether a cached ``source`` is a local file or folder that is no longer there (a Hub id or generated set never
+    is): its cached versions can never be read again."""
+    return os.path.isabs(source) and not os.path.exists(source)
+
+
+def clear(sources: list[str] | None = None, dry_run: bool = False, missing: bool = False) -> tuple[list[Path], int]:
+    """Remove what east_hf cached: every source's folder, or those of ``sources`` (local paths or Hub ids), or with
+    ``missing`` those of local sources that are no longer there (``is_missing``); with every source, also the
+    prepared folders of earlier east_hf versions (``legacy_folders``) and the tokenizers. Only entries east_hf made
+    are removed; a source folder is removed once nothing else is left in it. Returns (the folders or files removed,
+    their bytes); ``dry_run`` removes nothing."""
+    if missing and sources is not None:
+        raise ValueError(f"Expected sources or missing=True, not both; got sources {sources}")
     wanted = None
     if sources is not None:
         wanted = set(sources) | {str(Path(s).expanduser().resolve()) for s in sources} | {f"hub:{s}" for s in sources}
     removed: list[Path] = []
     for entry in scan():
-        if wanted is None or entry.source in wanted:
+        if is_missing(entry.source) if missing else wanted is None or entry.source in wanted:
             removed += _ours(entry.folder)
-    if sources is None:
+    if sources is None and not missing:
         removed += legacy_folders() + tokenizer_folders()
     size = sum(disk_size(p) for p in removed)
     if not dry_run:
