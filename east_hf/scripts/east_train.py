@@ -181,7 +181,7 @@ def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extr
     if keys:
         width = max(len(k) for k in keys)
         tuned = all(f"test_tuned_{k}" in metrics for k in keys)
-        header = f"{'':<{width}}  {'argmax':>8}  {'tuned':>8}" if tuned else ""
+        header = f"{'':<{width}}  {'trained':>8}  {'tuned':>8}" if tuned else ""
         lines += ["Test metrics (best model" + (", as trained and with the tuned decision rule)" if tuned else ")")]
         lines += [header] if tuned else []
         lines += ["-" * (width + (20 if tuned else 10))]
