@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 from east_hf.scripts.east_compare import paired_differences
@@ -28,6 +29,21 @@ def difference_text(diff) -> str:
         return "-"
     mean, se, wins, ties, losses, n = diff
     return f"{mean:+.4f} ± {se:.4f} · {wins}/{ties}/{losses}".replace("-", "−")
+
+
+def against_reference(scores: dict[int, dict[str, float]], reference: str, names: list[str]) -> dict[str, tuple]:
+    """{name: ("mean ± std" over the seeds, the paired difference from ``reference`` as ``difference_text``, "" for
+    the reference itself)} of per-seed scores ``{seed: {name: value}}``, for the reference and each of ``names``."""
+    runs = [
+        {"variant": n, "seed": seed, "metrics": {"score": v}} for seed, row in scores.items() for n, v in row.items()
+    ]
+    diffs = paired_differences(runs, "score", reference)
+    out = {}
+    for name in [reference, *names]:
+        values = [row[name] for row in scores.values()]
+        spread = f"{statistics.fmean(values):.4f} ± {statistics.stdev(values):.4f}"
+        out[name] = (spread, "" if name == reference else difference_text(diffs.get(name)))
+    return out
 
 
 def seed_range(text: str | None) -> set[int] | None:

@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 
 import torch
-from stage_average import seeds_arg
+from paired import against_reference, emit_table, seed_range  # benchmarks/paired.py, beside this script
 
 from east_hf.core.surrogate import soft_confusion_matrix
 
@@ -109,23 +108,15 @@ def table(folder: Path, rules: list[str], seeds: list[int]) -> str:
               if (folder / f"seed-{s}" / "test_results.json").is_file()}  # fmt: skip
     if len(scores) < 2:
         raise ValueError(f"Expected finished runs for at least two of seeds {seeds} in {folder}, got {len(scores)}")
-    kept = [s["hard"] for s in scores.values()]
     lines = [
         f"{folder} (seeds {', '.join(map(str, scores))}): test F1 of the positive class, paired by seed",
         "",
-        "| selected by | test F1 mean ± std | − hard, mean ± s.e. | wins / ties / losses |",
-        "|---|---|---|---|",
-        f"| hard (the run's) | {statistics.fmean(kept):.4f} ± {statistics.stdev(kept):.4f} | | |",
+        "| selected by | test F1 mean ± std | − hard, mean ± s.e. · wins/ties/losses |",
+        "|---|---|---|",
     ]
-    for rule in rules:
-        values = [s[rule] for s in scores.values()]
-        diffs = [v - k for v, k in zip(values, kept)]
-        se = statistics.stdev(diffs) / len(diffs) ** 0.5
-        wins, losses = sum(d > 1e-12 for d in diffs), sum(d < -1e-12 for d in diffs)
-        lines.append(
-            f"| {rule} | {statistics.fmean(values):.4f} ± {statistics.stdev(values):.4f} | "
-            f"{statistics.fmean(diffs):+.4f} ± {se:.4f} | {wins} / {len(diffs) - wins - losses} / {losses} |"
-        )
+    for rule, (spread, diff) in against_reference(scores, "hard", rules).items():
+        shown = "hard (the run's)" if rule == "hard" else rule
+        lines.append(f"| {shown} | {spread} | {diff} |")
     return "\n".join(lines) + "\n"
 
 
@@ -133,14 +124,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path, help="east-compare variant folders holding seed-<n> runs")
     parser.add_argument("--rules", default="soft0.05,soft0.1,hard+soft0.1,loss", help="comma-separated rules")
-    parser.add_argument("--seeds", default="0-9", help="a seed or a range, e.g. 0-9")
+    parser.add_argument("--seeds", default="0-9", help="a range of seeds, FIRST-LAST")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     args = parser.parse_args()
     rules = [r for r in args.rules.split(",") if r]
-    text = "\n".join(table(folder, rules, seeds_arg(args.seeds)) for folder in args.folders)
-    print(text)
-    if args.markdown:
-        args.markdown.write_text(text)
+    seeds = sorted(seed_range(args.seeds))
+    emit_table([table(folder, rules, seeds) for folder in args.folders], args.markdown)
 
 
 if __name__ == "__main__":

@@ -28,12 +28,8 @@ import statistics
 from pathlib import Path
 
 import torch
+from paired import against_reference, emit_table, seed_range  # benchmarks/paired.py, beside this script
 from safetensors.torch import load_file
-
-
-def seeds_arg(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
 
 
 def stage_steps(state: dict) -> tuple[int, list[int]]:
@@ -116,24 +112,18 @@ def table(folder: Path, windows: list[str], seeds: list[int]) -> str:
             scores[seed] = score_run(run, windows)
     if len(scores) < 2:
         raise ValueError(f"Expected finished runs for at least two of seeds {seeds} in {folder}, got {len(scores)}")
-    kept = [s["kept"]["test"] for s in scores.values()]
+    rows = against_reference(
+        {seed: {k: v["test"] for k, v in s.items()} for seed, s in scores.items()}, "kept", windows
+    )
     lines = [
         f"{folder} (seeds {', '.join(map(str, scores))}): test F1 of the positive class, paired by seed",
         "",
-        "| weights | checkpoints averaged (mean) | test F1 mean ± std | − kept, mean ± s.e. | wins / ties / losses |",
-        "|---|---|---|---|---|",
-        f"| kept | 1 | {statistics.fmean(kept):.4f} ± {statistics.stdev(kept):.4f} | | |",
+        "| weights | checkpoints averaged (mean) | test F1 mean ± std | − kept, mean ± s.e. · wins/ties/losses |",
+        "|---|---|---|---|",
     ]
-    for name in windows:
-        values = [s[name]["test"] for s in scores.values()]
-        diffs = [v - k for v, k in zip(values, kept)]
-        se = statistics.stdev(diffs) / len(diffs) ** 0.5
-        wins, losses = sum(d > 1e-12 for d in diffs), sum(d < -1e-12 for d in diffs)
+    for name, (spread, diff) in rows.items():
         n = statistics.fmean(s[name]["n"] for s in scores.values())
-        lines.append(
-            f"| {name} | {n:.1f} | {statistics.fmean(values):.4f} ± {statistics.stdev(values):.4f} | "
-            f"{statistics.fmean(diffs):+.4f} ± {se:.4f} | {wins} / {len(diffs) - wins - losses} / {losses} |"
-        )
+        lines.append(f"| {name} | {n:.1f} | {spread} | {diff} |")
     return "\n".join(lines) + "\n"
 
 
@@ -141,14 +131,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path, help="east-compare variant folders holding seed-<n> runs")
     parser.add_argument("--windows", default="prev3,around3,stage", help="comma-separated: prevK, aroundK, stage")
-    parser.add_argument("--seeds", default="0-9", help="a seed or a range, e.g. 0-9")
+    parser.add_argument("--seeds", default="0-9", help="a range of seeds, FIRST-LAST")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     args = parser.parse_args()
     windows = [w for w in args.windows.split(",") if w]
-    text = "\n".join(table(folder, windows, seeds_arg(args.seeds)) for folder in args.folders)
-    print(text)
-    if args.markdown:
-        args.markdown.write_text(text)
+    seeds = sorted(seed_range(args.seeds))
+    emit_table([table(folder, windows, seeds) for folder in args.folders], args.markdown)
 
 
 if __name__ == "__main__":

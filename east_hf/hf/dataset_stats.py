@@ -73,7 +73,8 @@ def _arrow_labels(column) -> torch.Tensor:
     kind = column.type
     if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
         if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
-            example = next((v for v in column.to_pylist() if v is not None), None)
+            present = column.drop_null()
+            example = present[0].as_py() if len(present) else None
             raise ValueError(
                 f"Expected class ids (integers) or multi-hot rows of 0/1 as labels, got a column of {kind} (e.g. "
                 f"{example!r}): encode the classes first (datasets' class_encode_column, or east-train, which does)"

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from east_hf.hf.data.text import not_text_message
+
 LABEL_COLUMNS = ("label", "labels")  # east-train's default label columns, passed through when the input has one
 
 __all__ = [
@@ -134,7 +136,7 @@ def as_numbers(frame, numeric: Sequence[str]):
 def text_values(frame, column: str, what: str = "text column") -> tuple[list[str], np.ndarray]:
     """(the texts of ``frame[column]``, a missing value (None, NaN) as ``""``; a mask (N,) of the rows without text:
     missing, empty or blank). A value that is not a string (a number, a list) is a one-line ``ValueError`` in
-    east-train's words for such a text column (``east_hf.hf.data.text``): the column's type, the first such row
+    east-train's words for such a text column (``not_text_message``): the column's type, the first such row
     (counting from 0) and its value; a model fed ``str(3.0)`` would predict a confident class from no text."""
     values = frame[column]
     missing = values.isna().to_numpy()  # (N,)
@@ -145,9 +147,6 @@ def text_values(frame, column: str, what: str = "text column") -> tuple[list[str
         example = values.iloc[row]
         example = example.item() if isinstance(example, np.generic) else example
         kind = type(example).__name__ if values.dtype == object else values.dtype
-        raise ValueError(
-            f"{what} {column!r} holds {kind} values, not text (row {row}: {example!r}); "
-            "pass the column of strings, or convert it"
-        )
+        raise ValueError(not_text_message(what, column, f"{kind} values", row, example))
     texts = [v if ok else "" for v, ok in zip(values, text)]
     return texts, np.array([not t.strip() for t in texts], dtype=bool)

@@ -3,9 +3,9 @@
 ``run_record`` holds every setting that affects training (defaults included), the east_hf version and a fingerprint
 of the data. ``east-train --dry_run`` prints ``resolved_settings`` (the settings that differ from the defaults);
 ``east-train`` keeps its run's record in its output folder (``run_settings.json``, ``write_record``, at its first
-checkpoint) and refuses to resume a run whose data or model settings changed since (``check_resumed_record``); ``east-compare`` keeps each run's record beside it as well
-and trains a run again when ``record_changes`` finds a difference, never when only a setting that does not affect
-training changed (``RECORD_LEAVES_OUT``).
+checkpoint) and refuses to resume a run whose data or model settings changed since (``check_resumed_record``);
+``east-compare`` keeps each run's record beside it as well and trains a run again when ``record_changes`` finds a
+difference, never when only a setting that does not affect training changed (``RECORD_LEAVES_OUT``).
 """
 
 from __future__ import annotations

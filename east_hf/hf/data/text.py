@@ -19,7 +19,14 @@ import numpy as np
 from east_hf.hf.data.rows import json_text, read_batches, read_column
 from east_hf.hf.data.sources import DataError
 
-__all__ = ["LONG_TEXT_CHARS", "drop_empty_texts", "ensure_pad_token", "text_columns", "tokenize_splits"]
+__all__ = [
+    "LONG_TEXT_CHARS",
+    "drop_empty_texts",
+    "ensure_pad_token",
+    "not_text_message",
+    "text_columns",
+    "tokenize_splits",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +70,13 @@ def _check_column(ds, column: str, what: str, dataset_name: str) -> None:
     example = values[row].as_py() if len(values) else None
     if decode is not None and example is not None:
         example = decode(example)
-    raise DataError(
+    raise DataError(not_text_message(what, column, kind, row, example))
+
+
+def not_text_message(what: str, column: str, kind: str, row: int, example: Any) -> str:
+    """The one line for a text column whose values are not strings (east-train's and east-predict's): ``kind`` names
+    what it holds (``"int64 values"``), ``row`` (counting from 0) the first such row and ``example`` its value."""
+    return (
         f"{what} {column!r} holds {kind}, not text (row {row}: {example!r}); pass the column of strings, or convert it"
     )
 
