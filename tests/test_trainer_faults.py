@@ -209,7 +209,17 @@ class _NeverClassTwo(PlainClassifier):
         return logits - torch.tensor([0.0, 0.0, 1e4])
 
 
-@pytest.mark.parametrize("model", [_NeverClassTwo, PlainClassifier], ids=["dead_class", "healthy"])
+class _OnlyClassZero(PlainClassifier):
+    """A classifier whose class 0 logit is far above the others whatever it learns: it predicts class 0 only."""
+
+    def forward(self, input_values):
+        logits = super().forward(input_values)
+        return logits + torch.tensor([1e4, 0.0, 0.0])
+
+
+@pytest.mark.parametrize(
+    "model", [_NeverClassTwo, PlainClassifier, _OnlyClassZero], ids=["dead_class", "healthy", "one_class"]
+)
 def test_a_kept_model_that_never_predicts_a_class_is_warned_about(tmp_path, caplog, model):
     """With the trainer's own metrics, the best checkpoint's validation predictions are counted per class: a class
     with validation samples that the kept model never predicts is named in one warning, with its samples."""
@@ -227,6 +237,12 @@ def test_a_kept_model_that_never_predicts_a_class_is_warned_about(tmp_path, capl
     with caplog.at_level(logging.WARNING, logger="east_hf"):
         trainer.train()
     warned = [r.getMessage() for r in caplog.records if "never predicts a class" in r.getMessage()]
+    if model is _OnlyClassZero:
+        one = [
+            r.getMessage() for r in caplog.records if "predicts one class for every validation row" in r.getMessage()
+        ]
+        assert warned == [] and len(one) == 1 and "2 other classes have validation samples (1 (" in one[0]
+        return
     if model is PlainClassifier:
         assert warned == []
         return
@@ -244,6 +260,19 @@ def test_the_unpredicted_classes_warning_names_ten_classes_and_counts_the_rest()
     assert f"{UNPREDICTED_NAMED - 1} (2 samples) and {25 - UNPREDICTED_NAMED} more classes;" in message
     assert warn_unpredicted_kept_classes(record, 12, None) is None  # every class predicted at the kept step
     assert warn_unpredicted_kept_classes(record, None, None) is None
+
+
+def test_a_kept_model_that_predicts_one_class_for_every_row_is_named_so_with_what_to_try():
+    from east_hf.hf.guards import warn_unpredicted_kept_classes
+
+    record = {8: [(1, 30), (2, 4)]}
+    message = warn_unpredicted_kept_classes(record, 8, {0: "none", 1: "minor", 2: "major"}, supported={8: 3})
+    assert "\n" not in message and "predicts one class for every validation row" in message
+    assert "2 other classes have validation samples (minor (30 samples), major (4 samples))" in message
+    assert "east_warm_start_epochs -1" in message
+    # three classes with samples, one of them predicted besides: the classes-never-predicted line
+    assert "never predicts a class" in warn_unpredicted_kept_classes(record, 8, None, supported={8: 4})
+    assert "never predicts a label" in warn_unpredicted_kept_classes(record, 8, None, True, {8: 3})
 
 
 @pytest.mark.parametrize("labels", [["cat", "dog"], ["[1, 0]", "[0, 1]"]], ids=["names", "vectors_as_text"])

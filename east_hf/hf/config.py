@@ -380,7 +380,9 @@ class EASTConfig(TrainingArguments):
             # Steps as a count, or as a fraction (< 1) of the training steps, as TrainingArguments reads them.
             steps_match = evaluation != "steps" or (
                 every is not None
-                and (self.save_steps == every or (every >= 1 and self.save_steps >= 1 and self.save_steps % every == 0))
+                and (
+                    self.save_steps == every or (every >= 1 and self.save_steps >= 1 and self.save_steps % every == 0)
+                )
             )
             self.load_best_model_at_end = save == "best" or (save == evaluation != "no" and steps_match)
             if not self.load_best_model_at_end:

@@ -102,6 +102,7 @@ class EvaluationFromCounts:
     # validation samples that the model never predicted, as (index, samples) pairs; the trainer reads the kept
     # model's after training.
     _unpredicted: dict[int, list[tuple[int, float]]] | None = None
+    _supported: dict[int, int] | None = None  # per such evaluation: how many classes have validation samples
     _logits_sink: _LogitsSink | None = None  # set while ``with_logits_on_disk`` predicts
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
@@ -194,8 +195,9 @@ class EvaluationFromCounts:
                 support, predicted = counts[1, :width], counts[2, :width]
                 never = ((support > 0) & (predicted == 0)).nonzero().flatten()
                 if self._unpredicted is None:
-                    self._unpredicted = {}
+                    self._unpredicted, self._supported = {}, {}
                 self._unpredicted[self.state.global_step] = list(zip(never.tolist(), support[never].tolist()))
+                self._supported[self.state.global_step] = int((support > 0).sum())
         if metric_key_prefix == "eval":
             self._check_best_metric_key(output.metrics)
         return output

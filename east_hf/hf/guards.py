@@ -109,11 +109,13 @@ def warn_unpredicted_kept_classes(
     best_step: int | None,
     id2label: dict | None,
     multi_label: bool = False,
+    supported: dict[int, int] | None = None,
 ) -> str | None:
     """Warn (and return the message) when the model kept at the end never predicts a class (multi-label: a label)
     that has validation samples (``unpredicted``: per evaluation step, the (class, samples) pairs the trainer
-    recorded). Small or imbalanced data can leave a class that no run learned, whatever the loss; its recall and
-    F-beta are 0."""
+    recorded; ``supported``: per step, how many classes have validation samples). Small or imbalanced data can leave
+    a class that no run learned, whatever the loss; its recall and F-beta are 0. A single-label model that predicts
+    one class for every validation row has learned nothing: the line says so, and what to try."""
     if not unpredicted or best_step is None or not unpredicted.get(best_step):
         return None
     what, many = ("label", "labels") if multi_label else ("class", "classes")
@@ -121,6 +123,15 @@ def warn_unpredicted_kept_classes(
     names = ", ".join(f"{(id2label or {}).get(k, k)} ({n:g} samples)" for k, n in classes[:UNPREDICTED_NAMED])
     if len(classes) > UNPREDICTED_NAMED:
         names += f" and {len(classes) - UNPREDICTED_NAMED} more {many}"
+    if not multi_label and (supported or {}).get(best_step, 0) == len(classes) + 1:
+        message = (
+            f"The model kept (step {best_step}) predicts one class for every validation row, while {len(classes)} "
+            f"other classes have validation samples ({names}): it ranks nothing; try a longer warm start "
+            "(east_warm_start_epochs -1: until its own early stopping), a higher learning rate or more epochs, and "
+            "compare --loss ce"
+        )
+        logger.warning(message)
+        return message
     message = (
         f"The model kept (step {best_step}) never predicts a {what} that has validation samples: {names}; its "
         f"recall and F-beta of that {what} are 0 (too few training steps or samples of it: more epochs or a higher "

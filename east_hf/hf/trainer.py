@@ -347,7 +347,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
             if not binary:  # binary: the near-empty warning above speaks of the one class scored
                 id2label = getattr(getattr(self.model, "config", None), "id2label", None)
                 warn_unpredicted_kept_classes(
-                    self._unpredicted, self.state.best_global_step, id2label, multi_label=self.multi_label
+                    self._unpredicted, self.state.best_global_step, id2label, self.multi_label, self._supported
                 )
         return result
 

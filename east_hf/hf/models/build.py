@@ -36,6 +36,9 @@ MULTI_LABEL = "multi_label_classification"  # transformers' config.problem_type 
 DEFAULT_IMAGE_MODEL = "darknet19"  # the paper's image architecture (its Appendix E)
 
 
+LOCAL_DIR, HF_HUB = "local-dir:", "hf-hub:"  # timm.create_model's prefixes for a local folder and a Hub id
+
+
 @dataclass
 class ModelArguments:
     """Which model: a timm architecture (random init), a Hub or local checkpoint (new head), or the tabular MLP."""
@@ -45,8 +48,8 @@ class ModelArguments:
     model_name_or_path: str | None = field(
         default=None,
         metadata={
-            "help": "timm architecture, Hub id or checkpoint folder, tabular_mlp or text_tiny; default: darknet19 / "
-            "tabular_mlp / text_tiny (images / tables / texts)."
+            "help": "timm architecture, Hub id or checkpoint folder (timm's hf-hub: and local-dir: prefixes too), "
+            "tabular_mlp or text_tiny; default: darknet19 / tabular_mlp / text_tiny (images / tables / texts)."
         },
     )
     model_revision: str = field(default="main", metadata={"help": "Revision of a Hub checkpoint."})
@@ -62,6 +65,24 @@ class ModelArguments:
     def __post_init__(self):
         if self.dropout is not None:
             check_range("dropout", self.dropout, 0, 1, "[)")
+        self.model_name_or_path = resolve_timm_prefix(self.model_name_or_path)
+
+
+def resolve_timm_prefix(name: str | None) -> str | None:
+    """A checkpoint named as ``timm.create_model`` names it: ``local-dir:FOLDER`` is the folder (which must exist) and
+    ``hf-hub:OWNER/NAME`` the Hub id; every loader here takes the plain form.
+
+    >>> resolve_timm_prefix("hf-hub:timm/resnet18.a1_in1k"), resolve_timm_prefix("resnet18")
+    ('timm/resnet18.a1_in1k', 'resnet18')
+    """
+    if name is None or not name.startswith((LOCAL_DIR, HF_HUB)):
+        return name
+    if name.startswith(HF_HUB):
+        return name.removeprefix(HF_HUB)
+    folder = os.path.expanduser(name.removeprefix(LOCAL_DIR))
+    if not os.path.isdir(folder):
+        raise ValueError(f"Expected {LOCAL_DIR}FOLDER to name a checkpoint folder, got {name!r}: no such folder")
+    return folder
 
 
 def _offline() -> bool:
