@@ -59,9 +59,13 @@ def test_every_recipe_parses_and_validates(parser, recipe, tmp_path):
     assert training.load_best_model_at_end and training.remove_unused_columns is False
     assert training.metric_for_best_model == f"eval_{training.east_target_key}" and training.greater_is_better
     assert training.optim == "adamw_torch" and training.east_temperature == 0.2
-    assert training.east_decay in (0.8, 0.9)
     assert training.per_device_train_batch_size in (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
-    assert training.learning_rate in (1e-2, 1e-3, 1e-4)
+    if recipe.stem in ("finetune_text", "finetune_image"):  # a fine-tune's schedule (the fine-tuning guide)
+        assert training.east_decay == 0.5 and training.eval_strategy == "steps" and 0 < training.eval_steps < 1
+        assert training.east_stage_monitor == "eval_fbeta" and training.east_warm_start_epochs == 1
+    else:  # the paper's grids
+        assert training.east_decay in (0.8, 0.9)
+        assert training.learning_rate in (1e-2, 1e-3, 1e-4)
     if "fbeta_dog" in recipe.stem or "fbeta_frog" in recipe.stem:
         cls = "dog" if "dog" in recipe.stem else "frog"
         assert training.east_beta == {cls: 0.25 if "precision" in recipe.stem else 5}
