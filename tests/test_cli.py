@@ -62,7 +62,7 @@ def test_every_recipe_parses_and_validates(parser, recipe, tmp_path):
     assert training.per_device_train_batch_size in (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
     if recipe.stem in ("finetune_text", "finetune_image"):  # a fine-tune's schedule (the fine-tuning guide)
         assert training.east_decay == 0.5 and training.eval_strategy == "steps" and 0 < training.eval_steps < 1
-        assert training.east_stage_monitor == "eval_fbeta" and training.east_warm_start_epochs == 1
+        assert training.east_warm_start_epochs == 1 and training.east_patience == 2
     else:  # the paper's grids
         assert training.east_decay in (0.8, 0.9)
         assert training.learning_rate in (1e-2, 1e-3, 1e-4)

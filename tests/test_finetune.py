@@ -137,7 +137,7 @@ def test_finetune_image_on_a_local_dir_timm_checkpoint_ends_on_the_annealing_cri
     out = tmp_path / "run"
     argv = [
         "finetune_image", "--model_name_or_path", f"local-dir:{checkpoint}", "--dataset_name", images,
-        "--image_size", 24, "--per_device_train_batch_size", 16, "--output_dir", out,
+        "--image_size", 24, "--per_device_train_batch_size", 16, "--learning_rate", 3e-3, "--output_dir", out,
         "--report_to", "none", "--model_card", "false", "--disable_tqdm", "true",
     ]  # fmt: skip
     assert main([str(a) for a in argv]) == 0
