@@ -146,3 +146,25 @@ def test_finetune_image_on_a_local_dir_timm_checkpoint_ends_on_the_annealing_cri
     assert json.loads((out / "test_results.json").read_text())["test_fbeta"] > 0.6  # majority alone: 0.18
     reloaded = timm.create_model(f"local-dir:{out}", pretrained=True)  # the run is a timm checkpoint too
     assert reloaded.num_classes == 4
+
+
+def test_a_local_dir_model_that_is_not_a_folder_is_one_line_before_loading_data(capsys, tmp_path):
+    from helpers import one_line_error
+
+    missing = tmp_path / "no_such_checkpoint"
+    err = one_line_error(
+        capsys,
+        main,
+        [
+            "finetune_image",
+            "--model_name_or_path",
+            f"local-dir:{missing}",
+            "--dataset_name",
+            tmp_path,
+            "--output_dir",
+            tmp_path / "run",
+        ],
+    )
+    assert err == (
+        f"east-train: error: Expected local-dir:FOLDER to name a checkpoint folder, got 'local-dir:{missing}': no such folder"
+    )
