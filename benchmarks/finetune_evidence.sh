@@ -30,7 +30,7 @@ task() {  # name, recipe, east-train flags...
   "$BIN/east-compare" "recipes/$recipe.yaml" --seeds 5 --vary_split --output_dir "$runs" \
     -- "$@" --disable_tqdm true --model_card false
   mkdir -p "$R/finetune_$name"
-  cp "$runs/results.md" "$runs/results.json" "$R/finetune_$name/"
+  cp "$runs/results.md" "$R/finetune_$name/"  # results.json stays with the runs: the command rebuilds it
   "$BIN/python" benchmarks/annealing_report.py "$runs" --reference ce --markdown "$R/finetune_$name/ends.md"
 }
 
