@@ -126,7 +126,7 @@ def warn_unpredicted_kept_classes(
     if not multi_label and (supported or {}).get(best_step, 0) == len(classes) + 1:
         message = (
             f"The model kept (step {best_step}) predicts one class for every validation row, while {len(classes)} "
-            f"other classes have validation samples ({names}): it ranks nothing; try a longer warm start "
+            f"other classes have validation samples ({names}): it tells no class apart; try a longer warm start "
             "(east_warm_start_epochs -1: until its own early stopping), a higher learning rate or more epochs, and "
             "compare --loss ce"
         )
