@@ -12,9 +12,8 @@ Three layers, each importing only from the ones before it:
 
 The names below are loaded on first access, so ``import east_hf`` imports nothing heavy (torch loads with the first
 core name, transformers with the first name of the Hugging Face layer): the console scripts, whose modules import
-``east_hf`` first, answer a Ctrl-C while torch loads in one line. The old top-level
-paths (``east_hf.models``, ``east_hf.loss``, ``east_hf.trainer``, ...) are deprecated: each re-exports its layer
-module's public names and warns (FutureWarning) on import.
+``east_hf`` first, answer a Ctrl-C while torch loads in one line. Everything else is imported from its layer
+(``east_hf.hf.trainer``, ``east_hf.core.loss``, ...).
 
 Our architectures are registered where they are defined: importing ``east_hf.hf.models`` (which the trainer and
 ``east-train`` do) registers ``darknet19`` / ``darknet19_tiny`` in timm's registry and the tabular MLP with

@@ -1,37 +1,34 @@
-"""The package's layers: core -> hf -> scripts, no import cycle, and the deprecated old paths re-export and warn."""
+"""The package's layers: core -> hf -> scripts, no import cycle, and a package top that shows only the layers."""
 
 import ast
 import importlib
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
-import east_hf
-
 PACKAGE = Path(__file__).resolve().parents[1] / "east_hf"
 LAYERS = ("east_hf.core", "east_hf.hf", "east_hf.scripts")
 
-# The old top-level paths, each a module east_hf/<name>.py that re-exports its layer module and warns.
-MOVED = {
-    "east_hf.functional": "east_hf.core",
-    "east_hf.loss": "east_hf.core.loss",
-    "east_hf.annealing": "east_hf.core.annealing",
-    "east_hf.decision": "east_hf.core.decision",
-    "east_hf.config": "east_hf.hf.config",
-    "east_hf.trainer": "east_hf.hf.trainer",
-    "east_hf.callbacks": "east_hf.hf.callbacks",
-    "east_hf.cards": "east_hf.hf.cards",
-    "east_hf.runs": "east_hf.hf.checkpoints",
-    "east_hf.models": "east_hf.hf.models",
-    "east_hf.data": "east_hf.hf.data",
-    "east_hf.metrics": "east_hf.hf.metrics",
-    "east_hf.cli": "east_hf.scripts.arguments",
-    "east_hf.train": "east_hf.scripts.east_train",
-    "east_hf.compare": "east_hf.scripts.east_compare",
-}
+# The old top-level paths, removed in 0.5; east_hf.train and east_hf.compare were also run with python -m.
+OLD_PATHS = (
+    "east_hf.functional",
+    "east_hf.loss",
+    "east_hf.annealing",
+    "east_hf.decision",
+    "east_hf.config",
+    "east_hf.trainer",
+    "east_hf.callbacks",
+    "east_hf.cards",
+    "east_hf.runs",
+    "east_hf.models",
+    "east_hf.data",
+    "east_hf.metrics",
+    "east_hf.cli",
+    "east_hf.train",
+    "east_hf.compare",
+)
 
 
 def module_name(path: Path) -> str:
@@ -101,48 +98,19 @@ def test_core_imports_nothing_from_transformers_timm_or_evaluate():
     assert out.strip() == "[]"
 
 
-def test_the_old_paths_are_the_top_level_modules():
-    shims = {module_name(path) for path in PACKAGE.glob("*.py") if path.name != "__init__.py"}
-    assert shims == set(MOVED)
+def test_the_package_top_holds_the_three_layers_and_its_init():
+    top = {path.name for path in PACKAGE.iterdir() if path.name != "__pycache__"}
+    assert top == {"__init__.py", "core", "hf", "scripts"}
 
 
-def test_nothing_in_the_package_imports_an_old_path():
-    users = {name: sorted(deps & set(MOVED)) for name, deps in GRAPH.items() if name not in MOVED}
-    assert {name: deps for name, deps in users.items() if deps} == {}
+@pytest.mark.parametrize("old", OLD_PATHS)
+def test_an_old_top_level_path_no_longer_imports(old):
+    with pytest.raises(ModuleNotFoundError, match=f"No module named '{old}'"):
+        importlib.import_module(old)
 
 
-def fresh_import(name: str):
-    """Import ``name`` anew (a module runs, and warns, only on its first import), recording its warnings."""
-    sys.modules.pop(name, None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(name)
-    return module, caught
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_path_warns_and_reexports_its_layer_module(old):
-    new = importlib.import_module(MOVED[old])
-    module, caught = fresh_import(old)
-    messages = [str(w.message) for w in caught if w.category is FutureWarning]
-    assert messages == [f"{old} is deprecated: import from {MOVED[old]}; the old path is removed in east_hf 0.5"]
-    assert module.__all__ == new.__all__ and new.__all__
-    assert all(getattr(module, name) is getattr(new, name) for name in new.__all__)
-
-
-def test_the_warning_points_at_the_importing_line():
-    sys.modules.pop("east_hf.loss", None)
-    with pytest.warns(FutureWarning, match="east_hf.loss is deprecated") as record:
-        from east_hf.loss import EASTLoss
-    assert EASTLoss is east_hf.EASTLoss
-    assert [w.filename for w in record] == [__file__]
-
-
-def test_old_submodule_paths_and_python_m_no_longer_work():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # the old package path itself still imports, and warns
-        for old, submodule in [("east_hf.models", "darknet"), ("east_hf.functional", "surrogate")]:
-            with pytest.raises(ModuleNotFoundError, match=f"'{old}' is not a package"):
-                importlib.import_module(f"{old}.{submodule}")
-    out = subprocess.run([sys.executable, "-m", "east_hf.train", "--list_recipes"], capture_output=True, text=True)
-    assert out.returncode == 1 and "python -m east_hf.train is removed: run `east-train`" in out.stderr
+def test_python_m_runs_the_scripts_from_their_layer():
+    out = subprocess.run(
+        [sys.executable, "-m", "east_hf.scripts.east_train", "--list_recipes"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and "finetune_text" in out.stdout

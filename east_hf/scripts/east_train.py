@@ -46,15 +46,7 @@ if TYPE_CHECKING:
     from east_hf.scripts.arguments import EASTArgumentParser, ParsedArguments
     from east_hf.scripts.lock import OutputDirLock
 
-# the record of a run lives in east_hf.scripts.run_record; its functions are importable from here too
-__all__ = [  # noqa: F822 - all but main come from the module __getattr__ below
-    "ScriptArguments",
-    "data_fingerprint",
-    "default_settings",
-    "main",
-    "resolved_settings",
-    "run_record",
-]
+__all__ = ["main"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,21 +60,6 @@ _RUN_MODULES = (
     "east_hf.hf.models.build",
     "east_hf.hf.trainer",
 )
-_LAZY = {
-    "ScriptArguments": "east_hf.scripts.arguments",
-    "data_fingerprint": "east_hf.scripts.run_record",
-    "default_settings": "east_hf.scripts.run_record",
-    "resolved_settings": "east_hf.scripts.run_record",
-    "run_record": "east_hf.scripts.run_record",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The names of ``_LAZY``, imported on first use: their modules import torch and transformers, which importing
-    this module (and ``east-train --list_recipes``) never needs."""
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _data_line(name: str, data) -> str:
