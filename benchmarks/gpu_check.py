@@ -632,7 +632,7 @@ def check_profile(device: str, sizes, calls: int = 20) -> list[dict]:
 def check_compile(device: str, sizes, repeats: int, block_ms: float) -> list[dict]:
     """torch.compile of the loss: of the module as a user can today (graph breaks at the label checks' host reads),
     and of the fused core without the checks (what a built-in opt-in could reach). Forward + backward, interleaved."""
-    from east_hf.core.soft_confusion import soft_confusion_from_logits  # the core without validation: experiment only
+    from east_hf.core.fused import soft_confusion_from_logits  # the core without validation: experiment only
 
     rows = []
     for n, c in sizes:

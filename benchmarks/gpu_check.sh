@@ -10,7 +10,7 @@
 #                                          multi-label, the binary default with an EMA), reloaded on GPU and CPU
 #   step_speed_cuda_{fp32,bf16}.json / .md whole training steps, EAST vs CE (benchmarks/step_speed.py)
 #   step_speed_cuda_text_{bf16,fp16}.json / .md   the same for text_tiny and a BERT-base-sized model
-# then runs tests/test_soft_confusion.py (its CUDA tests included) if pytest is installed. Exit status 1 if anything failed.
+# then runs tests/test_fused.py (its CUDA tests included) if pytest is installed. Exit status 1 if anything failed.
 # Python: $PYTHON, else .venv/bin/python, else python3; east_hf is taken from this checkout (PYTHONPATH).
 set -u
 cd "$(dirname "$0")/.."
@@ -42,8 +42,8 @@ for dtype in bf16 fp16; do
         --json "$OUT_DIR/step_speed_cuda_text_$dtype.json" --markdown "$OUT_DIR/step_speed_cuda_text_$dtype.md" || rc=1
 done
 if "$PY" -c "import pytest" >/dev/null 2>&1; then
-    echo "== pytest tests/test_soft_confusion.py (+$(( $(date +%s) - start )) s)"
-    timeout 60 "$PY" -m pytest -q -p no:cacheprovider tests/test_soft_confusion.py || rc=1
+    echo "== pytest tests/test_fused.py (+$(( $(date +%s) - start )) s)"
+    timeout 60 "$PY" -m pytest -q -p no:cacheprovider tests/test_fused.py || rc=1
 fi
 echo "gpu_check.sh: exit $rc after $(( $(date +%s) - start )) s"
 exit $rc

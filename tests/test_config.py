@@ -284,7 +284,7 @@ def test_accelerate_launch_of_two_processes_that_runs_one_is_warned_about_in_one
 
 
 def test_launches_that_run_what_they_asked_for_are_not_warned_about(tmp_path, monkeypatch, caplog):
-    from east_hf.hf.launch import _one_process_of_several
+    from east_hf.hf.devices import _one_process_of_several
 
     for name in ("ACCELERATE_USE_CPU", "MASTER_ADDR", "WORLD_SIZE", "PMI_SIZE"):
         monkeypatch.delenv(name, raising=False)
@@ -316,7 +316,7 @@ def test_bf16_without_an_accelerator_trains_with_bf16_autocast_on_the_cpu(tmp_pa
 
 
 def test_bf16_on_an_accelerator_without_bf16_is_explained_in_one_line(tmp_path, monkeypatch):
-    import east_hf.hf.launch as config
+    import east_hf.hf.devices as config
 
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
     monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: torch.device("cuda"))

@@ -115,7 +115,7 @@ def test_a_damaged_cache_is_rebuilt_with_one_warning_and_the_right_data(tmp_path
     with caplog.at_level(logging.WARNING, logger="east_hf"):
         again = load_data(args)
     (record,) = caplog.records
-    assert record.name == "east_hf.hf.data.store"
+    assert record.name == "east_hf.hf.data.cache_store"
     assert record.getMessage().startswith(f"east_hf cache folder {folder} is damaged (expected ")
     assert record.getMessage().endswith("): rebuilding it")
     for split, x in _features(again).items():
@@ -153,7 +153,7 @@ def test_ten_versions_of_a_file_keep_the_newest_three_and_the_newest_loads_unpre
 
 
 def test_a_relative_cache_path_caches_the_rows_in_the_working_directory(tmp_path, monkeypatch):
-    import east_hf.hf.data.raw as raw
+    import east_hf.hf.data.rows_cache as raw
 
     write_csv(tmp_path / "d.csv", "x1,x2,label", _rows(["c0", "c1"]))
     monkeypatch.chdir(tmp_path)

@@ -23,7 +23,7 @@ from transformers import TrainerCallback
 
 from east_hf import EASTLoss, EASTTrainer
 from east_hf.core import hard_confusion_matrix, soft_confusion_matrix
-from east_hf.core.loss import CrossEntropySetLoss
+from east_hf.core.loss_registry import CrossEntropySetLoss
 from east_hf.hf.checkpoints import (
     LOCK_NAME,
     STAGE_BEST_WEIGHTS_NAME,

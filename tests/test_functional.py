@@ -284,12 +284,12 @@ def test_loss_learns_on_a_linear_problem():
 
 
 def test_the_core_imports_without_transformers_or_timm():
-    """east_hf.core, east_hf.core.loss and east_hf.core.annealing are pure torch: a fresh interpreter loads neither."""
+    """east_hf.core, east_hf.core.loss_registry and east_hf.core.annealing are pure torch: a fresh interpreter loads neither."""
     import subprocess
     import sys
 
     code = (
-        "import sys, east_hf.core, east_hf.core.loss, east_hf.core.annealing; "
+        "import sys, east_hf.core, east_hf.core.loss_registry, east_hf.core.annealing; "
         "assert 'transformers' not in sys.modules and 'timm' not in sys.modules, "
         "sorted(m for m in sys.modules if m.split('.')[0] in ('transformers', 'timm'))"
     )
@@ -311,7 +311,7 @@ def test_one_class_resolver_for_names_safe_names_and_indices():
 @pytest.mark.parametrize("name", ["east", "ce", "dice"])
 def test_set_losses_sum_statistics_over_batches_to_the_loss_of_the_whole_set(name):
     """Every loss the trainer takes is additive statistics + a loss of them: batches summed = the whole set."""
-    from east_hf.core.loss import build_loss
+    from east_hf.core.loss_registry import build_loss
 
     g = torch.Generator().manual_seed(0)
     logits, labels = torch.randn(40, 4, generator=g), torch.randint(0, 4, (40,), generator=g)
@@ -323,7 +323,7 @@ def test_set_losses_sum_statistics_over_batches_to_the_loss_of_the_whole_set(nam
 
 def test_baseline_set_losses_equal_hand_computed_values():
     from east_hf.core import soft_dice_loss
-    from east_hf.core.loss import CrossEntropySetLoss, SoftDiceLoss
+    from east_hf.core.loss_registry import CrossEntropySetLoss, SoftDiceLoss
 
     logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.0], [-1.0, 1.0, 3.0], [0.0, 0.0, 0.0]])
     labels = torch.tensor([0, 1, 2, -100])
@@ -348,7 +348,7 @@ def test_east_loss_resolves_beta_by_class_name():
 
 
 def test_wce_and_la_equal_hand_computed_cross_entropies():
-    from east_hf.core.loss import build_loss
+    from east_hf.core.loss_registry import build_loss
 
     counts = [6, 3, 1]  # N = 10 training samples
     logits = torch.tensor([[1.0, 0.0, -1.0], [0.0, 2.0, 0.5], [0.3, 0.1, 0.2], [-1.0, 0.0, 1.0]])

@@ -1,4 +1,4 @@
-"""EASTLoss and MixedSetLoss (east_hf.core.loss): the cross-entropy mix, logit adjustment, confusion memory, beta_floor."""
+"""EASTLoss and MixedSetLoss (east_hf.core.loss_registry): the cross-entropy mix, logit adjustment, confusion memory, beta_floor."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from helpers import annealer, annealing_trainer, blobs, evaluations
 from torch import nn
 
 from east_hf import EASTConfig, EASTLoss, fbeta, hard_confusion_matrix
-from east_hf.core.loss import MixedSetLoss, build_loss
+from east_hf.core.loss_registry import MixedSetLoss, build_loss
 from east_hf.core.metrics import confusion_counts
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -361,7 +361,7 @@ def test_one_sided_labels_warn_whatever_the_loss(splits, tmp_path, caplog):
 
 
 def test_binary_focal_keeps_the_gradient_of_a_confidently_wrong_entry():
-    from east_hf.core.loss import build_loss
+    from east_hf.core.loss_registry import build_loss
 
     logits = torch.tensor([[-30.0, 30.0]], requires_grad=True)
     build_loss("focal", multi_label=True)(logits, torch.tensor([[1.0, 0.0]])).backward()

@@ -305,17 +305,17 @@ def test_json_lines_and_a_checkpoint_with_another_head(tmp_path, caplog):
 
 
 def test_text_tiny_tokenizer_and_tokenization_are_cached_and_east_cache_clears_them(text_csv, tmp_path, monkeypatch):
-    from east_hf.hf.data import store
+    from east_hf.hf.data import cache_store
     from east_hf.scripts import east_cache
 
     monkeypatch.setenv("EAST_HF_CACHE", str(tmp_path / "cache"))
     data = _text_data(text_csv)
     texts = data.train["text"]
     first = train_wordpiece_tokenizer(texts, vocab_size=200)
-    assert len(store.tokenizer_folders()) == 1  # trained once, kept by its texts
+    assert len(cache_store.tokenizer_folders()) == 1  # trained once, kept by its texts
     assert train_wordpiece_tokenizer(list(texts), vocab_size=200).get_vocab() == first.get_vocab()
     assert train_wordpiece_tokenizer(texts[:-1], vocab_size=200, cache=False) is not None
-    assert len(store.tokenizer_folders()) == 1  # cache=False keeps nothing
+    assert len(cache_store.tokenizer_folders()) == 1  # cache=False keeps nothing
 
     def tokenized():  # as a new run: the data read again, the tokenizer from the cache
         fresh, tokenizer = _text_data(text_csv), train_wordpiece_tokenizer(texts, vocab_size=200)
@@ -325,4 +325,4 @@ def test_text_tiny_tokenizer_and_tokenization_are_cached_and_east_cache_clears_t
     once, again = tokenized(), tokenized()
     assert again.cache_files and once.cache_files[0]["filename"] == again.cache_files[0]["filename"]  # found again
     assert east_cache.main(["clear"]) == 0
-    assert not store.tokenizer_folders()  # "everything east_hf cached" includes the tokenizers
+    assert not cache_store.tokenizer_folders()  # "everything east_hf cached" includes the tokenizers

@@ -107,7 +107,7 @@ def test_bf16_autocast_matches_fp32(tmp_path):
 
 
 def test_baseline_losses_run(tmp_path):
-    from east_hf.core.loss import build_loss
+    from east_hf.core.loss_registry import build_loss
     from east_hf.hf.trainer import training_class_counts
 
     data = TinyTabular(32)

@@ -1,14 +1,14 @@
 """The core of east_hf: pure torch, no transformers, timm or evaluate imports.
 
 - The soft confusion matrix and its metrics: ``surrogate`` (the paper's H_T, tau and memberships, soft and hard
-  confusion matrices), ``soft_confusion`` (softmax, memberships and the confusion statistics of logits in one
-  autograd Function), ``metrics`` (the confusion-matrix metrics and their formulas), and ``metric_loss`` (1 - M in
+  confusion matrices), ``fused`` (the fast path: softmax, memberships and the confusion statistics of logits
+  in one autograd Function), ``metrics`` (the confusion-matrix metrics and their formulas), and ``metric_loss`` (1 - M in
   one autograd Function).
 - The losses: ``set_loss`` (their interface), ``east_loss`` (``EASTLoss``), ``baselines`` (cross-entropy, soft Dice)
-  and ``loss`` (the registry, the cross-entropy mix, and every loss under one path).
+  and ``loss_registry`` (``LOSSES``, ``build_loss``, the cross-entropy mix, and every loss under one path).
 - Multi-label: ``multilabel`` (per-label soft predictions, the (4, L + 1) statistics and their metrics),
   ``multilabel_losses`` (``MultiLabelEASTLoss``, binary cross-entropy and the asymmetric loss as set losses) and
-  ``decision_multilabel`` (per-label thresholds, ``tune_label_offsets``); the multi-label registry is ``loss``'s.
+  ``decision_multilabel`` (per-label thresholds, ``tune_label_offsets``); the multi-label registry is ``loss_registry``'s.
 - Focal loss and LDAM-DRW, the long-tail baselines: ``long_tail_losses``.
 - The annealing schedule and its defaults: ``annealing``.
 - The decision-rule tuner: ``decision`` (its API), ``decision_sweep`` (one offset's sweep), ``decision_scorers``

@@ -15,10 +15,10 @@ import torch
 
 from east_hf.core.annealing import DEFAULT_TEMPERATURE
 from east_hf.core.classes import resolve_beta
+from east_hf.core.fused import soft_confusion_from_logits, soft_counts_from_logits
 from east_hf.core.metric_loss import FUSED_METRICS, MetricConstants, metric_loss, metric_loss_from_counts
 from east_hf.core.metrics import METRICS, beta_vector, metric_from_counts
 from east_hf.core.set_loss import BatchMemory, SetLoss
-from east_hf.core.soft_confusion import soft_confusion_from_logits, soft_counts_from_logits
 from east_hf.core.validation import check_average, check_metric, check_num_classes, check_range, check_temperature
 
 __all__ = ["EASTLoss", "floored_beta"]
@@ -65,7 +65,7 @@ class EASTLoss(BatchMemory, SetLoss):
     evaluation batches before applying the metric.
 
     Statistics: the built-in metrics read the soft confusion matrix only through its (3, C) counts (TP, support,
-    predicted: ``metrics.confusion_counts``), so ``statistics`` returns those (``soft_confusion.soft_counts_from_logits``),
+    predicted: ``metrics.confusion_counts``), so ``statistics`` returns those (``fused.soft_counts_from_logits``),
     O(C) memory and O(N C) work whatever C, never the (C, C) matrix, which takes O(C^2) of both (at C = 100,000,
     40 GB). A metric callable receives the (C, C) matrix, which ``statistics`` then returns; ``confusion_matrix`` and
     ``loss_from_confusion`` keep the matrix for every metric.

@@ -10,7 +10,7 @@
   labelled entries of L+ = (1 - p)^gamma_pos log(p) for a positive and L- = p_m^gamma_neg log(1 - p_m) for a
   negative, p_m = max(p - clip, 0), as the authors' ``AsymmetricLoss`` (its eps clamp of the logarithms included).
 
-The multi-label registry (``east_hf.core.loss.MULTILABEL_LOSSES``, ``build_loss(..., multi_label=True)``) makes them
+The multi-label registry (``east_hf.core.loss_registry.MULTILABEL_LOSSES``, ``build_loss(..., multi_label=True)``) makes them
 by the multiclass registry's names (``ce``, ``wce``, ``la``) and ``asl``, from the training split's ``label_priors``.
 
 Pure torch; every loss computed in float32 under autocast (float64 for float64 logits).

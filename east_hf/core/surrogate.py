@@ -1,4 +1,5 @@
-"""The EAST soft-set confusion matrix (paper Sec. 4.1-4.2 and Appendix B), in pure torch.
+"""The paper's surrogate as written (Sec. 4.1-4.2 and Appendix B): H_T, tau, g_T and the soft confusion matrix of
+probabilities, in pure torch; ``east_hf.core.fused`` is the same from logits in one pass.
 
 Symbols follow the paper:
 
@@ -14,7 +15,7 @@ the ``(N, C)`` probabilities because of one identity: since ``sum_j g_j = 1``, t
 only depends on the entries in the middle and upper pieces of ``H``, which are few (see ``_SoftSetMembership``).
 The plain composition ``linear_heaviside(p, dynamic_threshold(p), T)`` followed by the L1 normalisation computes the
 same values and gradients with autograd; the tests check one against the other and against a float64 transcription.
-``EASTLoss`` goes faster still through ``soft_confusion_from_logits`` (``east_hf.core.soft_confusion``): softmax,
+``EASTLoss`` goes faster still through ``soft_confusion_from_logits`` (``east_hf.core.fused``): softmax,
 memberships and confusion matrix in one Function, with the same values and gradients.
 
 Gradient through the threshold: ``g_T(p) = H(p, tau(p))`` depends on ``p`` both directly and through ``tau``; the

@@ -29,7 +29,7 @@ from typing import Any
 
 from east_hf.core.annealing import AnnealingSchedule, monitor_mode
 from east_hf.core.classes import resolve_beta, resolve_class_priors
-from east_hf.core.loss import PRIOR_LOSSES, MixedSetLoss, SetLoss, build_loss, ldam_before_deferral
+from east_hf.core.loss_registry import PRIOR_LOSSES, MixedSetLoss, SetLoss, build_loss, ldam_before_deferral
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.config import EASTConfig
 from east_hf.hf.config_fields import LOSS_FIELDS, SCHEDULE_FIELDS
@@ -52,7 +52,7 @@ __all__ = [
     "build_annealing_callback",
     "build_ce_loss",
     "build_components",
-    "build_compute_metrics",
+    "build_target_metrics",
     "build_east_loss",
     "build_schedule",
     "class_counts",
@@ -316,7 +316,7 @@ def build_annealing_callback(
     )
 
 
-def build_compute_metrics(
+def build_target_metrics(
     args: EASTConfig, num_classes: int, id2label: Mapping[int, str] | None = None, multi_label: bool = False
 ) -> ComputeMetrics | MultiLabelComputeMetrics:
     """The hard metrics of the configured target (``east_beta``, ``east_average``, ``east_pos_label``):
@@ -369,5 +369,5 @@ def build_components(
         annealing = build_annealing_callback(args, validation_size(eval_dataset, args.east_anneal_key), streamed)
     metrics = None
     if compute_metrics is None and num_classes is not None:
-        metrics = build_compute_metrics(args, num_classes, id2label, multi_label)
+        metrics = build_target_metrics(args, num_classes, id2label, multi_label)
     return EASTComponents(loss, ce_loss, mixed, annealing, metrics, num_classes, multi_label)

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from east_hf.core.loss import LOSSES, MULTILABEL_LOSSES
+from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES
 from east_hf.hf.card_plot import annealing_trajectory, plot_annealing, write_atomically
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
 from east_hf.hf.secret_masking import is_secret, mask_secrets

@@ -1,7 +1,7 @@
 """EASTConfig: ``TrainingArguments`` plus the surrogate's and the annealing's settings, as plain data.
 
 The ``east_*`` fields are the settings of two core objects, which own their defaults and their checks: the loss
-(``east_hf.core.loss``: ``EASTLoss`` or a baseline) and the ``AnnealingSchedule`` (``east_hf.core.annealing``).
+(``east_hf.core.loss_registry``: ``EASTLoss`` or a baseline) and the ``AnnealingSchedule`` (``east_hf.core.annealing``).
 A field meant to share its object's default reads it from the object's signature (``LOSS_FIELDS`` and
 ``SCHEDULE_FIELDS`` name the pairs), and ``__post_init__`` makes each object once with the fields' values, so a bad
 value fails when the config is made, with the error of the object that owns the setting (its parameter shown under its
@@ -21,7 +21,7 @@ from transformers import TrainingArguments
 from east_hf.core import AVERAGES, METRICS, target_metric_key
 from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, monitor_mode, selection_key
 from east_hf.core.east_loss import EASTLoss
-from east_hf.core.loss import LOSSES, MULTILABEL_LOSSES, PRIOR_LOSSES, build_loss, describe_losses
+from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES, PRIOR_LOSSES, build_loss, describe_losses
 from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
 from east_hf.hf.callbacks import TemperatureAnnealingCallback, check_ema_decay, check_evaluates
 from east_hf.hf.config_fields import (
@@ -32,7 +32,7 @@ from east_hf.hf.config_fields import (
     field_error,
     strategy_name,
 )
-from east_hf.hf.launch import resolve_devices
+from east_hf.hf.devices import resolve_devices
 
 __all__ = ["EASTConfig"]
 
@@ -68,12 +68,12 @@ class EASTConfig(TrainingArguments):
 
     Parameters that control the surrogate:
         east_loss (`str`, defaults to `"east"`): ``"east"``, or a baseline with otherwise identical settings (the
-            loss registry, ``east_hf.core.loss.LOSSES``): ``"ce"``, ``"wce"`` (class-weighted), ``"la"``
+            loss registry, ``east_hf.core.loss_registry.LOSSES``): ``"ce"``, ``"wce"`` (class-weighted), ``"la"``
             (logit-adjusted, Menon et al. 2021, tau = 1), ``"dice"`` (soft Dice), ``"focal"`` (focal loss, gamma 2,
             Lin et al. 2017) or ``"ldam"`` (LDAM-DRW, Cao et al. 2019: LDAM until its early stopping, then
             re-weighted by effective numbers of samples, in one more stage). A multi-label model
             (``problem_type="multi_label_classification"``) gets each name's multi-label counterpart
-            (``east_hf.core.loss.MULTILABEL_LOSSES``: binary cross-entropy, ``pos_weight``, per-label logit
+            (``east_hf.core.loss_registry.MULTILABEL_LOSSES``: binary cross-entropy, ``pos_weight``, per-label logit
             adjustment) and ``"asl"`` (the asymmetric loss, Ridnik et al. 2021, multi-label only).
         east_metric (`str`, defaults to `"fbeta"`): the confusion-matrix metric M to train for; the loss is 1 - M
             (multi-label: also ``"jaccard"``).
@@ -127,7 +127,7 @@ class EASTConfig(TrainingArguments):
             ``east_warm_start_epochs``.
         east_ce_weight (`float`, defaults to `None`) and east_ce_weight_decay (`float`, defaults to `0.5`): an
             annealed cross-entropy weight, loss = w_k * CE + (1 - M_T) with w_k = east_ce_weight * decay^k in EAST
-            stage k (``AnnealingSchedule.ce_weight``, ``east_hf.core.loss.MixedSetLoss``); 0 is EAST alone, as the
+            stage k (``AnnealingSchedule.ce_weight``, ``east_hf.core.loss_registry.MixedSetLoss``); 0 is EAST alone, as the
             paper. None: 1.0 for EAST, 0 for the baselines (``resolved_ce_weight``). The warm start is its w = inf
             version.
         east_ce_loss (`str`, defaults to `None`): the cross-entropy EAST uses, in the warm start and as the annealed

@@ -1,6 +1,6 @@
 """Evaluation from additive statistics: ``eval_loss`` and the hard metrics of the whole set, without keeping logits.
 
-Every loss is a function of additive statistics (``east_hf.core.loss``), and every hard metric of
+Every loss is a function of additive statistics (``east_hf.core.loss_registry``), and every hard metric of
 ``ComputeMetrics`` a function of (3, C) per-class counts (of ``MultiLabelComputeMetrics``, (4, L + 1) per-label and
 per-row statistics). ``EvaluationFromCounts`` (a mixin of ``EASTTrainer``) sums
 both over the batches of each process (leaving out the samples that uneven sharding repeats), adds the sums across

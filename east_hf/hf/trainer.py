@@ -44,8 +44,8 @@ from torch import nn
 from transformers import Trainer, TrainingArguments
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
-from east_hf.core.loss import SetLoss, floored_beta
-from east_hf.hf.build import build_components, build_compute_metrics
+from east_hf.core.loss_registry import SetLoss, floored_beta
+from east_hf.hf.build import build_components, build_target_metrics
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.cards import hub_preflight, write_model_card
 from east_hf.hf.config import EASTConfig
@@ -167,7 +167,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
     def _default_metrics(self, num_classes: int):
         """The hard metrics of the configured target for ``num_classes`` classes (no ``compute_metrics`` given)."""
         id2label = getattr(getattr(self.model, "config", None), "id2label", None)
-        return build_compute_metrics(self.args, num_classes, id2label, self.multi_label)
+        return build_target_metrics(self.args, num_classes, id2label, self.multi_label)
 
     # ---- the annealing state, pulled from the callback ----
     @property

@@ -11,7 +11,7 @@ from typing import Any
 
 from east_hf.core import target_metric_key
 from east_hf.core.annealing import anneal_key, monitor_mode
-from east_hf.core.loss import LOSSES, MULTILABEL_LOSSES
+from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES
 
 __all__ = [
     "DEFAULT_LOSSES",

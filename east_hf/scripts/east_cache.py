@@ -6,7 +6,7 @@
     east-cache clear --missing         # what was cached for local files and folders that are gone
     east-cache clear --dry_run         # say what would be removed, remove nothing
 
-The cache (``east_hf.hf.data.store``) lives in ``$EAST_HF_CACHE``, else ``east_hf`` in the ``datasets`` cache
+The cache (``east_hf.hf.data.cache_store``) lives in ``$EAST_HF_CACHE``, else ``east_hf`` in the ``datasets`` cache
 (``$HF_DATASETS_CACHE``): one folder per data source, holding the rows ``datasets`` read from each content of the
 source (``raw``) and the tabular splits prepared from them (``prepared``). Each source keeps its
 ``$EAST_HF_CACHE_VERSIONS`` (default 3) most recently used versions of each kind; the ``text_tiny`` tokenizers
@@ -58,27 +58,27 @@ def _size(n: float) -> str:
 
 
 def _ls() -> None:
-    from east_hf.hf.data import store
+    from east_hf.hf.data import cache_store
 
-    root, entries, legacy = store.cache_root(), store.scan(), store.legacy_folders()
-    kept = store.versions_kept()
-    print(f"east_hf data cache: {root} (each source keeps {kept} versions of each kind: ${store.VERSIONS_ENV})")
+    root, entries, legacy = cache_store.cache_root(), cache_store.scan(), cache_store.legacy_folders()
+    kept = cache_store.versions_kept()
+    print(f"east_hf data cache: {root} (each source keeps {kept} versions of each kind: ${cache_store.VERSIONS_ENV})")
     if entries:
         width = max(6, *(len(e.source) for e in entries))
         print(f"{'SOURCE':<{width}}  {'RAW':>3}  {'PREPARED':>8}  {'SIZE':>8}  LAST USED")
         for e in entries:
             used = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)) if e.last_used else "-"
             raw, prepared = e.versions.get("raw", 0), e.versions.get("prepared", 0)
-            gone = "  (missing: clear --missing)" if store.is_missing(e.source) else ""
+            gone = "  (missing: clear --missing)" if cache_store.is_missing(e.source) else ""
             print(f"{e.source:<{width}}  {raw:>3}  {prepared:>8}  {_size(e.size):>8}  {used}{gone}")
     total = sum(e.size for e in entries)
     print(f"{len(entries)} source{'s' if len(entries) != 1 else ''}, {_size(total)}")
-    tokenizers = store.tokenizer_folders()
+    tokenizers = cache_store.tokenizer_folders()
     if tokenizers:
-        size = sum(store.disk_size(p) for p in tokenizers)
+        size = sum(cache_store.disk_size(p) for p in tokenizers)
         print(f"and {len(tokenizers)} text_tiny tokenizer{'s' if len(tokenizers) != 1 else ''}, {_size(size)}")
     if legacy:
-        size = sum(store.disk_size(p) for p in legacy)
+        size = sum(cache_store.disk_size(p) for p in legacy)
         folders = f"{len(legacy)} prepared folder{'s' if len(legacy) != 1 else ''}"
         print(
             f"and {folders} of earlier east_hf versions beside the datasets cache, {_size(size)}: clear removes them"
@@ -86,24 +86,24 @@ def _ls() -> None:
 
 
 def _clear(sources: list[str], dry_run: bool, missing: bool = False) -> None:
-    from east_hf.hf.data import store
+    from east_hf.hf.data import cache_store
 
     if missing and sources:
         raise ValueError(f"Expected sources or --missing, not both; got {' '.join(sources)} and --missing")
-    removed, size = store.clear(sources or None, dry_run=dry_run, missing=missing)
+    removed, size = cache_store.clear(sources or None, dry_run=dry_run, missing=missing)
     what = (
         "the cache of local sources no longer there"
         if missing
         else f"the cache of {', '.join(sources)}"
         if sources
-        else f"everything east_hf cached in {store.cache_root()}"
+        else f"everything east_hf cached in {cache_store.cache_root()}"
     )
     if not removed:
         print(f"{PROG}: nothing to clear: {what} is empty")
         return
-    versions = sum(p.name.startswith(tuple(f"{kind}-" for kind in store.KINDS)) for p in removed)
-    tokenizers = sum(p.parent.name == store.TOKENIZERS_FOLDER for p in removed)
-    legacy = sum(bool(store.LEGACY_PATTERN.fullmatch(p.name)) for p in removed)
+    versions = sum(p.name.startswith(tuple(f"{kind}-" for kind in cache_store.KINDS)) for p in removed)
+    tokenizers = sum(p.parent.name == cache_store.TOKENIZERS_FOLDER for p in removed)
+    legacy = sum(bool(cache_store.LEGACY_PATTERN.fullmatch(p.name)) for p in removed)
     parts = (
         [f"{versions} cached version{'s' if versions != 1 else ''}"] if versions or not (legacy or tokenizers) else []
     )

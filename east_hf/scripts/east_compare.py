@@ -63,7 +63,7 @@ from east_hf.scripts.parsers import OneLineArgumentParser
 # The helpers import torch, so they load on first use (the functions' own imports, the module __getattr__): the
 # console script imports this module before main runs, and a Ctrl-C while torch loads must reach main's guard.
 _HELPERS = {
-    **dict.fromkeys(["LOSSES"], "east_hf.core.loss"),
+    **dict.fromkeys(["LOSSES"], "east_hf.core.loss_registry"),
     **dict.fromkeys(
         ["DEFAULT_LOSSES", "parse_variants", "recipe_metric", "redefining_flags", "reference_variant", "variant_rows"],
         "east_hf.scripts.compare_plan",
@@ -110,7 +110,7 @@ def _bool(text: str) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from east_hf.core.loss import LOSSES
+    from east_hf.core.loss_registry import LOSSES
     from east_hf.scripts.compare_plan import DEFAULT_LOSSES
 
     parser = OneLineArgumentParser(

@@ -30,9 +30,9 @@ torch.Size([13])
 
 The package's modules: ``arguments`` (``DataArguments``), ``sources`` (``load_raw``), ``pipeline`` (``load_data``,
 ``EASTData``), ``tabular`` (``fit_tabular_features``, ``load_tabular_features``), ``fingerprint`` (content hashes of
-local data, which the caches and ``east-compare``'s run records are keyed on), ``store`` (east_hf's data cache on disk:
-one folder per source, checked before use, bounded, shown and cleared by ``east-cache``), ``raw`` (the rows of local
-files, cached by content), ``cache`` (prepared tabular splits as memory-mapped Arrow files, shared by the processes of
+local data, which the caches and ``east-compare``'s run records are keyed on), ``cache_store`` (east_hf's data cache on disk:
+one folder per source, checked before use, bounded, shown and cleared by ``east-cache``), ``rows_cache`` (the rows of
+local files, cached by content), ``prepared_cache`` (prepared tabular splits as memory-mapped Arrow files, shared by the processes of
 a distributed run), ``rows`` (column reads through an indices mapping), ``images`` (``image_transforms``) and ``text`` (the text column,
 empty texts, ``tokenize_splits``) and ``multilabel`` (several labels per row: 0/1 label columns, a separated or
 list-valued label column, multi-hot ``label`` vectors, stratification by each row's rarest positive label).

@@ -25,7 +25,7 @@ import numpy as np
 
 from east_hf.core import class_index
 from east_hf.hf.data.arguments import multilabel_refusal
-from east_hf.hf.data.cache import captured_warnings, prepared_folder, read_prepared, staging, write_prepared
+from east_hf.hf.data.cache_store import versions_kept
 from east_hf.hf.data.fingerprint import one_listing
 from east_hf.hf.data.multilabel import (
     encode_multilabel,
@@ -36,9 +36,9 @@ from east_hf.hf.data.multilabel import (
     positives,
     warn_untrainable_labels,
 )
+from east_hf.hf.data.prepared_cache import captured_warnings, prepared_folder, read_prepared, staging, write_prepared
 from east_hf.hf.data.rows import json_text, read_column
 from east_hf.hf.data.sources import DataError, load_raw, local_path, quiet_datasets
-from east_hf.hf.data.store import versions_kept
 from east_hf.hf.data.tabular import columns_message, tabular_splits
 from east_hf.hf.data.text import drop_empty_texts, text_columns
 
@@ -413,10 +413,10 @@ def load_data(args, text: bool = False) -> EASTData:
     """Load, relabel, resample and split the data set of a ``DataArguments``; tabular rows are made model-ready.
 
     Tabular splits prepared from files are written once per content of the data as memory-mapped Arrow files in
-    east_hf's cache (``east_hf.hf.data.cache``): a later call with the same bytes and arguments, such as another
+    east_hf's cache (``east_hf.hf.data.prepared_cache``): a later call with the same bytes and arguments, such as another
     process of a distributed run after the main one (``TrainingArguments.main_process_first``), maps them instead
     of reading the rows and preparing them again, and the processes share their pages. The warnings of the
-    preparation are repeated. The rows themselves are cached by content too (``east_hf.hf.data.raw``).
+    preparation are repeated. The rows themselves are cached by content too (``east_hf.hf.data.rows_cache``).
 
     ``text``: the model takes text, so a table without ``text_column`` is read as text, its column of long strings
     the input (``east_hf.hf.data.text``); text splits are tokenized once the tokenizer is known, not here.

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from east_hf.hf.data.fingerprint import source_files
-from east_hf.hf.data.raw import cached_rows
+from east_hf.hf.data.rows_cache import cached_rows
 
 __all__ = [
     "FILE_BUILDERS",
@@ -203,7 +203,7 @@ def _text_in_numeric_column(error: BaseException, files: list[Path]) -> str | No
 def load_raw(dataset_name: str, dataset_config: str | None = None, revision: str | None = None):
     """A ``datasets.DatasetDict`` from a Hub id, a local folder or file, or ``sklearn:<name>``; ``DataError`` if not.
 
-    The rows of a local file or folder are cached by content (``east_hf.hf.data.raw``): an edit is read again even
+    The rows of a local file or folder are cached by content (``east_hf.hf.data.rows_cache``): an edit is read again even
     when it keeps the file's modification time, and a folder read before maps its Arrow files without ``datasets``
     resolving the folder again."""
     import datasets

@@ -88,7 +88,7 @@ def _tokenizer_cache(texts: list, vocab_size: int) -> Path | None:
     import tokenizers
 
     try:
-        from east_hf.hf.data.store import TOKENIZERS_FOLDER, cache_root
+        from east_hf.hf.data.cache_store import TOKENIZERS_FOLDER, cache_root
 
         root = cache_root()
     except Exception as e:  # noqa: BLE001  (no cache: the tokenizer is trained, as without one)

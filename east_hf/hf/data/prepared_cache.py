@@ -1,7 +1,7 @@
 """Prepared tabular splits kept as memory-mapped Arrow files, so that a data set is prepared once per content.
 
 ``load_data`` prepares the splits of a data set read from files (labels encoded, splits carved, features encoded and
-standardised, float32) into ``prepared-<key>`` in the source's folder of east_hf's cache (``east_hf.hf.data.store``).
+standardised, float32) into ``prepared-<key>`` in the source's folder of east_hf's cache (``east_hf.hf.data.cache_store``).
 The key hashes the source's content: for a local file or folder its content fingerprint (``source_fingerprint``: the
 bytes, not the modification time), for a Hub data set the ``datasets`` cache files of its revision; with every
 ``DataArguments`` field that shapes the splits (not ``image_size`` or ``augment``) and the east_hf version. The folder
@@ -26,7 +26,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from east_hf.hf.data import store
+from east_hf.hf.data import cache_store
 from east_hf.hf.data.fingerprint import source_fingerprint
 
 __all__ = ["captured_warnings", "prepared_folder", "read_prepared", "staging", "write_prepared"]
@@ -37,7 +37,7 @@ SPLITS = ("train", "validation", "test")
 # DataArguments fields that act after preparation, or only on text (never prepared here): not part of the key
 UNSHAPING = ("image_size", "augment", "text_column", "text_pair_column", "max_length", "preprocessing_num_workers")
 
-staging = store.staging
+staging = cache_store.staging
 
 
 def prepared_folder(args, local: Path | None = None, dsd=None) -> Path | None:
@@ -68,8 +68,8 @@ def prepared_folder(args, local: Path | None = None, dsd=None) -> Path | None:
     shaping = {k: v for k, v in dataclasses.asdict(args).items() if k not in unshaping}
     state = {"format": FORMAT, "east_hf": east_hf.__version__, "content": content, "args": shaping}
     key = hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()[:24]
-    home = store.source_dir(source)
-    if not store.claim_source(home, source):
+    home = cache_store.source_dir(source)
+    if not cache_store.claim_source(home, source):
         return None
     return home / f"prepared-{key}"
 
@@ -109,20 +109,20 @@ def write_prepared(stage: Path, folder: Path, data, warnings: list[tuple[str, st
         "multi_label": data.multi_label,
         "dropped": data.dropped,
         "warnings": warnings,
-        "files": store.checksums(stage, names),
+        "files": cache_store.checksums(stage, names),
     }
-    store.publish(stage, folder, META_NAME, record)
-    store.mark_used(folder)
-    store.evict(folder.parent, "prepared")
+    cache_store.publish(stage, folder, META_NAME, record)
+    cache_store.mark_used(folder)
+    cache_store.evict(folder.parent, "prepared")
 
 
 def read_prepared(folder: Path, repeat_warnings: bool = True) -> dict[str, Any] | None:
     """The ``EASTData`` fields of a complete prepared folder, its splits memory-mapped; ``None`` if there is none, or
-    if it is damaged (then it is removed with one warning: ``store.read_record``). ``repeat_warnings`` logs the
+    if it is damaged (then it is removed with one warning: ``cache_store.read_record``). ``repeat_warnings`` logs the
     preparation's warnings again, as preparing would."""
     import datasets
 
-    meta = store.read_record(folder, META_NAME)
+    meta = cache_store.read_record(folder, META_NAME)
     if meta is None:
         return None
     from east_hf.hf.models.tabular_features import TabularFeatureExtractor
@@ -136,9 +136,9 @@ def read_prepared(folder: Path, repeat_warnings: bool = True) -> dict[str, Any] 
             splits[k] = ds.with_format("torch")
         preprocessor = TabularFeatureExtractor.from_pretrained(folder)
     except Exception as e:  # noqa: BLE001 - whatever Arrow or transformers make of files that disagree with the record
-        store.discard(folder, " ".join(str(e).split()))
+        cache_store.discard(folder, " ".join(str(e).split()))
         return None
-    store.mark_used(folder)
+    cache_store.mark_used(folder)
     if repeat_warnings:
         for name, message in meta["warnings"]:
             logging.getLogger(name).warning(message)

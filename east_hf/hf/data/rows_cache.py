@@ -2,7 +2,7 @@
 
 ``datasets`` keys its cache of local files on their paths and modification times, so an edit that keeps the mtime
 (``cp -p``, ``rsync -t``, ``touch -r``) would be served the old rows. Here each content of a source gets a folder of
-its own, ``raw-<key>`` in the source's folder of east_hf's cache (``east_hf.hf.data.store``), ``<key>`` a hash of the
+its own, ``raw-<key>`` in the source's folder of east_hf's cache (``east_hf.hf.data.cache_store``), ``<key>`` a hash of the
 source's content fingerprint (``source_fingerprint``), the configuration and the ``datasets`` version; it is the
 ``cache_dir`` that ``datasets.load_dataset`` builds into. Its record, ``raw.json``, lists the Arrow files of each split
 with their rows, features, sizes and SHA-256. A later load of the same content maps those files directly
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from east_hf.hf.data import store
+from east_hf.hf.data import cache_store
 from east_hf.hf.data.fingerprint import source_fingerprint
 
 __all__ = ["FORMAT", "RECORD_NAME", "cached_rows"]
@@ -57,7 +57,7 @@ def _record(folder: Path, dsd, fingerprint: str) -> dict[str, Any] | None:
         relative = [f.relative_to(folder).as_posix() for f in files]
         splits[split] = {"files": relative, "rows": ds.num_rows, "features": _features(ds)}
         names += relative
-    return {"format": FORMAT, "source": fingerprint, "splits": splits, "files": store.checksums(folder, names)}
+    return {"format": FORMAT, "source": fingerprint, "splits": splits, "files": cache_store.checksums(folder, names)}
 
 
 def cached_rows(path: Path, config: str | None, load: Callable[..., Any]):
@@ -70,27 +70,27 @@ def cached_rows(path: Path, config: str | None, load: Callable[..., Any]):
     fingerprint = source_fingerprint(path)
     key = {"format": FORMAT, "source": fingerprint, "config": config, "datasets": datasets.__version__}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
-    home = store.source_dir(source)
+    home = cache_store.source_dir(source)
     folder = home / f"raw-{digest}"
-    record = store.read_record(folder, RECORD_NAME, required=False)
+    record = cache_store.read_record(folder, RECORD_NAME, required=False)
     if record is not None:
         try:
             rows = _open(folder, record)
         except Exception as e:  # noqa: BLE001 - whatever Arrow makes of a file that is not what was recorded
-            store.discard(folder, " ".join(str(e).split()))
+            cache_store.discard(folder, " ".join(str(e).split()))
         else:
-            store.mark_used(folder)
+            cache_store.mark_used(folder)
             return rows
-    if not store.claim_source(home, source):
+    if not cache_store.claim_source(home, source):
         return load()
     unrecorded = folder.exists()  # datasets built into it, but no record vouches for what it read
     dsd = load(cache_dir=str(folder), download_mode="force_redownload" if unrecorded else None)
     record = _record(folder, dsd, fingerprint)
     if record is not None and source_fingerprint(path, again=True) == fingerprint:  # not edited while read
         try:
-            store.write_record(folder, RECORD_NAME, record)
+            cache_store.write_record(folder, RECORD_NAME, record)
         except OSError:
             return dsd
-        store.mark_used(folder)
-        store.evict(home, "raw")
+        cache_store.mark_used(folder)
+        cache_store.evict(home, "raw")
     return dsd

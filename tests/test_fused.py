@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import east_hf
-from east_hf.core import soft_confusion
+from east_hf.core import fused
+from east_hf.core.fused import soft_confusion_from_logits, soft_counts_from_logits
 from east_hf.core.metrics import confusion_counts
-from east_hf.core.soft_confusion import soft_confusion_from_logits, soft_counts_from_logits
 from east_hf.core.surrogate import confusion_from_memberships, counts_from_memberships
 
 OUTPUTS = {  # the fused statistics, and their plain reference from the (C, C) matrix
@@ -28,16 +28,16 @@ def plain(logits, labels, weight, T, threshold_grad):
 def path(request, monkeypatch):
     """Run a test on each path: the sparse one is forced (small blocks, any size, any number of candidates)."""
     if request.param == "sparse":
-        monkeypatch.setattr(soft_confusion, "_SPARSE_MIN_NUMEL", 0)
-        monkeypatch.setattr(soft_confusion, "_SPARSE_MIN_CLASSES", 2)
-        monkeypatch.setattr(soft_confusion, "_SPARSE_MAX_FRACTION", 1.0)
-        monkeypatch.setattr(soft_confusion, "_BLOCK", 4)
+        monkeypatch.setattr(fused, "_SPARSE_MIN_NUMEL", 0)
+        monkeypatch.setattr(fused, "_SPARSE_MIN_CLASSES", 2)
+        monkeypatch.setattr(fused, "_SPARSE_MAX_FRACTION", 1.0)
+        monkeypatch.setattr(fused, "_BLOCK", 4)
     return request.param
 
 
 def took(logits, labels, counts=False):
     """The path the fused Function chose for these inputs."""
-    cm = soft_confusion._SoftConfusion.apply(logits.detach().requires_grad_(), labels, None, 0.2, True, counts)
+    cm = fused._SoftConfusion.apply(logits.detach().requires_grad_(), labels, None, 0.2, True, counts)
     return "sparse" if cm.grad_fn.sparse else "dense"
 
 

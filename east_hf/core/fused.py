@@ -9,7 +9,7 @@ Two outputs, the same Function:
   O(C^2) of both: at C = 100,000 the matrix alone is 40 GB in float32.
 
 Same values and gradients as ``soft_confusion_matrix(logits.softmax(1), ...)`` of ``east_hf.core.surrogate`` and
-as ``metrics.confusion_counts`` of it (checked in ``tests/test_soft_confusion.py``), with fewer passes over the (N, C) logits;
+as ``metrics.confusion_counts`` of it (checked in ``tests/test_fused.py``), with fewer passes over the (N, C) logits;
 ``EASTLoss`` uses them. The backward of either output starts from u = dL/dg (N, C), the gradient reaching each
 sample's memberships: row y_n of dL/dC, or for the counts dL/dpredicted + [j = y_n] dL/dTP_{y_n} (the support does
 not depend on the memberships, whose rows sum to one).
@@ -279,7 +279,7 @@ class _SoftConfusion(torch.autograd.Function):
       dtau = (mu'(tau) relu(t_top - beta) dH_top - lam) / tau,                      (with threshold_grad)
       dz   = p (dH/dp dH - lam - dtau (v1 + v2) / 2) + p dtau / 2 at the top two,
     times the sample weight. Values and gradients equal those of softmax -> linear_heaviside(p, dynamic_threshold(p))
-    -> L1 normalisation -> index_add (tests/test_soft_confusion.py).
+    -> L1 normalisation -> index_add (tests/test_fused.py).
     """
 
     @staticmethod
