@@ -1,6 +1,6 @@
 """Variants of one east-compare folder paired by seed with a baseline of another (each task's best tuned baseline).
 
-A task is ``NAME=RUNS/results.json=BASELINES/results.json:VARIANT``: the runs to judge, and the committed table whose
+A task is ``NAME=RUNS/results.json=BASELINES/results.json:VARIANT``: the runs to judge, and the table (its results.json, under runs/evidence/tables/) whose
 ``VARIANT`` (e.g. ``wce+tuned``) they are paired with, seed by seed (same seeds, same splits). The differences are
 east-compare's own ``paired_differences``; the table gives, per task and variant, the test target's mean, the paired
 difference from the baseline (mean ± standard error · wins/ties/losses) and, for every variant but the first, from
@@ -8,7 +8,7 @@ the first.
 
 Usage::
 
-    R=benchmarks/results
+    R=runs/evidence/tables
     python benchmarks/against_best.py --variants east,decay075,nodecay \\
       lending_club=$R/ce_decay_lending_club/results.json=$R/lending_club/results.json:wce+tuned \\
       hpc=$R/ce_decay_hpc/results.json=$R/hpc/results.json:la+tuned --markdown table.md

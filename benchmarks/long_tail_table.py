@@ -10,7 +10,7 @@ deviations of the default and of the best baseline.
 
 Usage::
 
-    R=benchmarks/results
+    R=runs/evidence/tables
     python benchmarks/long_tail_table.py \\
       lending_club=$R/ce_decay_lending_club/results.json:east=$R/lending_club/results.json,$R/long_tail_lending_club/results.json \\
       --markdown table.md
@@ -30,7 +30,7 @@ from paired import difference_text, emit_table, seed_range  # benchmarks/paired.
 from east_hf.scripts.east_compare import paired_differences
 
 BASELINES = ("ce", "wce", "la", "dice", "focal", "ldam")
-R = "benchmarks/results"
+R = "runs/evidence/tables"  # where run_evidence.sh copies every table's results.json
 # The default's runs: with one class scored (the binary tables) the learning rate halves at each temperature
 # decrease (run_evidence.sh lr_decay, variant lrd05); with several, one rate (ce_decay, many_classes).
 TASKS = [

@@ -8,8 +8,8 @@ losses), where ``best`` is the tuned baseline (``ce+tuned``, ``wce+tuned``, ``la
 the results hold) with the highest mean; then each label's test score (mean over the seeds) for ``east``,
 ``east+tuned`` and ``best``. The tables open with one summary row per task.
 
-Usage: python benchmarks/multilabel_table.py benchmarks/results/{movie_genres,gss_abortion}/results.json \\
-           --markdown benchmarks/results/multilabel.md
+Usage: python benchmarks/multilabel_table.py runs/evidence/tables/{movie_genres,gss_abortion}/results.json \\
+           --markdown runs/evidence/tables/multilabel.md
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
 One file: a line per pair. Several: a Markdown table, a row per pair and a column per file (its folder's name); a cell
 is "-" where the file lacks one of the two variants.
 
-Usage: python benchmarks/paired.py benchmarks/results/lending_club/results.json east_mem:east east_mem:wce+tuned
-       python benchmarks/paired.py benchmarks/results/{lending_club,caravan}/results.json --pair east_mem:east
+Usage: python benchmarks/paired.py runs/evidence/tables/lending_club/results.json east_mem:east east_mem:wce+tuned
+       python benchmarks/paired.py runs/evidence/tables/{lending_club,caravan}/results.json --pair east_mem:east
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each cell: the task's target metric on the test split, mean ± std (``--se``: ±
 then the difference from the comparison's reference variant paired by seed, mean ± standard error, and wins / ties /
 losses; the best mean of a column in bold.
 
-Usage: python benchmarks/summary_table.py benchmarks/results/{lending_club,caravan,hpc,diamonds}/results.json \
+Usage: python benchmarks/summary_table.py runs/evidence/tables/{lending_club,caravan,hpc,diamonds}/results.json \
            [--variants east,paper,ce,ce+tuned,...] [--se] [--markdown out.md]
 """
 

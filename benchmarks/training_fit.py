@@ -8,7 +8,7 @@ and how many of its samples the model gives a probability below ``--dead`` ("dea
 Usage::
 
     python benchmarks/training_fit.py benchmarks/recipes/digits9_binary.yaml runs/evidence/digits9_binary \\
-        --variants east,ce,cold_start --markdown benchmarks/results/digits9_binary_ablations/training_fit.md
+        --variants east,ce,cold_start --markdown runs/evidence/tables/digits9_binary_ablations/training_fit.md
 """
 
 from __future__ import annotations
