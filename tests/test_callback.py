@@ -142,10 +142,9 @@ def test_callback_warns_when_the_budget_ends_training_before_the_annealing(caplo
 
 
 def test_the_budget_warning_of_a_baseline_names_no_stage_or_temperature(caplog):
-    """A baseline's callback (reports_temperature False, as EASTTrainer sets it for a loss without a temperature) says
-    where the budget ended without a temperature the loss never had."""
-    callback = TemperatureAnnealingCallback(max_stages=1, patience=3)
-    callback.reports_temperature = False
+    """A baseline's callback (reports_temperature False, as the builder makes it for a loss without a temperature)
+    says where the budget ended without a temperature the loss never had."""
+    callback = TemperatureAnnealingCallback(max_stages=1, patience=3, reports_temperature=False)
     driver = Driver(callback).begin()
     driver.state.max_steps = 2
     driver.run(STAGES[:2])
@@ -156,10 +155,20 @@ def test_the_budget_warning_of_a_baseline_names_no_stage_or_temperature(caplog):
 
 
 @pytest.mark.parametrize(("loss", "reports"), [("east", True), ("ce", False), ("dice", False)])
-def test_the_trainer_tells_its_callback_whether_the_loss_has_a_temperature(tmp_path, loss, reports):
+def test_the_builder_tells_the_callback_whether_the_loss_has_a_temperature(tmp_path, loss, reports):
     from helpers import annealing_trainer
 
     assert annealing_trainer(tmp_path, east_loss=loss).annealing.reports_temperature is reports
+
+
+def test_a_resumed_callback_reports_as_the_one_it_replaces():
+    """A resumed Trainer makes the callback from the saved args and sets the saved attributes on it."""
+    callback = TemperatureAnnealingCallback(max_stages=1, reports_temperature=False)
+    state = json.loads(json.dumps(callback.state()))
+    fresh = TemperatureAnnealingCallback(**state["args"])
+    for name, value in state["attributes"].items():
+        setattr(fresh, name, value)
+    assert fresh.reports_temperature is False
 
 
 def test_callback_missing_key_names_the_keys_that_appeared():

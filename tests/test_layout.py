@@ -90,6 +90,18 @@ def test_no_import_cycle_among_east_hf_modules():
     assert cycles == []
 
 
+def test_the_config_does_not_import_the_callback():
+    """The callback and the config share their checks (east_hf.hf.annealing_checks): the config, plain data, reaches
+    nothing of the callback's, directly or through another module."""
+    reached, todo = set(), ["east_hf.hf.config"]
+    while todo:
+        for dep in GRAPH.get(todo.pop(), ()):
+            if dep not in reached:
+                reached.add(dep)
+                todo.append(dep)
+    assert "east_hf.hf.callbacks" not in reached
+
+
 def test_core_imports_nothing_from_transformers_timm_or_evaluate():
     code = "import sys, east_hf, east_hf.core.loss_registry, east_hf.core.decision, east_hf.core.annealing; " + (
         "print(sorted(m for m in ('transformers', 'timm', 'evaluate', 'datasets') if m in sys.modules))"

@@ -247,3 +247,62 @@ def test_an_optimiser_step_on_a_batch_whose_rows_are_all_ignored_moves_nothing()
         opt.step()
         assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))
+
+
+# ---- LossSpec: the rules of training each loss, asked by the config, the builder and the card ----
+RULES = ("needs_class_counts", "anneals_temperature", "warm_start")
+
+
+def test_each_loss_spec_states_its_rules_and_a_name_in_both_registries_follows_the_same_ones():
+    from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES, loss_spec
+
+    rules = {name: tuple(name for name in RULES if getattr(spec, name)) for name, spec in LOSSES.items()}
+    assert rules == {
+        "east": ("anneals_temperature", "warm_start"),
+        "ce": (),
+        "wce": ("needs_class_counts",),
+        "la": ("needs_class_counts",),
+        "dice": ("warm_start",),
+        "focal": (),
+        "ldam": ("needs_class_counts",),
+    }
+    assert [name for name, spec in LOSSES.items() if spec.second_stage is not None] == ["ldam"]
+    for name in set(LOSSES) & set(MULTILABEL_LOSSES):
+        single, multi = LOSSES[name], MULTILABEL_LOSSES[name]
+        assert [getattr(single, r) for r in (*RULES, "second_stage")] == [
+            getattr(multi, r) for r in (*RULES, "second_stage")
+        ]
+    assert (
+        loss_spec("asl") is MULTILABEL_LOSSES["asl"] and loss_spec("ce", multi_label=True) is MULTILABEL_LOSSES["ce"]
+    )
+    with pytest.raises(ValueError, match="Expected a loss in"):
+        loss_spec("hinge")
+
+
+def test_ldams_first_stage_is_ldam_without_its_deferred_re_weighting():
+    from east_hf.core.loss_registry import loss_spec
+
+    loss = build_loss("ldam", class_counts=[90, 10])
+    first = loss_spec("ldam").second_stage.first(loss)
+    assert loss.class_weight is not None and first.class_weight is None
+    torch.testing.assert_close(first.margins, loss.margins)
+
+
+def test_the_config_and_the_builder_ask_a_registered_loss_its_rules(tmp_path, monkeypatch):
+    """A loss registered with a warm start and without a temperature is trained as its spec says: after the
+    cross-entropy warm start, in one stage, its callback naming no temperature, without a cross-entropy weight."""
+    from east_hf.core.loss_registry import LOSSES, LossSpec, loss_spec
+    from east_hf.hf.build import build_annealing_callback
+
+    spec = LossSpec("warm_focal", LOSSES["focal"].builder, "focal loss after a warm start", warm_start=True)
+    monkeypatch.setitem(LOSSES, "warm_focal", spec)
+    args = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="warm_focal")
+    assert loss_spec("warm_focal") is spec and args.resolved_ce_weight == 0.0 and args.resolved_ce_loss == "ce"
+    callback = build_annealing_callback(args)
+    assert (callback.schedule.warm_start, callback.schedule.max_stages, callback.reports_temperature) == (
+        "ce",
+        1,
+        False,
+    )
+    with pytest.raises(ValueError, match="east_confusion_memory 0 for east_loss='warm_focal'"):
+        EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="warm_focal", east_confusion_memory=0.5)

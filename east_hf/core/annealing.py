@@ -4,7 +4,8 @@ The paper cools geometrically, T_k = T0 * r^k (``temperature_at``), trains each 
 stopping, lowers the temperature, resets the early-stopping counter, and stops when the validation value stops
 improving across a number of temperature decreases. ``AnnealingSchedule`` owns that state; it is fed one
 validation result per evaluation and answers with a ``Decision``. ``TemperatureAnnealingCallback``
-(``east_hf.hf.callbacks``) is the thin Trainer layer that applies it.
+(``east_hf.hf.callbacks``) is the thin Trainer layer that applies it; ``east_hf.core.monitor_keys`` names the metric
+keys it watches.
 
 Two monitors, because two questions are asked:
 
@@ -57,7 +58,6 @@ import math
 from enum import Enum
 from typing import Any
 
-from east_hf.core.metrics import target_metric_key
 from east_hf.core.validation import check_choice, check_int, check_range, check_temperature
 
 __all__ = [
@@ -67,9 +67,6 @@ __all__ = [
     "WARM_STARTS",
     "AnnealingSchedule",
     "Decision",
-    "anneal_key",
-    "monitor_mode",
-    "selection_key",
     "temperature_at",
 ]
 
@@ -95,38 +92,6 @@ _STATE_KEYS = (
     "stop_reason",
     "recent_anneal",
 )
-
-
-def monitor_mode(key: str) -> str:
-    """``"min"`` for a metric key ending in ``loss``, else ``"max"``: the Trainer's ``greater_is_better`` default.
-
-    >>> monitor_mode("eval_loss"), monitor_mode("eval_fbeta")
-    ('min', 'max')
-    """
-    return "min" if key.endswith("loss") else "max"
-
-
-def anneal_key(metric: str, anneal_monitor: str | None = None) -> str:
-    """The metric key watched across stages: ``anneal_monitor``, or the hard metric the surrogate of ``metric``
-    targets, as the Trainer logs it (``eval_<key>``, ``"f1"`` reported as ``fbeta``).
-
-    >>> anneal_key("f1"), anneal_key("mcc"), anneal_key("fbeta", "eval_loss")
-    ('eval_fbeta', 'eval_mcc', 'eval_loss')
-    """
-    return anneal_monitor or f"eval_{target_metric_key(metric)}"
-
-
-def selection_key(anneal_key: str, select_window: int = 1) -> str:
-    """The metric key of the value the best model is chosen by: ``anneal_key`` itself, or for a mean over
-    ``select_window`` > 1 evaluations ``eval_mean<k>_<name>`` (ending as the anneal key does, so the Trainer infers
-    ``greater_is_better`` alike).
-
-    >>> selection_key("eval_fbeta"), selection_key("eval_fbeta", 3), selection_key("eval_loss", 3)
-    ('eval_fbeta', 'eval_mean3_fbeta', 'eval_mean3_loss')
-    """
-    if select_window == 1:
-        return anneal_key
-    return f"eval_mean{select_window}_{anneal_key.removeprefix('eval_')}"
 
 
 def temperature_at(stage: int, temperature: float = DEFAULT_TEMPERATURE, decay: float = DEFAULT_DECAY) -> float:
@@ -167,6 +132,18 @@ def _as_float(value: Any, name: str) -> float:
         return float(value)
     except (TypeError, ValueError) as e:
         raise TypeError(f"Expected {name} as a real number, got {type(value).__name__}: {value!r}") from e
+
+
+def _check_warm_start(warm_start: str | bool, steps: int | None, epochs: float | None) -> str:
+    """The warm start's name (``True`` / ``False`` stand for ``"ce"`` / ``"none"``), its length checked."""
+    if steps is not None:
+        check_int("warm_start_steps", steps)
+    if isinstance(warm_start, bool):
+        warm_start = "ce" if warm_start else "none"
+    check_choice("warm_start", warm_start, WARM_STARTS)
+    if epochs is not None:
+        check_range("warm_start_epochs", epochs, 0, math.inf, "(]")
+    return warm_start
 
 
 class AnnealingSchedule:
@@ -258,13 +235,7 @@ class AnnealingSchedule:
         check_choice("threshold_mode", threshold_mode, THRESHOLD_MODES)
         check_choice("stage_mode", stage_mode, MODES)
         check_choice("anneal_mode", anneal_mode, MODES)
-        if warm_start_steps is not None:
-            check_int("warm_start_steps", warm_start_steps)
-        if isinstance(warm_start, bool):
-            warm_start = "ce" if warm_start else "none"
-        check_choice("warm_start", warm_start, WARM_STARTS)
-        if warm_start_epochs is not None:
-            check_range("warm_start_epochs", warm_start_epochs, 0, math.inf, "(]")
+        warm_start = _check_warm_start(warm_start, warm_start_steps, warm_start_epochs)
         check_range("ce_weight", ce_weight, 0, math.inf)
         check_range("ce_weight_decay", ce_weight_decay, 0, 1)
         check_range("lr_decay", lr_decay, 0, 1, "(]")

@@ -65,6 +65,7 @@ __all__ = [
     "LossSpec",
     "MixedSetLoss",
     "MultiLabelEASTLoss",
+    "SecondStage",
     "SetLoss",
     "SoftDiceLoss",
     "build_loss",
@@ -73,18 +74,42 @@ __all__ = [
     "floored_beta",
     "ldam_before_deferral",
     "logit_adjustment_from_counts",
+    "loss_spec",
 ]
 
 
 @dataclass(frozen=True)
+class SecondStage:
+    """How a loss trains as the second of two stages: the annealing callback trains ``first(loss)`` until its own
+    early stopping, then the loss itself (LDAM-DRW: LDAM, then its deferred re-weighting)."""
+
+    first: Callable[[SetLoss], SetLoss]  # the loss of the first stage, made from the built loss
+    what: str  # what the second stage adds, in the config's errors: "its deferred re-weighting"
+    first_description: str  # the first stage, in the model card's words
+
+
+@dataclass(frozen=True)
 class LossSpec:
-    """One entry of the loss registry ``LOSSES``: how ``build_loss`` makes the loss, and the one line that
-    ``EASTConfig``'s help, east-compare and the model card describe it with (``{metric}``: the metric EAST trains)."""
+    """One entry of the loss registry ``LOSSES``: how ``build_loss`` makes the loss, the one line that
+    ``EASTConfig``'s help, east-compare and the model card describe it with (``{metric}``: the metric EAST trains),
+    and the rules of training it, which the config, the builder and the card ask here:
+
+    - ``needs_class_counts``: built from the training split's class counts (its priors).
+    - ``anneals_temperature``: EAST's surrogate at a temperature the annealing lowers stage by stage; it takes the
+      ``east_*`` surrogate settings, the annealed cross-entropy weight, the confusion memory and the learning rate's
+      decay per stage. A loss without it reports no temperature and trains one stage of early stopping (after a
+      warm start or a first stage, where the spec says).
+    - ``warm_start``: trained after the configured cross-entropy warm start (``east_warm_start``, ``east_ce_loss``).
+    - ``second_stage``: a ``SecondStage``, or None for a loss trained from the start.
+    """
 
     name: str
     builder: Callable[..., SetLoss]  # (ignore_index, class_counts, **east_settings) -> the loss
     description: str
-    needs_class_counts: bool = False  # built from the training split's class counts (its priors)
+    needs_class_counts: bool = False
+    anneals_temperature: bool = False
+    warm_start: bool = False
+    second_stage: SecondStage | None = None
 
     def describe(self, metric: str = "M") -> str:
         """The description, with ``metric`` for the metric trained (``describe("fbeta")``: 1 - soft fbeta)."""
@@ -131,7 +156,7 @@ def ldam_before_deferral(loss: LDAMLoss) -> LDAMLoss:
 LOSSES: dict[str, LossSpec] = {
     spec.name: spec
     for spec in (
-        LossSpec("east", _east, "EAST surrogate, 1 - soft {metric}"),
+        LossSpec("east", _east, "EAST surrogate, 1 - soft {metric}", anneals_temperature=True, warm_start=True),
         LossSpec("ce", _cross_entropy("ce"), "cross-entropy (baseline)"),
         LossSpec(
             "wce",
@@ -145,7 +170,7 @@ LOSSES: dict[str, LossSpec] = {
             "logit-adjusted cross-entropy, tau = 1 (Menon et al., 2021; baseline)",
             needs_class_counts=True,
         ),
-        LossSpec("dice", _dice, "soft Dice (baseline)"),
+        LossSpec("dice", _dice, "soft Dice (baseline)", warm_start=True),
         LossSpec("focal", _focal, "focal loss, gamma = 2 (Lin et al., 2017; baseline)"),
         LossSpec(
             "ldam",
@@ -153,6 +178,11 @@ LOSSES: dict[str, LossSpec] = {
             "LDAM-DRW: LDAM until its early stopping, then re-weighted by effective numbers (Cao et al., 2019; "
             "baseline)",
             needs_class_counts=True,
+            second_stage=SecondStage(
+                ldam_before_deferral,
+                "its deferred re-weighting",
+                "LDAM without re-weighting until its own early stopping (the deferral of LDAM-DRW)",
+            ),
         ),
     )
 }
@@ -195,7 +225,13 @@ def _binary_focal(ignore_index: int | None, label_priors: Any = None, **_: Any) 
 MULTILABEL_LOSSES: dict[str, LossSpec] = {
     spec.name: spec
     for spec in (
-        LossSpec("east", _multilabel_east, "EAST surrogate, 1 - soft {metric} of per-label soft predictions"),
+        LossSpec(
+            "east",
+            _multilabel_east,
+            "EAST surrogate, 1 - soft {metric} of per-label soft predictions",
+            anneals_temperature=True,
+            warm_start=True,
+        ),
         LossSpec("ce", _bce("ce"), "binary cross-entropy (baseline)"),
         LossSpec(
             "wce",
@@ -216,6 +252,18 @@ MULTILABEL_LOSSES: dict[str, LossSpec] = {
 """The multi-label loss registry, by the multiclass registry's names (``focal``: per label) plus ``asl`` (``needs_class_counts``: built from
 the training split's ``label_priors``)."""
 MULTILABEL_PRIOR_LOSSES = tuple(name for name, spec in MULTILABEL_LOSSES.items() if spec.needs_class_counts)
+
+
+def loss_spec(name: str, multi_label: bool = False) -> LossSpec:
+    """The registry entry of the loss ``name``: ``LOSSES``'s, or ``MULTILABEL_LOSSES``'s for ``multi_label`` or a
+    name only that registry has. A name in both follows the same rules in both (the fields other than ``builder``
+    and ``description`` agree), so where the task is not known yet (``EASTConfig``) either entry answers.
+
+    >>> loss_spec("east").anneals_temperature, loss_spec("dice").warm_start, loss_spec("asl").warm_start
+    (True, True, False)
+    """
+    registry = MULTILABEL_LOSSES if (multi_label and name in MULTILABEL_LOSSES) or name not in LOSSES else LOSSES
+    return registry[check_choice("a loss", name, tuple(dict.fromkeys([*LOSSES, *MULTILABEL_LOSSES])))]
 
 
 def describe_losses(metric: str = "M") -> str:
@@ -260,7 +308,7 @@ def build_loss(
     [4.0, 1.0]
     """
     if multi_label:
-        if name in ("dice", "ldam"):
+        if name in LOSSES and name not in MULTILABEL_LOSSES:
             raise ValueError(
                 f"Expected a multi-label loss in {tuple(MULTILABEL_LOSSES)}, got {name!r} (multiclass only)"
             )

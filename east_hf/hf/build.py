@@ -27,9 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from east_hf.core.annealing import AnnealingSchedule, monitor_mode
+from east_hf.core.annealing import AnnealingSchedule
 from east_hf.core.classes import resolve_beta, resolve_class_priors
-from east_hf.core.loss_registry import PRIOR_LOSSES, MixedSetLoss, SetLoss, build_loss, ldam_before_deferral
+from east_hf.core.loss_registry import PRIOR_LOSSES, MixedSetLoss, SetLoss, build_loss, loss_spec
+from east_hf.core.monitor_keys import monitor_mode
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.config import EASTConfig
 from east_hf.hf.config_fields import LOSS_FIELDS, SCHEDULE_FIELDS
@@ -72,8 +73,8 @@ class EASTComponents:
 
     Attributes:
         loss: the loss ``east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``).
-        ce_loss: the cross-entropy of the warm start and of the annealed weight (``east_ce_loss``); for ``ldam``,
-            LDAM before its deferred re-weighting.
+        ce_loss: the cross-entropy of the warm start and of the annealed weight (``east_ce_loss``); for a loss
+            trained in two stages (``LossSpec.second_stage``: ``ldam``), the first stage's loss.
         mixed_loss: EAST plus the annealed cross-entropy (``MixedSetLoss``), for the stages whose weight is > 0;
             None for the baselines.
         annealing: the ``TemperatureAnnealingCallback`` to install, or None (``east_annealing=False``, or the caller
@@ -94,8 +95,9 @@ class EASTComponents:
 
 
 def trains_cross_entropy(args: EASTConfig) -> bool:
-    """Whether EAST's (or dice's) cross-entropy trains: in a warm start, or as the annealed weight."""
-    warm_start = args.east_annealing and args.east_warm_start != "none" and args.east_loss in ("east", "dice")
+    """Whether EAST's (or dice's) cross-entropy trains: in a warm start (``LossSpec.warm_start``), or as the
+    annealed weight."""
+    warm_start = args.east_annealing and args.east_warm_start != "none" and loss_spec(args.east_loss).warm_start
     return warm_start or args.resolved_ce_weight > 0
 
 
@@ -223,21 +225,21 @@ def build_east_loss(
     counts: Sequence[float] | None = None,
     multi_label: bool = False,
 ) -> SetLoss:
-    """The loss ``east_loss`` names, with the surrogate's settings (``EASTLoss``, or its multi-label counterpart) or
-    none (the baselines).
+    """The loss ``east_loss`` names, with the surrogate's settings where it anneals a temperature (``EASTLoss``, or
+    its multi-label counterpart) or none (the baselines).
 
     ``class_names`` (a list or an ``id2label`` mapping) resolves an ``east_beta`` given by class name; ``counts``
     (training samples per class; multi-label: each label's positive rate, ``label_priors``) are the priors of ``wce``
     and ``la``."""
-    if args.east_loss != "east":
+    if not loss_spec(args.east_loss).anneals_temperature:
         return build_loss(args.east_loss, **_priors(counts, multi_label))
     settings = {param: getattr(args, name) for name, param in LOSS_FIELDS.items()}
     if multi_label:
         settings.pop("pos_label"), settings.pop("threshold_grad")  # multi-class settings (a fixed 0.5 threshold)
         if isinstance(settings["beta"], (str, Mapping)):  # beta by label name: one value per label
             settings["beta"] = resolve_beta(settings["beta"], class_names, num_classes)
-        return build_loss("east", num_classes=num_classes, multi_label=True, **settings)
-    return build_loss("east", num_classes=num_classes, class_names=class_names, **settings)
+        return build_loss(args.east_loss, num_classes=num_classes, multi_label=True, **settings)
+    return build_loss(args.east_loss, num_classes=num_classes, class_names=class_names, **settings)
 
 
 def build_ce_loss(
@@ -271,16 +273,19 @@ def anneal_threshold(args: EASTConfig, eval_size: int | None = None) -> float:
 
 def build_schedule(args: EASTConfig, eval_size: int | None = None, streamed: bool = False) -> AnnealingSchedule:
     """The ``AnnealingSchedule`` of the ``east_*`` fields, for a validation set of ``eval_size`` samples (the default
-    across-stage threshold, ``anneal_threshold``). Baselines get one stage (their early stopping, with the same
-    patience) and the cross-entropy baselines (``ce``, ``wce``, ``la``) no warm start. ``streamed``: the training set
+    across-stage threshold, ``anneal_threshold``). The loss's ``LossSpec`` decides: a loss without a temperature
+    (a baseline) gets one stage (its early stopping, with the same patience), and one without ``warm_start`` (``ce``,
+    ``wce``, ``la``, ``focal``) no warm start. ``streamed``: the training set
     has no length (an ``IterableDataset``), so a warm start measured in epochs runs until its own early stopping
-    instead, with a warning (``east_warm_start_steps`` sets its length). ``ldam`` (LDAM-DRW) defers its re-weighting
-    with the same machinery: stage -1 trains LDAM without class weights until its own early stopping (or
-    ``east_warm_start_steps``), stage 0 the re-weighted LDAM (Cao et al. defer at a fixed epoch instead)."""
+    instead, with a warning (``east_warm_start_steps`` sets its length). A loss with a ``second_stage`` (``ldam``,
+    LDAM-DRW, defers its re-weighting) trains its first stage with the same machinery: stage -1 trains LDAM without
+    class weights until its own early stopping (or ``east_warm_start_steps``), stage 0 the re-weighted LDAM (Cao et
+    al. defer at a fixed epoch instead)."""
     settings = {param: getattr(args, name) for name, param in SCHEDULE_FIELDS.items()}
-    warm_start = args.east_warm_start if args.east_loss in ("east", "dice") else "none"
+    spec = loss_spec(args.east_loss)
+    warm_start = args.east_warm_start if spec.warm_start else "none"
     epochs = args.east_warm_start_epochs
-    if args.east_loss == "ldam":  # LDAM-DRW: the plain LDAM is stage -1, until its own early stopping
+    if spec.second_stage is not None:  # the first stage is stage -1, until its own early stopping
         warm_start, epochs = "ce", -1
     if streamed and warm_start != "none" and args.east_warm_start_steps is None and epochs != -1:
         logger.warning(
@@ -288,7 +293,7 @@ def build_schedule(args: EASTConfig, eval_size: int | None = None, streamed: boo
             "own early stopping (east_warm_start_epochs=-1); set east_warm_start_steps to give it a length"
         )
         epochs = -1
-    if args.east_loss != "east":
+    if not spec.anneals_temperature:
         settings["max_stages"] = 1
     return AnnealingSchedule(
         **settings,
@@ -305,7 +310,8 @@ def build_schedule(args: EASTConfig, eval_size: int | None = None, streamed: boo
 def build_annealing_callback(
     args: EASTConfig, eval_size: int | None = None, streamed: bool = False
 ) -> TemperatureAnnealingCallback:
-    """The ``TemperatureAnnealingCallback`` of ``build_schedule(args, eval_size, streamed)``."""
+    """The ``TemperatureAnnealingCallback`` of ``build_schedule(args, eval_size, streamed)``; it reports a
+    temperature where the loss anneals one (``LossSpec.anneals_temperature``)."""
     return TemperatureAnnealingCallback(
         build_schedule(args, eval_size, streamed),
         stage_monitor=args.east_stage_monitor,
@@ -313,6 +319,7 @@ def build_annealing_callback(
         selection_key=args.east_selection_key,
         restore_best_per_stage=args.east_restore_best_per_stage,
         ema_decay=args.east_ema_decay,
+        reports_temperature=loss_spec(args.east_loss).anneals_temperature,
     )
 
 
@@ -358,11 +365,12 @@ def build_components(
         counts = class_counts(args, train_dataset, num_classes, id2label)
         warn_absent_validation_classes(eval_dataset, num_classes, id2label)
     loss = build_east_loss(args, num_classes, id2label, counts, multi_label)
-    if args.east_loss == "ldam":  # the stage before the deferred re-weighting (build_schedule)
-        ce_loss = ldam_before_deferral(loss)
+    spec = loss_spec(args.east_loss, multi_label)
+    if spec.second_stage is not None:  # the first stage's loss (stage -1 of build_schedule)
+        ce_loss = spec.second_stage.first(loss)
     else:
         ce_loss = build_ce_loss(args, counts, train_dataset is not None, multi_label)  # no training set: none trains
-    mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if loss.name == "east" else None
+    mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if spec.anneals_temperature else None
     annealing = None
     if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
         streamed = train_dataset is not None and dataset_length(train_dataset) is None

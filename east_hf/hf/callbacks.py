@@ -22,12 +22,14 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from east_hf.core.annealing import AnnealingSchedule, Decision, monitor_mode
+from east_hf.core.annealing import AnnealingSchedule, Decision
+from east_hf.core.monitor_keys import monitor_mode
+from east_hf.hf.annealing_checks import DEFAULT_EMA_DECAY, check_ema_decay, check_evaluates
 from east_hf.hf.checkpoints import CHECKPOINT_FILES_KEY, EMA_WEIGHTS_NAME, STAGE_BEST_WEIGHTS_NAME
+from east_hf.hf.weight_copies import checkpoint_folder, cpu_state_dict, load_weights, swap_weights
 
-__all__ = ["EMA_WEIGHTS_NAME", "STAGE_BEST_WEIGHTS_NAME", "TemperatureAnnealingCallback", "check_ema_decay"]
+__all__ = ["EMA_WEIGHTS_NAME", "STAGE_BEST_WEIGHTS_NAME", "TemperatureAnnealingCallback"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,69 +39,15 @@ def _eval_key(key: str) -> str:
     return key if key.startswith("eval_") else f"eval_{key}"
 
 
-def _cpu_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
-
-
-def check_ema_decay(ema_decay: Any) -> float:
-    """``ema_decay`` as a float in [0, 1) (0: no moving average), or a one-line ``ValueError``."""
-    if isinstance(ema_decay, bool) or not isinstance(ema_decay, (int, float)) or not 0 <= ema_decay < 1:
-        raise ValueError(f"Expected ema_decay in [0, 1) (0: no moving average of the weights), got {ema_decay!r}")
-    return float(ema_decay)
-
-
-@torch.no_grad()
-def _swap_weights(model: torch.nn.Module, other: torch.nn.Module) -> None:
-    """Exchange the values of every parameter and buffer of two copies of one architecture, in place (a tensor
-    shared by several names, e.g. tied embeddings, once)."""
-    theirs = other.state_dict()
-    seen = set()
-    for name, mine in model.state_dict().items():
-        if mine.data_ptr() in seen:
-            continue
-        seen.add(mine.data_ptr())
-        kept = mine.clone()
-        mine.copy_(theirs[name])
-        theirs[name].copy_(kept)
-
-
-def _checkpoint_folder(args, step: int) -> str:
-    """The checkpoint of ``step`` in ``args.output_dir``, where the Trainer saves it."""
-    return os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
-
-
-def _load_weights(path: str, what: str, into: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
-    """The ``state_dict`` saved in ``path`` (loaded ``into`` a module where given), or a one-line ``ValueError``
-    naming ``what`` it should hold and the file."""
-    try:
-        weights = torch.load(path, map_location="cpu", weights_only=True)
-        if into is not None:
-            into.load_state_dict(weights)
-    except Exception as e:  # RuntimeError (PytorchStreamReader, another model's names), pickle's and zipfile's errors
-        message = " ".join(str(e).split()) or type(e).__name__
-        raise ValueError(
-            f"Expected {what} in {path}, got a file that does not load ({message}); resume from another checkpoint"
-        ) from None
-    return weights
-
-
-def check_evaluates(eval_strategy: str) -> None:
-    """Annealing ends its stages on validation results: refuse ``eval_strategy="no"``."""
-    if eval_strategy == "no":
-        raise ValueError(
-            "Expected eval_strategy 'steps' or 'epoch' (and an eval_dataset) for temperature annealing, got 'no': "
-            "the stages end on validation results; set east_annealing=False to train at a fixed temperature"
-        )
-
-
 class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     """Anneal EAST's temperature T_k = T0 * r^k over stages of fast early stopping; stop when cooling stops helping.
 
-    ``EASTTrainer`` installs one built from its ``EASTConfig`` (``EASTConfig.annealing_callback()``) and reads
-    ``callback.schedule`` before every step and evaluation. On every evaluation during training the callback feeds
-    ``metrics[stage_monitor]`` and ``metrics[anneal_monitor]`` to its ``AnnealingSchedule`` and acts on the decision:
-    a new stage best is copied to CPU; the end of a stage (with ``restore_best_per_stage``) loads the stage's best
-    weights before the next step; the end of the annealing sets ``control.should_training_stop``.
+    ``EASTTrainer`` installs the one its builder makes from its ``EASTConfig``
+    (``east_hf.hf.build.build_annealing_callback``) and reads ``callback.schedule`` before every step and evaluation.
+    On every evaluation during training the callback feeds ``metrics[stage_monitor]`` and ``metrics[anneal_monitor]``
+    to its ``AnnealingSchedule`` and acts on the decision: a new stage best is copied to CPU; the end of a stage (with
+    ``restore_best_per_stage``) loads the stage's best weights before the next step; the end of the annealing sets
+    ``control.should_training_stop``.
 
     Args:
         schedule: the ``AnnealingSchedule`` (or its ``settings()`` dict), which validates and holds every annealing
@@ -136,6 +84,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             weights and the average from them. Costs one copy of the model on its device; checkpoints carry the copy
             as ``east_ema.pt`` (the model's size on disk), so a resume continues the same average. With
             ``load_best_model_at_end=False`` training ends with the average. Single device or DDP, as the stage copy.
+        reports_temperature: whether the trained loss has a temperature (EAST; the builder asks the loss's
+            ``LossSpec.anneals_temperature``); False for a baseline, whose messages then name no stage or temperature.
+            Saved with a checkpoint, so a resumed callback reports as the one it replaces.
 
     A warm start (``schedule.warm_start == "ce"``) is stage -1: the trainer trains it with cross-entropy, for
     ``warm_start_steps`` optimiser steps, or ``warm_start_epochs`` epochs (turned into steps from the length of the
@@ -172,14 +123,14 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         anneal_monitor: str = "eval_fbeta",
         selection_key: str | None = None,
         restore_best_per_stage: bool = True,
-        ema_decay: float = 0.0,
+        ema_decay: float = DEFAULT_EMA_DECAY,
+        reports_temperature: bool = True,
         **schedule_kwargs: Any,
     ):
         for name, key in (("stage_monitor", stage_monitor), ("anneal_monitor", anneal_monitor)):
             if not isinstance(key, str) or not key:
                 raise ValueError(f"Expected {name} as a metric key such as 'eval_loss', got {key!r}")
-        # False where the trained loss has no temperature (a baseline): messages name no stage or temperature
-        self.reports_temperature = True
+        self.reports_temperature = bool(reports_temperature)
         self.stage_monitor = _eval_key(stage_monitor)
         self.anneal_monitor = _eval_key(anneal_monitor)
         self.selection_key = self.anneal_monitor if selection_key is None else _eval_key(selection_key)
@@ -255,6 +206,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "restore_pending": self.restore_pending,
                 "ema_in_model": self.ema_in_model,
                 "lr_scale": self.lr_scale,
+                "reports_temperature": self.reports_temperature,  # set on the resumed instance, as a constructor would
                 CHECKPOINT_FILES_KEY: self.checkpoint_files,
             },
         }
@@ -304,16 +256,16 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             return
         if not self.restore_pending and schedule.stage_best_step == state.global_step:
             if model is not None:  # the checkpoint's weights are the stage's best
-                self._stage_weights = _cpu_state_dict(model)
+                self._stage_weights = cpu_state_dict(model)
             return
         if not self.restore_pending and schedule.stage_best_step is None:
             return
-        path = os.path.join(_checkpoint_folder(args, state.global_step), STAGE_BEST_WEIGHTS_NAME)
+        path = os.path.join(checkpoint_folder(args, state.global_step), STAGE_BEST_WEIGHTS_NAME)
         if not os.path.isfile(path):
             logger.warning(f"No {path}: the current stage ends without restoring its best weights")
             self.restore_pending = False
             return
-        self._stage_weights = _load_weights(path, "the stage's best weights")
+        self._stage_weights = load_weights(path, "the stage's best weights")
 
     def _start_average(self, args, state, model) -> None:
         """Make the moving average of the weights (``ema_decay`` > 0): a copy of the model, or, resuming, the copy
@@ -327,18 +279,18 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if state.global_step == 0 or not args.restore_callback_states_from_checkpoint:
             self.ema_in_model = False
             return
-        path = os.path.join(_checkpoint_folder(args, state.global_step), EMA_WEIGHTS_NAME)
+        path = os.path.join(checkpoint_folder(args, state.global_step), EMA_WEIGHTS_NAME)
         if not os.path.isfile(path):
             logger.warning(f"No {path}: the moving average of the weights starts again from the checkpoint's weights")
             self.ema_in_model = False
             return
-        _load_weights(path, "the moving average of the weights", into=self._ema.module)
+        load_weights(path, "the moving average of the weights", into=self._ema.module)
 
     def average_for_evaluation(self, model: torch.nn.Module | None) -> None:
         """Swap the moving average into ``model`` for an evaluation during training (``EASTTrainer.evaluate`` calls
         this); the next step swaps it out. Nothing without an average or outside training."""
         if self._ema is not None and self._in_train and not self.ema_in_model and model is not None:
-            _swap_weights(model, self._ema.module)
+            swap_weights(model, self._ema.module)
             self.ema_in_model = True
 
     def _scale_learning_rate(self, optimizer, lr_scheduler) -> None:
@@ -366,7 +318,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                     self.ema_in_model = False
             self._stage_weights, self.restore_pending = None, False
         if self.ema_in_model and model is not None:  # train the training weights, not the average
-            _swap_weights(model, self._ema.module)
+            swap_weights(model, self._ema.module)
             self.ema_in_model = False
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
@@ -404,7 +356,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             metrics[self.selection_key] = schedule.selection_value
         if decision is Decision.IMPROVED:
             if self.restore_best_per_stage and model is not None:
-                self._stage_weights = _cpu_state_dict(model)
+                self._stage_weights = cpu_state_dict(model)
         elif decision is Decision.NEXT_STAGE:
             # Deferred to the next step: this evaluation's checkpoint must hold the weights it evaluated.
             self.restore_pending = (
@@ -430,14 +382,14 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         saves_stage_best = self._saves_stage_best(state.global_step)
         if not should_save or not (saves_stage_best or self._ema is not None):
             return
-        folder = _checkpoint_folder(args, state.global_step)
+        folder = checkpoint_folder(args, state.global_step)
         if not os.path.isdir(folder):
             logger.warning(f"No checkpoint folder {folder}: the annealing callback's weights are not saved with it")
             return
         if saves_stage_best:
             torch.save(self._stage_weights, os.path.join(folder, STAGE_BEST_WEIGHTS_NAME))
         if self._ema is not None:  # the copy: the training weights while the model holds the average
-            torch.save(_cpu_state_dict(self._ema.module), os.path.join(folder, EMA_WEIGHTS_NAME))
+            torch.save(cpu_state_dict(self._ema.module), os.path.join(folder, EMA_WEIGHTS_NAME))
 
     def on_train_end(self, args, state, control, **kwargs):
         schedule = self.schedule

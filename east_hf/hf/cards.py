@@ -5,13 +5,13 @@ top-level ``hub_cards/`` folder of the repository, installed as package data). W
 No secret reaches a card: ``mask_secrets`` (``east_hf.hf.secret_masking``, re-exported here) masks the recipe.
 
 A card ends in a signature line, an HTML comment the Hub does not show holding the SHA-256 of the text above it
-(``is_unchanged_card``). A ``README.md`` without a valid one (the user wrote it, or edited the card east_hf wrote) is
-never replaced: the card goes beside it as ``README.east_hf.md``, and one warning line says so.
+(``east_hf.hf.card_files``: ``is_unchanged_card``). A ``README.md`` without a valid one (the user wrote it, or edited
+the card east_hf wrote) is never replaced: the card goes beside it as ``README.east_hf.md``, and one warning line says
+so.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.resources
 import logging
@@ -22,7 +22,8 @@ from typing import Any
 import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES
+from east_hf.core.loss_registry import LossSpec, loss_spec
+from east_hf.hf.card_files import CARD_BESIDE_README, card_path, is_unchanged_card, signed
 from east_hf.hf.card_plot import annealing_trajectory, plot_annealing, write_atomically
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
 from east_hf.hf.secret_masking import is_secret, mask_secrets
@@ -49,10 +50,6 @@ TEMPLATE_PATH = Path(str(importlib.resources.files("east_hf.hub_cards") / "east_
 WARM_START_WORDS = {"ce": "cross-entropy", "la": "logit-adjusted cross-entropy", "wce": "class-weighted cross-entropy"}
 """The warm start's loss (``EASTTrainer.warm_start_loss.name``) in the card's words."""
 PLOT_FILE = "annealing.png"
-# The card's name beside a README.md that east_hf did not write, or that was edited since: that README stays as it is.
-CARD_BESIDE_README = "README.east_hf.md"
-_SIGNATURE = "<!-- east_hf model card; sha256 of the text above: {} -->"
-_SIGNED = re.compile(r"<!-- east_hf model card; sha256 of the text above: ([0-9a-f]{64}) -->")
 
 CITATION = """@article{li2025east,
   title   = {Aligning Multiclass Neural Network Classifier Criterion with Task Performance Metrics},
@@ -207,31 +204,21 @@ def card_metadata(
     id2label = {int(k): v for k, v in (getattr(config, "id2label", None) or {}).items()}
     target_key = args.east_target_key
     task = _task(model)
-    multi_label = getattr(trainer, "multi_label", False) or (
-        getattr(config, "problem_type", None) == "multi_label_classification"
-    )
-    test_metrics = test_metrics or {}
+    multi_label = _is_multi_label(trainer)
     dataset_name = dataset_name or "custom"
-    eval_results = []
-    for key in dict.fromkeys([target_key, "fbeta", "mcc", "accuracy"]):
-        value = test_metrics.get(f"{metric_prefix}_{key}")
-        if value is None:
-            continue
-        metric_type, name, metric_args = _metric_identity(key, args, id2label)
-        if multi_label and key in _MULTI_LABEL_NAMES:  # averaged over labels, or over rows
-            name = _MULTI_LABEL_NAMES[key]
-        eval_results.append(
-            EvalResult(
-                task_type=task,
-                dataset_type=dataset_name,
-                dataset_name=dataset_name,
-                dataset_split=dataset_split,
-                metric_type=metric_type,
-                metric_name=name,
-                metric_value=float(value),
-                metric_args=metric_args,
-            )
+    eval_results = [
+        EvalResult(
+            task_type=task,
+            dataset_type=dataset_name,
+            dataset_name=dataset_name,
+            dataset_split=dataset_split,
+            metric_type=metric_type,
+            metric_name=name,
+            metric_value=value,
+            metric_args=metric_args,
         )
+        for metric_type, name, value, metric_args in _results(trainer, test_metrics or {}, metric_prefix, id2label)
+    ]
     metric_tag = _metric_identity(target_key, args, id2label)[0]
     is_timm = getattr(config, "model_type", None) in ("timm_wrapper", "east_darknet")  # east_darknet: a TimmWrapper
     all_tags = ["east", "east_hf", metric_tag, "generated_from_trainer"] + (["timm"] if is_timm else [])
@@ -248,6 +235,32 @@ def card_metadata(
         pipeline_tag=task,
         eval_results=eval_results or None,
     )
+
+
+def _is_multi_label(trainer) -> bool:
+    """Whether the trainer's task is multi-label: its own flag, or the model's ``config.problem_type``."""
+    config = getattr(trainer.model, "config", None)
+    return getattr(trainer, "multi_label", False) or (
+        getattr(config, "problem_type", None) == "multi_label_classification"
+    )
+
+
+def _results(
+    trainer, test_metrics: dict[str, float], metric_prefix: str, id2label: dict
+) -> list[tuple[str, str, float, dict[str, Any] | None]]:
+    """(model-index type, name, value, args) of each of the target metric, F-beta, MCC and accuracy in
+    ``test_metrics``."""
+    args, multi_label = trainer.args, _is_multi_label(trainer)
+    out = []
+    for key in dict.fromkeys([args.east_target_key, "fbeta", "mcc", "accuracy"]):
+        value = test_metrics.get(f"{metric_prefix}_{key}")
+        if value is None:
+            continue
+        metric_type, name, metric_args = _metric_identity(key, args, id2label)
+        if multi_label and key in _MULTI_LABEL_NAMES:  # averaged over labels, or over rows
+            name = _MULTI_LABEL_NAMES[key]
+        out.append((metric_type, name, float(value), metric_args))
+    return out
 
 
 def _task(model) -> str:
@@ -271,82 +284,22 @@ def card_context(
     model_name: str | None = None,
     decision_rule: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The values the card's template (``hub_cards/east_model_card.md``) renders: the loss, the annealing and its
-    trajectory (plotted into ``output_dir / annealing.png``), the results, how to load the model, the recipe."""
-    args, model = trainer.args, trainer.model
-    config = getattr(model, "config", None)
-    target_key = args.east_target_key
-    image_model = getattr(model, "main_input_name", None) == "pixel_values"
-    architecture = getattr(config, "architecture", None) or type(model).__name__
+    """The values the card's template (``hub_cards/east_model_card.md``) renders: the task, the loss, the annealing
+    and its trajectory (plotted into ``output_dir / annealing.png``), the results, how to load the model, the
+    recipe."""
+    args, target_key = trainer.args, trainer.args.east_target_key
     test_metrics = test_metrics or {}
     rows = annealing_trajectory(trainer.state.log_history, target_key)
     plot = plot_annealing(rows, output_dir / PLOT_FILE, target_key)
-    loss_fn = getattr(trainer, "east_loss", None)
-    id2label = getattr(config, "id2label", None) or {}
-    beta = getattr(loss_fn, "beta", args.east_beta)
-    betas = [(id2label.get(i, str(i)), b) for i, b in enumerate(beta)] if isinstance(beta, (list, tuple)) else None
-    east = args.east_loss == "east"  # a baseline's card has no temperature, stages or surrogate
-    multi_label = getattr(trainer, "multi_label", False) or (
-        getattr(config, "problem_type", None) == "multi_label_classification"
-    )
-    registry = MULTILABEL_LOSSES if multi_label else LOSSES
-    loss_description = registry[args.east_loss].describe(target_key)
-    ce_weight = args.resolved_ce_weight
-    if ce_weight > 0:
-        ce_name = getattr(getattr(trainer, "warm_start_loss", None), "name", args.resolved_ce_loss)  # after a fallback
-        loss_description += (
-            f" + {ce_weight:g} x {_without_baseline(registry[ce_name].describe(target_key))}"
-            f", its weight x{args.east_ce_weight_decay:g} at every stage"
-        )
-    warm_start = "none"
-    annealing = getattr(trainer, "annealing", None)  # the schedule the run trained with
-    if args.east_loss == "ldam":
-        warm_start = "LDAM without re-weighting until its own early stopping (the deferral of LDAM-DRW)"
-    elif annealing is not None and annealing.schedule.has_warm_start:
-        steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
-        ce = getattr(getattr(trainer, "warm_start_loss", None), "name", "ce")
-        warm_start = f"{WARM_START_WORDS.get(ce, ce)} for " + (
-            f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"
-        )
-    ema_decay = annealing.ema_decay if annealing is not None else 0.0
-    weights_kept = (
-        f"a moving average of the weights (decay {ema_decay:g} per step), evaluated and selected"
-        if ema_decay > 0
-        else "the training weights"
-    )
     results = [
         (name, _fmt(test_metrics[f"{metric_prefix}_{name}"]))
         for name in SUMMARY_KEYS
         if f"{metric_prefix}_{name}" in test_metrics
     ]
-    temperatures = [r["temperature"] for r in rows if r["temperature"] is not None]
-    task_description = {
-        "image-classification": "an image classifier",
-        "text-classification": "a text classifier",
-    }.get(_task(model), "a tabular classifier")
     return dict(
         model_name=model_name,
-        task_description=task_description.replace("classifier", "multi-label classifier")
-        if multi_label
-        else (task_description),
-        multi_label=multi_label,
-        unit="label" if multi_label else "class",
-        decides="`sigmoid(logits) > 0.5` for each label" if multi_label else "`argmax` of its logits",
-        text_model=_task(model) == "text-classification",
-        east=east,
-        target_metric_label=f"{_HUB_METRICS.get(target_key, (None, target_key))[1]}"
-        + (f" (beta={args.east_beta})" if target_key == "fbeta" and not betas else ""),
-        target_key=target_key,
-        average=args.east_average,
-        loss_description=loss_description,
-        warm_start=warm_start,
-        weights_kept=weights_kept,
-        initial_temperature=args.east_temperature,
-        decay=args.east_decay,
-        lr_decay=args.resolved_lr_decay,
-        final_temperature=_fmt(temperatures[-1]) if temperatures else args.east_temperature,
-        num_stages=len({r["stage"] for r in rows if isinstance(r["stage"], int)}) or 1,
-        betas=betas,
+        **_task_context(trainer),
+        **_training_context(trainer, rows),
         results=results,
         per_class=_per_class(test_metrics, metric_prefix),
         plot_file=plot.name if plot else None,
@@ -355,14 +308,96 @@ def card_context(
         local_base_model=None if is_hub_id(base_model) else base_model,
         dataset_name=dataset_name or "custom",
         dataset_split=dataset_split,
-        auto_class="AutoModelForImageClassification" if image_model else "AutoModelForSequenceClassification",
         repo_id=args.hub_model_id or str(output_dir),
-        remote_code=getattr(model, "_auto_class", None) is not None,  # save_pretrained copied the model's code
-        architecture=architecture,
         recipe=_clean_recipe(recipe),
         decision_rule=decision_rule,
         versions=_versions(),
         citation=CITATION,
+    )
+
+
+def _task_context(trainer) -> dict[str, Any]:
+    """The card's values about the task and the model: what it classifies, how it decides, how to load it."""
+    model = trainer.model
+    multi_label = _is_multi_label(trainer)
+    task_description = {
+        "image-classification": "an image classifier",
+        "text-classification": "a text classifier",
+    }.get(_task(model), "a tabular classifier")
+    if multi_label:
+        task_description = task_description.replace("classifier", "multi-label classifier")
+    image_model = getattr(model, "main_input_name", None) == "pixel_values"
+    return dict(
+        task_description=task_description,
+        multi_label=multi_label,
+        unit="label" if multi_label else "class",
+        decides="`sigmoid(logits) > 0.5` for each label" if multi_label else "`argmax` of its logits",
+        text_model=_task(model) == "text-classification",
+        auto_class="AutoModelForImageClassification" if image_model else "AutoModelForSequenceClassification",
+        remote_code=getattr(model, "_auto_class", None) is not None,  # save_pretrained copied the model's code
+        architecture=getattr(getattr(model, "config", None), "architecture", None) or type(model).__name__,
+    )
+
+
+def _training_context(trainer, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The card's values about training: the target, the loss and its rules (``LossSpec``), the warm start, the
+    annealing's temperatures and stages (``rows``: ``annealing_trajectory``), the weights kept."""
+    args, target_key = trainer.args, trainer.args.east_target_key
+    id2label = getattr(getattr(trainer.model, "config", None), "id2label", None) or {}
+    beta = getattr(getattr(trainer, "east_loss", None), "beta", args.east_beta)
+    betas = [(id2label.get(i, str(i)), b) for i, b in enumerate(beta)] if isinstance(beta, (list, tuple)) else None
+    multi_label = _is_multi_label(trainer)
+    spec = loss_spec(args.east_loss, multi_label)
+    annealing = getattr(trainer, "annealing", None)  # the schedule the run trained with
+    ema_decay = annealing.ema_decay if annealing is not None else 0.0
+    temperatures = [r["temperature"] for r in rows if r["temperature"] is not None]
+    return dict(
+        east=spec.anneals_temperature,  # a baseline's card has no temperature, stages or surrogate
+        target_metric_label=f"{_HUB_METRICS.get(target_key, (None, target_key))[1]}"
+        + (f" (beta={args.east_beta})" if target_key == "fbeta" and not betas else ""),
+        target_key=target_key,
+        average=args.east_average,
+        loss_description=_loss_description(trainer, multi_label),
+        warm_start=_warm_start_description(trainer, spec, annealing),
+        weights_kept=f"a moving average of the weights (decay {ema_decay:g} per step), evaluated and selected"
+        if ema_decay > 0
+        else "the training weights",
+        initial_temperature=args.east_temperature,
+        decay=args.east_decay,
+        lr_decay=args.resolved_lr_decay,
+        final_temperature=_fmt(temperatures[-1]) if temperatures else args.east_temperature,
+        num_stages=len({r["stage"] for r in rows if isinstance(r["stage"], int)}) or 1,
+        betas=betas,
+    )
+
+
+def _loss_description(trainer, multi_label: bool) -> str:
+    """The loss trained, in the registry's words: ``east_loss``'s, with the annealed cross-entropy where it has a
+    weight (the cross-entropy the trainer trained, after a fallback to the plain one)."""
+    args, target_key = trainer.args, trainer.args.east_target_key
+    description = loss_spec(args.east_loss, multi_label).describe(target_key)
+    ce_weight = args.resolved_ce_weight
+    if ce_weight > 0:
+        ce_name = getattr(getattr(trainer, "warm_start_loss", None), "name", args.resolved_ce_loss)
+        description += (
+            f" + {ce_weight:g} x {_without_baseline(loss_spec(ce_name, multi_label).describe(target_key))}"
+            f", its weight x{args.east_ce_weight_decay:g} at every stage"
+        )
+    return description
+
+
+def _warm_start_description(trainer, spec: LossSpec, annealing) -> str:
+    """The stage before the loss's own, in words: a second stage's first (``LossSpec.second_stage``), the
+    cross-entropy warm start the run trained (``annealing``: its callback) and its length, or ``"none"``."""
+    if spec.second_stage is not None:
+        return spec.second_stage.first_description
+    if annealing is None or not annealing.schedule.has_warm_start:
+        return "none"
+    args = trainer.args
+    steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
+    ce = getattr(getattr(trainer, "warm_start_loss", None), "name", "ce")
+    return f"{WARM_START_WORDS.get(ce, ce)} for " + (
+        f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"
     )
 
 
@@ -379,7 +414,9 @@ def write_model_card(
 ) -> Path | None:
     """Write ``README.md`` (the model card: ``card_metadata`` + the template filled with ``card_context``, signed)
     and ``annealing.png`` into ``output_dir``; main process only; returns the card's path. A ``README.md`` that is
-    not an unchanged card of east_hf's stays as it is: the card goes to ``CARD_BESIDE_README`` (``_card_path``).
+    not an unchanged card of east_hf's stays as it is: the card goes to ``CARD_BESIDE_README`` (``card_path``),
+    with one warning line naming both unless that file already holds the card (written again, as ``push_to_hub``
+    does).
     ``shared`` (``test_metrics``, ``metric_prefix``, ``dataset_name``, ``dataset_split``, ``base_model``,
     ``model_name``) go to both."""
     if not trainer.is_world_process_zero():
@@ -390,50 +427,13 @@ def write_model_card(
     metadata = card_metadata(trainer, tags=tags, license=license, language=language, **shared)
     context = card_context(trainer, output_dir, recipe=recipe, decision_rule=decision_rule, **shared)
     card = ModelCard.from_template(metadata, template_path=str(TEMPLATE_PATH), **context)
-    text = _signed(str(card))
-    path = write_atomically(_card_path(output_dir, text), lambda tmp: tmp.write_bytes(text.encode("utf-8")))
-    logger.info("Model card written to %s", path)
-    return path
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _signed(text: str) -> str:
-    """``text`` and a last line signing it: the SHA-256 of everything above that line, in an HTML comment."""
-    body = text if text.endswith("\n") else text + "\n"
-    return body + _SIGNATURE.format(_digest(body)) + "\n"
-
-
-def is_unchanged_card(path: str | Path) -> bool:
-    """Whether ``path`` holds a model card east_hf wrote, unchanged since: its last line is the signature and the
-    SHA-256 of the text above it matches. A user's README, an edited card or a card from before east_hf signed its
-    cards is not one, and is never replaced."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return False
-    body, _, last = text.rstrip("\n").rpartition("\n")
-    found = _SIGNED.fullmatch(last)
-    return found is not None and found.group(1) == _digest(body + "\n")
-
-
-def _card_path(output_dir: Path, text: str) -> Path:
-    """Where the card ``text`` goes: ``README.md`` where it is missing or an unchanged card of east_hf's, else
-    ``CARD_BESIDE_README`` (or a numbered ``README.east_hf-<n>.md`` where that name too holds a file east_hf did not
-    write as it is), with one warning line naming both unless that file already holds ``text`` (the same card
-    written again, as ``push_to_hub`` does): east_hf never replaces a README the user wrote or edited."""
-    readme = output_dir / "README.md"
-    if not readme.exists() or is_unchanged_card(readme):
-        return readme
-    path, n = output_dir / CARD_BESIDE_README, 1
-    while path.exists() and not is_unchanged_card(path):
-        n += 1
-        path = output_dir / f"{Path(CARD_BESIDE_README).stem}-{n}.md"
-    if not (path.is_file() and path.read_bytes() == text.encode("utf-8")):
+    text = signed(str(card)).encode("utf-8")
+    path = card_path(output_dir)
+    if path.name != "README.md" and not (path.is_file() and path.read_bytes() == text):  # else the same card again
         logger.warning(
-            f"{readme} was written or edited by hand (it is not the card east_hf wrote): it stays as it is, and the "
-            f"model card is written to {path}"
+            f"{output_dir / 'README.md'} was written or edited by hand (it is not the card east_hf wrote): it stays "
+            f"as it is, and the model card is written to {path}"
         )
+    path = write_atomically(path, lambda tmp: tmp.write_bytes(text))
+    logger.info("Model card written to %s", path)
     return path

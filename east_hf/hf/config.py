@@ -5,33 +5,27 @@ The ``east_*`` fields are the settings of two core objects, which own their defa
 A field meant to share its object's default reads it from the object's signature (``LOSS_FIELDS`` and
 ``SCHEDULE_FIELDS`` name the pairs), and ``__post_init__`` makes each object once with the fields' values, so a bad
 value fails when the config is made, with the error of the object that owns the setting (its parameter shown under its
-``east_`` field name). The config builds nothing for training: ``east_hf.hf.build`` turns it into the loss, the
-schedule and the callback that ``EASTTrainer`` uses.
+``east_`` field name). The checks live in ``east_hf.hf.config_checks``; the rules of each loss are its ``LossSpec``'s
+(``east_hf.core.loss_registry.loss_spec``). The config builds nothing for training: ``east_hf.hf.build`` turns it
+into the loss, the schedule and the callback that ``EASTTrainer`` uses.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from transformers import TrainingArguments
 
 from east_hf.core import AVERAGES, METRICS, target_metric_key
-from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule, anneal_key, monitor_mode, selection_key
+from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule
 from east_hf.core.east_loss import EASTLoss
-from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES, PRIOR_LOSSES, build_loss, describe_losses
-from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
-from east_hf.hf.callbacks import TemperatureAnnealingCallback, check_ema_decay, check_evaluates
-from east_hf.hf.config_fields import (
-    LOSS_FIELDS,
-    RESOLVED_SCHEDULE_FIELDS,
-    SCHEDULE_FIELDS,
-    core_default,
-    field_error,
-    strategy_name,
-)
+from east_hf.core.loss_registry import describe_losses, loss_spec
+from east_hf.core.monitor_keys import anneal_key, selection_key
+from east_hf.hf.annealing_checks import DEFAULT_EMA_DECAY
+from east_hf.hf.config_checks import validate_east_fields
+from east_hf.hf.config_fields import core_default, strategy_name
 from east_hf.hf.devices import resolve_devices
 
 __all__ = ["EASTConfig"]
@@ -345,7 +339,7 @@ class EASTConfig(TrainingArguments):
         },
     )
     east_ema_decay: float = field(
-        default=core_default(TemperatureAnnealingCallback, "ema_decay"),
+        default=DEFAULT_EMA_DECAY,
         metadata={
             "help": "Decay in [0, 1) of a moving average of the weights per optimiser step, which is evaluated, "
             "selected and kept instead of the training weights (0: none; 0.95 averages about 20 steps)."
@@ -358,7 +352,7 @@ class EASTConfig(TrainingArguments):
     )
 
     def __post_init__(self):
-        self._validate_east()
+        validate_east_fields(self)
         self._follow_strategies()
         if self.label_names is None:
             self.label_names = ["labels"]  # plain nn.Modules have no `labels` argument for the Trainer to find
@@ -393,102 +387,10 @@ class EASTConfig(TrainingArguments):
         if self.load_best_model_at_end and self.metric_for_best_model is None:
             self.metric_for_best_model = self.east_selection_key  # keep the model the annealing judged best
 
-    def _validate_east(self) -> None:
-        check_choice("east_loss", self.east_loss, tuple(dict.fromkeys([*LOSSES, *MULTILABEL_LOSSES])))
-        self.east_beta = parse_beta(self.east_beta, "east_beta")
-        if self.east_class_priors is not None:  # a file is read now: the arguments saved with a run hold its values
-            self.east_class_priors = parse_class_priors(self.east_class_priors, "east_class_priors")
-        if self.east_ce_weight is not None and self.east_ce_weight > 0 and self.east_loss != "east":
-            raise ValueError(f"Expected east_ce_weight 0 for east_loss={self.east_loss!r} (it mixes into EAST only)")
-        if self.east_ce_loss is not None:
-            check_choice("east_ce_loss", self.east_ce_loss, ("ce", *PRIOR_LOSSES))
-        if self.east_ce_loss not in (None, "ce") and self.east_loss not in ("east", "dice"):
-            raise ValueError(f"Expected east_ce_loss 'ce' for east_loss={self.east_loss!r} (it is EAST's and Dice's)")
-        memory = self.east_confusion_memory
-        if isinstance(memory, (int, float)) and memory > 0 and self.east_loss != "east":
-            raise ValueError(f"Expected east_confusion_memory 0 for east_loss={self.east_loss!r} (it is EAST's)")
-        if self.east_loss == "ldam" and not self.east_annealing:
-            raise ValueError(
-                "Expected east_annealing=True for east_loss='ldam': its deferred re-weighting is a second stage that "
-                "the annealing callback starts, got east_annealing=False"
-            )
-        if self.east_select_window != 1 and not self.east_annealing:
-            raise ValueError(
-                f"Expected east_annealing=True for east_select_window={self.east_select_window!r} (the annealing "
-                "callback writes the mean the best model is chosen by), got east_annealing=False"
-            )
-        try:
-            self.east_ema_decay = check_ema_decay(self.east_ema_decay)
-        except ValueError as e:
-            raise field_error(e, {"east_ema_decay": "ema_decay"}) from None
-        if self.east_ema_decay > 0 and not self.east_annealing:
-            raise ValueError(
-                f"Expected east_annealing=True for east_ema_decay={self.east_ema_decay!r} (the annealing callback "
-                "keeps the moving average), got east_annealing=False"
-            )
-        if not (self.east_warm_start_epochs == -1 or isinstance(self.east_warm_start_epochs, (int, float))):
-            raise ValueError(f"Expected east_warm_start_epochs > 0 or -1, got {self.east_warm_start_epochs!r}")
-        if self.east_annealing:
-            check_evaluates(self.eval_strategy)
-        self._check_loss_anneal_monitor()
-        # The checks are the core objects' own: each is made once with the fields' values (class names are not known
-        # yet, so a beta mapping is checked for its values; the trainer resolves its names against the model's
-        # id2label). Nothing made here is kept: the builder (east_hf.hf.build) makes what the trainer uses.
-        loss_settings = {param: getattr(self, name) for name, param in LOSS_FIELDS.items()}
-        if isinstance(self.east_beta, Mapping):
-            loss_settings["beta"] = list(self.east_beta.values())
-        if self.east_average == "samples" or self.east_metric == "jaccard" or self.east_loss == "asl":
-            # settings of multi-label classification alone: checked by its loss, without the multiclass settings
-            loss_settings = {k: v for k, v in loss_settings.items() if k not in ("pos_label", "threshold_grad")}
-            loss_settings["multi_label"] = True
-        try:
-            build_loss("east", **loss_settings)
-        except (ValueError, TypeError) as e:
-            raise field_error(e, LOSS_FIELDS) from None
-        epochs = self.east_warm_start_epochs
-        try:
-            AnnealingSchedule(
-                **{param: getattr(self, name) for name, param in SCHEDULE_FIELDS.items()},
-                anneal_threshold=self.east_anneal_threshold or 0.0,
-                stage_mode=monitor_mode(self.east_stage_monitor),
-                anneal_mode=monitor_mode(self.east_anneal_key),
-                warm_start=self.east_warm_start,
-                warm_start_epochs=None if epochs == -1 else epochs,
-                ce_weight=self.resolved_ce_weight,
-                lr_decay=self.resolved_lr_decay,
-            )
-        except (ValueError, TypeError) as e:
-            raise field_error(e, {**SCHEDULE_FIELDS, **RESOLVED_SCHEDULE_FIELDS}) from None
-
-    def _check_loss_anneal_monitor(self) -> None:
-        """An anneal monitor that is the validation loss compares the loss of different stages, so every stage must
-        train the same kind of loss: not after a cross-entropy warm start (its loss is cross-entropy, far below any
-        surrogate, so it would be the best "stage" and the model kept), nor with a cross-entropy weight that changes
-        from stage to stage. The paper's letter (``east_warm_start none``, ``east_ce_weight 0``) passes, and so do the
-        baselines (one loss throughout; ``dice`` alone has a warm start) and runs without annealing."""
-        if (
-            not self.east_annealing
-            or self.east_loss not in ("east", "dice")
-            or monitor_mode(self.east_anneal_key) != "min"
-        ):
-            return
-        if self.east_warm_start != "none":
-            raise ValueError(
-                f"Expected east_warm_start 'none' with east_anneal_monitor={self.east_anneal_key!r} (the warm start's "
-                "cross-entropy would be compared with EAST's surrogate and kept as the best stage), got "
-                f"east_warm_start={self.east_warm_start!r}; or watch a hard metric across stages (the default)"
-            )
-        if self.resolved_ce_weight > 0:
-            raise ValueError(
-                f"Expected east_ce_weight 0 with east_anneal_monitor={self.east_anneal_key!r} (the loss changes with "
-                f"the weight from stage to stage), got {self.resolved_ce_weight:g}; or watch a hard metric across "
-                "stages (the default)"
-            )
-
     @property
     def resolved_ce_weight(self) -> float:
         """The cross-entropy weight of EAST's stage 0: ``east_ce_weight``, by default 1.0; 0 for the baselines."""
-        if self.east_loss != "east":
+        if not loss_spec(self.east_loss).anneals_temperature:
             return 0.0
         return 1.0 if self.east_ce_weight is None else float(self.east_ce_weight)
 
@@ -498,7 +400,8 @@ class EASTConfig(TrainingArguments):
         EAST with one class scored (``east_average="binary"``) and 1 otherwise."""
         if self.east_lr_decay is not None:
             return self.east_lr_decay
-        return BINARY_LR_DECAY if self.east_loss == "east" and self.east_average == "binary" else 1.0
+        binary_east = loss_spec(self.east_loss).anneals_temperature and self.east_average == "binary"
+        return BINARY_LR_DECAY if binary_east else 1.0
 
     @property
     def resolved_ce_loss(self) -> str:
@@ -506,7 +409,7 @@ class EASTConfig(TrainingArguments):
         and ``"ce"`` for the others (``dice``'s warm start; the cross-entropy baselines have none)."""
         if self.east_ce_loss is not None:
             return self.east_ce_loss
-        return "la" if self.east_loss == "east" else "ce"
+        return "la" if loss_spec(self.east_loss).anneals_temperature else "ce"
 
     @property
     def east_anneal_key(self) -> str:

@@ -149,7 +149,6 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         self._soft_metric_count = 0
         self.decision_rule = self.decision_beta = None  # set by tune_decision_rule
         if parts.annealing is not None:
-            parts.annealing.reports_temperature = parts.loss.name == "east"  # a baseline's stages have none
             callbacks.append(parts.annealing)
         check_warm_start_length(parts.annealing, given.get("train_dataset"))
         check_early_stopping(callbacks)

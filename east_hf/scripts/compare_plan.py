@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from east_hf.core import target_metric_key
-from east_hf.core.annealing import anneal_key, monitor_mode
+from east_hf.core.monitor_keys import anneal_key, monitor_mode
 from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES
 
 __all__ = [
