@@ -3,14 +3,16 @@
 #
 #   bash benchmarks/gpu_check.sh [OUT_DIR]        (default OUT_DIR: runs/gpu_check)
 #
-# Without CUDA it prints one line and exits 0. With CUDA it writes into OUT_DIR:
-#   gpu_check.json / gpu_check.md          loss fwd+bwd vs CE (fp32, bf16), the fused Function's gradients on the
-#                                          device, one EASTTrainer epoch of darknet19 in bf16 vs CE, NCCL all-reduce
-#                                          and east-train end to end on the device (text in bf16 and fp16,
-#                                          multi-label, the binary default with an EMA), reloaded on GPU and CPU
-#   step_speed_cuda_{fp32,bf16}.json / .md whole training steps, EAST vs CE (benchmarks/step_speed.py)
-#   step_speed_cuda_text_{bf16,fp16}.json / .md   the same for text_tiny and a BERT-base-sized model
-# then runs tests/test_fused.py (its CUDA tests included) if pytest is installed. Exit status 1 if anything failed.
+# Without CUDA it prints one line and exits 0. With CUDA:
+#   1. pytest tests/test_gpu.py tests/test_fused.py on the device: the fused Function's values and gradients against
+#      the plain composition, gradcheck, bf16 autocast for every metric, the all-reduce under NCCL (one rank), an
+#      EASTTrainer epoch in bf16, east-train end to end (text in bf16 and fp16, multi-label, the binary default with
+#      an EMA, LDAM-DRW), each run reloaded on GPU and CPU; the JUnit report goes to OUT_DIR/test_gpu.xml
+#   2. benchmarks/gpu_speed.py: OUT_DIR/gpu_speed.{json,md}, the loss and an EASTTrainer epoch against cross-entropy
+#      (fp32, bf16), and where the loss's time goes
+#   3. benchmarks/step_speed.py: OUT_DIR/step_speed_cuda_{fp32,bf16}.{json,md}, whole training steps, EAST vs CE, and
+#      step_speed_cuda_text_{bf16,fp16}.{json,md}, the same for text_tiny and a BERT-base-sized model
+# Exit status 1 if anything failed.
 # Python: $PYTHON, else .venv/bin/python, else python3; east_hf is taken from this checkout (PYTHONPATH).
 set -u
 cd "$(dirname "$0")/.."
@@ -28,8 +30,11 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1 TOKENIZERS_P
 mkdir -p "$OUT_DIR"
 rc=0
 start=$(date +%s)
-echo "== gpu_check.py ($(date -u +%FT%TZ))"
-timeout 300 "$PY" benchmarks/gpu_check.py --out-dir "$OUT_DIR" || rc=1
+echo "== pytest tests/test_gpu.py tests/test_fused.py ($(date -u +%FT%TZ))"
+timeout 300 "$PY" -m pytest -q -p no:cacheprovider --junitxml "$OUT_DIR/test_gpu.xml" tests/test_gpu.py \
+    tests/test_fused.py || rc=1
+echo "== gpu_speed.py (+$(( $(date +%s) - start )) s)"
+timeout 240 "$PY" benchmarks/gpu_speed.py --out-dir "$OUT_DIR" || rc=1
 for dtype in fp32 bf16; do
     echo "== step_speed.py --device cuda --dtype $dtype (+$(( $(date +%s) - start )) s)"
     timeout 90 "$PY" benchmarks/step_speed.py --device cuda --dtype "$dtype" --repeats 11 --block-ms 60 \
@@ -41,9 +46,5 @@ for dtype in bf16 fp16; do
         --configs text_tiny_b32_s128_c2,bert_base_b32_s128_c2,bert_base_b8_s128_c2 \
         --json "$OUT_DIR/step_speed_cuda_text_$dtype.json" --markdown "$OUT_DIR/step_speed_cuda_text_$dtype.md" || rc=1
 done
-if "$PY" -c "import pytest" >/dev/null 2>&1; then
-    echo "== pytest tests/test_fused.py (+$(( $(date +%s) - start )) s)"
-    timeout 60 "$PY" -m pytest -q -p no:cacheprovider tests/test_fused.py || rc=1
-fi
 echo "gpu_check.sh: exit $rc after $(( $(date +%s) - start )) s"
 exit $rc
