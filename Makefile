@@ -9,7 +9,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export HF_EVALUATE_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test docs install lint bench clean
+.PHONY: demo test docs install lint bench gpu evidence clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,16 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/loss_speed.py
+
+# The CUDA paths on one GPU: tests/test_gpu.py on the device, then the speed tables (runs/gpu_check/); without CUDA one
+# line and exit 0.
+gpu: $(STAMP)
+	bash benchmarks/gpu_check.sh
+
+# The quality evidence: one mode of benchmarks/run_evidence.sh (`make evidence MODE=ce_decay`; none: every mode the
+# main tables and the default need). Hours on 2 cores; the tables land in benchmarks/results/<mode>.md.
+evidence: $(STAMP)
+	bash benchmarks/run_evidence.sh $(MODE)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache site
