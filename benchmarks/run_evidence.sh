@@ -6,8 +6,9 @@
 # its raw records (results.md, results.json) are copied to runs/evidence/tables/<folder>/, then
 # benchmarks/publish_tables.py merges the tables into the files benchmarks/results/ commits (one per section: the
 # mode's name, e.g. ce_decay.md); the raw records are regenerated, not committed.
-# PLAN: one step a line, `MODE CHAIN COMMAND`: the `pre` steps first, then the numbered chains side by side (one per
-# core, each logging to runs/evidence/<mode>.<chain>.log), then the `post` steps; a line ending in \ continues. One
+# PLAN: one step a line, `MODE CHAIN COMMAND`: after the data (runs/data/), the `pre` steps, then the numbered chains
+# side by side (one per core, each logging to runs/evidence/<mode>.<chain>.log), then the `post` steps; a line ending
+# in \ continues. One
 # intra-op thread per run (results depend on the thread count). Seeds are the weight initialisation and batch order;
 # --vary_split draws each seed's own split.
 # The EAST runs on the binary tables in `main` and the modes that pair with them were trained at one learning rate,
@@ -110,7 +111,6 @@ BEST="lending_club:wce+tuned caravan:la+tuned digits9_binary:dice+tuned hpc:la+t
 BETA=(--variants "b025:--east_beta 0.25")  # F0.25 of the positive class, and more variants after it
 
 read -r -d '' PLAN <<'EOF' || true
-main pre data
 main 1 for t in lending_club caravan; do compare $t $t $t $V10 $BASE --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" \
   "$COLD" "$COLD_ON_LOSS" "$MEM" "$LA_MIX"; done
 main 1 compare digits9_binary digits9_binary digits9_binary_v02 $V10 $BASE --variants "$EAST0" "$PAPER" "$ABS0" "$MIX" \
@@ -125,7 +125,6 @@ main 2 compare synthetic_binary synthetic_binary synthetic_binary_v02 --seeds 5 
   "$MEM" "$LA_MIX" "$MIX" "$EAST_LA"
 main 3 compare digits_longtail digits_longtail digits_longtail_v02 $V10 $BASE --variants "$EAST0" "$MIX" "$PAPER" \
   "$MIX_AT" "$LA_MIX"
-ce_decay pre data
 ce_decay 1 compare lending_club ce_decay_lending_club memprobe_lending_club $DEF --variants \
   "la_mix_mem:--east_confusion_memory 0.9" "wce_mix:--east_ce_loss wce" "bs2048:--per_device_train_batch_size 2048" \
   "${DECAY[@]}"
@@ -142,7 +141,6 @@ ce_decay post ab --variants east,decay075,nodecay $(pairs ce_decay_ '' x lending
   "long-tailed digits=$T/ce_decay_digits_longtail/results.json=$T/digits_longtail/results.json:ce+tuned" \
   --markdown $T/ce_decay_against_best.md
 ce_decay post annealing_ends > $T/annealing_ends.md
-beta_default pre data
 beta_default 1 for t in lending_club caravan; do compare $t - betaprobe_$t $V10 --losses east,ce --tuned \
   --reference ce+tuned "${BETA[@]}" "ce_b025:--east_loss ce --east_beta 0.25 --east_beta_floor 0"; \
   py beta_binary runs/evidence/betaprobe_$t --beta 0.25 --pair b025:east --pair b025:ce_b025+tuned \
@@ -150,7 +148,6 @@ beta_default 1 for t in lending_club caravan; do compare $t - betaprobe_$t $V10 
 beta_default 2 for t in lending_club caravan; do compare $t - betaprobe2_$t $V10 --losses ce --tuned --reference ce+tuned \
   "${BETA[@]}"; py beta_binary runs/evidence/betaprobe2_$t --beta 0.25 --pair b025+tuned:b025 --pair b025+tuned:ce+tuned \
   --pair b025:ce+tuned --markdown $T/beta_default_$t/f025_tuned_at_floor.md; done
-beta pre data
 beta 1 EXTRA="$OLD" compare lending_club - beta_lending_club --seeds 5 --vary_split --tuned --reference f1 --variants \
   "f1:--east_loss east" "b025:--east_loss east --east_beta '{bad: 0.25}'" "ce_b025:--east_loss ce --east_beta '{bad: 0.25}'" \
   "b025_paper:--east_loss east --east_beta '{bad: 0.25}' --east_beta_floor 0" "b4:--east_loss east --east_beta '{bad: 4}'" \
@@ -172,17 +169,13 @@ ablations 1 py training_fit benchmarks/recipes/digits9_binary.yaml runs/evidence
   --variants east,ce,dice,cold_start,warm_5_epochs,warm_until_stop --markdown $T/digits9_binary_ablations/training_fit.md
 ablations 2 EXTRA="$OLD" compare digits_longtail_e40 digits_longtail_ablations digits_longtail --seeds 5 --losses east,ce \
   --variants "${ABLATIONS[@]}"
-text pre data
 text 1 compare trump_tweets trump_tweets trump_tweets $V10 --losses east,ce,la --tuned --reference ce+tuned
 text 2 compare fine_foods fine_foods fine_foods $V10 --losses east,ce,la --tuned --reference ce+tuned
-multilabel pre data
 multilabel 1 compare movie_genres movie_genres movie_genres $V10 --losses east,ce,wce,la,asl --tuned --reference ce+tuned
 multilabel 2 compare gss_abortion gss_abortion gss_abortion $V10 --losses east,ce,wce,la,asl --tuned --reference ce+tuned
 multilabel post py multilabel_table $T/{movie_genres,gss_abortion}/results.json --markdown $T/multilabel.md
-many_classes pre data
 many_classes 1 compare hotel_countries hotel_countries hotel_countries $V10 --losses east,ce,wce,la,focal,ldam --tuned \
   --reference ce+tuned
-long_tail pre data
 long_tail 1 for t in lending_club caravan digits9_binary; do compare $t long_tail_$t long_tail_$t $V10 --losses focal,ldam \
   --tuned --reference focal+tuned; done
 long_tail 1 compare synthetic_binary long_tail_synthetic_binary long_tail_synthetic_binary --seeds 5 --losses focal,ldam \
@@ -192,7 +185,6 @@ long_tail 2 for t in hpc diamonds digits_longtail; do compare $t long_tail_$t lo
 long_tail 3 compare hotel_countries hotel_countries hotel_countries $V10 --losses east,ce,wce,la,focal,ldam --tuned \
   --reference ce+tuned
 long_tail post py long_tail_table --seeds 0-9 --markdown $T/long_tail_against_best.md
-selection pre data
 selection 1 for t in lending_club caravan; do compare $t select_$t select_$t $DEF --variants "$SEL3"; done
 selection 1 compare digits9_binary select_digits9_binary select_digits9_binary $V10 --tuned false --variants "$SEL3"
 selection 2 for t in hpc diamonds; do compare $t select_$t select_$t $V10 --tuned false --variants "$SEL3"; done
@@ -205,7 +197,6 @@ selection post fresh sel3 $T/selection_fresh.md $(pairs select_ select_ east len
 selection post ab --variants sel3 $(pairs select_ ce_decay_ east lending_club caravan digits9_binary hpc diamonds) \
   --markdown $T/selection_against_default.md
 selection post ab --variants sel3 $(pairs select_ '' x $BEST) --markdown $T/selection_against_best.md
-ema pre data
 ema 1 for t in lending_club caravan hpc diamonds digits9_binary; do compare $t ema_$t ema_$t $V10 --tuned false \
   --variants "$EMA"; done
 ema 1 compare synthetic_binary ema_synthetic_binary ema_synthetic_binary --seeds 5 --tuned false --variants "$EMA"
@@ -216,7 +207,6 @@ ema 2 for t in lending_club caravan; do compare $t emabase_$t emabase_$t $V10 \
 ema post against_default_and_best ema95 ema_ ema
 ema post ema_baselines > $T/ema_baselines.md
 ema post fresh ema95 $T/ema_fresh.md $(pairs ema_ select_ east lending_club caravan)
-val_split pre data
 val_split 1 for t in lending_club caravan; do compare $t valsplit_$t valsplit_$t --seeds 20 --vary_split \
   --variants "val30:--val_size 0.3" "ldam_val30:--east_loss ldam --val_size 0.3"; done
 val_split post { printf 'Against the default at 16 %%, seeds 0-9:\n\n'; ab --variants val30,ldam_val30 --seeds 0-9 \
@@ -225,7 +215,6 @@ val_split post { printf 'Against the default at 16 %%, seeds 0-9:\n\n'; ab --var
   --seeds 10-19 $(pairs valsplit_ select_ east lending_club caravan); \
   printf '\nLDAM-DRW at 30 %% against LDAM-DRW at 16 %%, seeds 0-9:\n\n'; ab --variants ldam_val30 --seeds 0-9 \
   $(pairs valsplit_ long_tail_ ldam lending_club caravan); } > $T/val_split.md
-lr_decay pre data
 lr_decay 1 for t in lending_club caravan; do compare $t lrprobe_$t lrprobe_$t $V10 --tuned false --variants \
   "lr3e4:--learning_rate 3e-4 --east_lr_decay 1" "ldam_lr3e4:--east_loss ldam --learning_rate 3e-4" \
   "la_lr3e4:--east_loss la --learning_rate 3e-4"; \
@@ -247,7 +236,6 @@ lr_decay post ab --variants lrd05 --seeds 0-9 $(pairs lrdecay_ '' x lending_club
   digits9_binary:dice+tuned synthetic_binary:la+tuned fine_foods:la+tuned) --markdown $T/lr_decay_against_tuned.md
 lr_decay post fresh lrd05 $T/lr_decay_fresh.md $(pairs lrdecay_ select_ east lending_club caravan)
 lr_decay post fresh lrd05 $T/lr_decay_ldam.md $(pairs lrdecay_ ldamfresh_ ldam lending_club caravan)
-lr_decay_more pre data
 lr_decay_more 1 for t in lending_club caravan; do compare $t combo_$t combo_$t $V10 --tuned false --variants \
   "lrd05_ema95:--east_lr_decay 0.5 --east_ema_decay 0.95" "lrd05_w3:--east_lr_decay 0.5 --east_select_window 3"; done
 lr_decay_more 2 for t in lending_club caravan; do compare $t lrdecay03_$t lrdecay03_$t --seeds 20 --vary_split \
@@ -256,7 +244,6 @@ lr_decay_more post ab --variants lrd05_ema95,lrd05_w3 --seeds 0-9 $(pairs combo_
   --markdown $T/lr_decay_combos.md
 lr_decay_more post for s in 0-9 10-19 0-19; do printf '\nSeeds %s:\n\n' $s; ab --variants lrd03 --seeds $s \
   $(pairs lrdecay03_ lrdecay_ lrd05 lending_club caravan); done > $T/lr_decay_03.md
-stage_average pre data
 stage_average 1 compare lending_club - stageavg_lending_club --seeds 20 --vary_split --tuned false \
   --variants "keepall:--save_total_limit 1000"
 stage_average 2 compare caravan - stageavg_caravan --seeds 20 --vary_split --tuned false \
@@ -267,7 +254,6 @@ stage_average post for s in 0-9 10-19 0-19; do printf '\nSeeds %s:\n\n' $s; py s
 stage_average post for s in 0-9 10-19 0-19; do printf '\nSeeds %s:\n\n' $s; py soft_selection \
   runs/evidence/stageavg_{lending_club,caravan}/keepall --seeds $s \
   --rules soft0.02,soft0.05,soft0.1,soft0.15,soft0.2,hard+soft0.05,loss; done > $T/soft_selection.md
-anneal_default pre data
 anneal_default pre mkdir -p $T; [ -e runs/evidence_anneal0 ] || py anneal_threshold_replay runs/evidence/{lending_club,caravan,hpc,diamonds} \
   runs/evidence/{digits9_binary,synthetic_binary,digits_longtail}_v02 --apply runs/evidence_anneal0 > $T/anneal_threshold_replay.md
 anneal_default pre run main
@@ -286,6 +272,7 @@ run() {  # mode: its pre steps, its chains side by side, its post steps, then th
   chains=$(awk -v m="$1" '$1 == m && $2 ~ /^[0-9]+$/ {print $2}' <<< "$PLAN" | sort -u)
   grep -q "^$1 " <<< "$PLAN" || { echo "usage: $0 [all|$(awk '{print $1}' <<< "$PLAN" | uniq | paste -sd'|')]" >&2; exit 2; }
   mkdir -p runs/evidence "$T"
+  [ "$1" = ablations ] || data  # every other mode reads the real tables
   steps "$1" pre
   for chain in $chains; do steps "$1" "$chain" > "runs/evidence/$1.$chain.log" 2>&1 & pids+=($!); done
   [ -z "$chains" ] || echo "$1: running; progress in runs/evidence/$1.{$(paste -sd, <<< "$chains")}.log"
