@@ -1,16 +1,18 @@
 """The core of east_hf: pure torch, no transformers, timm or evaluate imports.
 
 - The soft confusion matrix and its metrics: ``surrogate`` (the paper's H_T, tau and memberships, soft and hard
-  confusion matrices), ``fused`` (the fast path: softmax, memberships and the confusion statistics of logits
-  in one autograd Function), ``metrics`` (the confusion-matrix metrics and their formulas), and ``metric_loss`` (1 - M in
-  one autograd Function).
+  confusion matrices), ``fused`` (the fast path: softmax, memberships and the confusion statistics of logits in one
+  autograd Function), ``metrics`` (the confusion-matrix metrics and their formulas), and ``metric_loss`` (1 - M in one
+  autograd Function).
 - The losses: ``set_loss`` (their interface), ``east_loss`` (``EASTLoss``), ``baselines`` (cross-entropy, soft Dice)
-  and ``loss_registry`` (``LOSSES``, ``build_loss``, the cross-entropy mix, and every loss under one path).
+  and ``loss_registry`` (``LOSSES``, each loss's ``LossSpec``: what it needs to train, ``build_loss``, the
+  cross-entropy mix).
 - Multi-label: ``multilabel`` (per-label soft predictions, the (4, L + 1) statistics and their metrics),
   ``multilabel_losses`` (``MultiLabelEASTLoss``, binary cross-entropy and the asymmetric loss as set losses) and
-  ``decision_multilabel`` (per-label thresholds, ``tune_label_offsets``); the multi-label registry is ``loss_registry``'s.
+  ``decision_multilabel`` (per-label thresholds, ``tune_label_offsets``); the multi-label registry is
+  ``loss_registry``'s.
 - Focal loss and LDAM-DRW, the long-tail baselines: ``long_tail_losses``.
-- The annealing schedule and its defaults: ``annealing``.
+- The annealing schedule and its defaults: ``annealing``; the keys it watches and their direction: ``monitor_keys``.
 - The decision-rule tuner: ``decision`` (its API), ``decision_sweep`` (one offset's sweep), ``decision_scorers``
   (candidate scoring), ``decision_ascent`` (the coordinate ascent and its work bound) and ``decision_logits`` (the
   validation logits in memory or in a temporary file).
