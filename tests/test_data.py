@@ -341,7 +341,7 @@ def test_the_data_layer_reads_no_row_into_python(tmp_path, monkeypatch):
     from datasets.formatting import PythonFormatter
     from datasets.table import IndexedTableMixin
 
-    import east_hf.hf.models.tabular_features as tabular_features
+    import east_hf.hf.data.tabular_features as tabular_features
 
     csv = _mixed_csv(tmp_path / "d.csv")
 

@@ -102,6 +102,21 @@ def test_the_config_does_not_import_the_callback():
     assert "east_hf.hf.callbacks" not in reached
 
 
+def test_the_data_layer_imports_nothing_from_the_models():
+    """hf.models reads hf.data (rows, the cache, the tabular feature encoder); hf.data, lazy imports included, reaches
+    no module of hf.models."""
+    data = "east_hf.hf.data"
+    models = "east_hf.hf.models"
+    found = [
+        (name, dep)
+        for name, deps in GRAPH.items()
+        if name == data or name.startswith(data + ".")
+        for dep in deps
+        if dep == models or dep.startswith(models + ".")
+    ]
+    assert found == []
+
+
 def test_core_imports_nothing_from_transformers_timm_or_evaluate():
     code = "import sys, east_hf, east_hf.core.loss_registry, east_hf.core.decision, east_hf.core.annealing; " + (
         "print(sorted(m for m in ('transformers', 'timm', 'evaluate', 'datasets') if m in sys.modules))"

@@ -125,7 +125,7 @@ def read_prepared(folder: Path, repeat_warnings: bool = True) -> dict[str, Any] 
     meta = cache_store.read_record(folder, META_NAME)
     if meta is None:
         return None
-    from east_hf.hf.models.tabular_features import TabularFeatureExtractor
+    from east_hf.hf.data.tabular_features import TabularFeatureExtractor
 
     try:
         splits = {k: None for k in SPLITS}

@@ -12,7 +12,7 @@ Any number of rows: the splits are read as Arrow columns in batches of ``BATCH_C
 and statistics from each column's distinct values and batch sums, never row by row in Python), and each split is
 written as one float32 fixed-size-list column, to a memory-mapped Arrow file when ``load_data`` caches it.
 
-The fitted extractor is a transformers ``FeatureExtractionMixin`` (``east_hf.hf.models.tabular_features``): it saves
+The fitted extractor is a transformers ``FeatureExtractionMixin`` (``east_hf.hf.data.tabular_features``): it saves
 as ``preprocessor_config.json`` and reloads with ``AutoFeatureExtractor.from_pretrained``. Runs written before it
 kept the same statistics in ``tabular_preprocessor.json``; ``load_tabular_features`` reads either.
 """
@@ -33,7 +33,7 @@ from east_hf.hf.data.rows import read_batches, read_column
 from east_hf.hf.data.sources import DataError
 
 if TYPE_CHECKING:
-    from east_hf.hf.models.tabular_features import TabularFeatureExtractor
+    from east_hf.hf.data.tabular_features import TabularFeatureExtractor
 
 __all__ = [
     "LEGACY_PREPROCESSOR_NAME",
@@ -64,7 +64,7 @@ def fit_tabular_features(rows, columns: Sequence[str], standardize: bool = True)
     a feature is the mean of its present values, the standardisation statistics the mean and the (population)
     standard deviation after imputation, accumulated in float64 (Chan et al.'s pairwise update).
     """
-    from east_hf.hf.models.tabular_features import TabularFeatureExtractor
+    from east_hf.hf.data.tabular_features import TabularFeatureExtractor
 
     numeric = [c for c in columns if _is_numeric(rows, c)]
     categories = {}
@@ -228,7 +228,7 @@ def _as_data_error(step, *args):
 def load_tabular_features(directory: str | os.PathLike) -> TabularFeatureExtractor:
     """The feature extractor saved in a run folder: ``preprocessor_config.json``, or an older run's
     ``tabular_preprocessor.json``."""
-    from east_hf.hf.models.tabular_features import TabularFeatureExtractor
+    from east_hf.hf.data.tabular_features import TabularFeatureExtractor
 
     folder = Path(directory)
     if (folder / "preprocessor_config.json").is_file():

@@ -3,11 +3,11 @@
 Importing this package registers ``darknet19`` / ``darknet19_tiny`` in timm, model type ``"east_darknet"``
 (``DarknetConfig``, ``DarknetForImageClassification``: transformers' ``TimmWrapper`` of a Darknet-19) with
 ``AutoConfig`` and ``AutoModelForImageClassification``, model type ``"east_tabular_mlp"`` with ``AutoConfig`` and
-``AutoModelForSequenceClassification``, and the MLP's input encoding ``TabularFeatureExtractor`` with
-``AutoFeatureExtractor``. A checkpoint of either reloads with ``load_pretrained(path)``, or with transformers' Auto
-classes after ``import east_hf.hf.models``; where east_hf is not installed, with the Auto classes and
-``trust_remote_code=True``, since ``save_pretrained`` copies the model's code beside its weights (see
-``east_hf.hf.models.darknet_hf`` and ``east_hf.hf.models.tabular``). timm's own ``timm.create_model("local-dir:RUN")``
+``AutoModelForSequenceClassification``, and the MLP's input encoding ``TabularFeatureExtractor``
+(``east_hf.hf.data.tabular_features``) with ``AutoFeatureExtractor``. A checkpoint of either reloads with
+``load_pretrained(path)``, or with transformers' Auto classes after ``import east_hf.hf.models``; where east_hf is
+not installed, with the Auto classes and ``trust_remote_code=True``, since ``save_pretrained`` copies the model's
+code beside its weights (see ``east_hf.hf.models.darknet_hf`` and ``east_hf.hf.models.tabular``). timm's own ``timm.create_model("local-dir:RUN")``
 has no such route: timm discovers no architecture it does not ship, so it needs ``import east_hf.hf.models`` first.
 """
 
@@ -24,16 +24,16 @@ from transformers import (
     TimmWrapperForImageClassification,
 )
 
+from east_hf.hf.data.tabular_features import TabularFeatureExtractor
 from east_hf.hf.models.darknet import Darknet19
 from east_hf.hf.models.darknet_hf import DarknetConfig, DarknetForImageClassification, is_darknet
 from east_hf.hf.models.tabular import TabularMLPConfig, TabularMLPForClassification
-from east_hf.hf.models.tabular_features import TabularFeatureExtractor
 
 # A run folder's preprocessor_config.json names TabularFeatureExtractor: registered, AutoFeatureExtractor finds the
-# class here (and for a TabularMLPConfig without one); saved, the class file travels with an auto_map, so
-# AutoFeatureExtractor.from_pretrained(folder, trust_remote_code=True) also works where east_hf is not installed.
+# class here (and for a TabularMLPConfig without one); saved, the class file travels with an auto_map
+# (east_hf.hf.data.tabular_features), so AutoFeatureExtractor.from_pretrained(folder, trust_remote_code=True) also
+# works where east_hf is not installed.
 AutoFeatureExtractor.register(TabularMLPConfig, TabularFeatureExtractor, exist_ok=True)
-TabularFeatureExtractor.register_for_auto_class()
 
 __all__ = [
     "Darknet19",

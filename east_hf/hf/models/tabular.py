@@ -9,7 +9,7 @@ Its input is ``input_features``: a float tensor (B, num_features). With ``datase
 one fixed-length float column named ``input_features`` (e.g. ``ds.map(lambda r: {"input_features": [r[c] for c in
 cols]})``) and the class index in ``labels`` (or ``label``, which the default collator renames); the Trainer's
 ``remove_unused_columns`` drops every other column because ``forward`` takes only these two. From raw rows (text
-columns, missing values), ``east_hf.hf.models.tabular_features.TabularFeatureExtractor`` builds ``input_features``: the
+columns, missing values), ``east_hf.hf.data.tabular_features.TabularFeatureExtractor`` builds ``input_features``: the
 encoding ``east-train`` fits and saves beside the model.
 
 >>> import torch

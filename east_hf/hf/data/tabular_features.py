@@ -5,9 +5,9 @@ of each text column, the imputation values, the standardisation statistics) and 
 columns as they are, text columns one-hot (a value not seen in training: all zeros), a missing value (None, NaN)
 the training mean, then ``(x - mean) / std``. ``east-train`` fits it (``east_hf.hf.data.fit_tabular_features``) and
 saves it beside the model as ``preprocessor_config.json``; ``AutoFeatureExtractor.from_pretrained(run_dir)`` loads
-it after ``import east_hf.hf.models`` (which registers it), or with ``trust_remote_code=True`` where east_hf is not
-installed: ``save_pretrained`` copies this file (it imports only numpy and transformers) beside the JSON and writes
-an ``auto_map``, as the model's ``tabular.py`` does.
+it after ``import east_hf.hf.models`` (which registers it for the MLP's config), or with ``trust_remote_code=True``
+where east_hf is not installed: ``save_pretrained`` copies this file (it imports only numpy and transformers) beside
+the JSON and writes an ``auto_map``, as the model's ``east_hf.hf.models.tabular`` does.
 
 >>> fe = TabularFeatureExtractor(numeric=["x"], categories={"colour": ["blue", "red"]}, fill=[1.0, 0.5, 0.5],
 ...                              mean=[1.0, 0.5, 0.5], std=[2.0, 0.5, 0.5])
@@ -183,3 +183,7 @@ class TabularFeatureExtractor(FeatureExtractionMixin):
         if kwargs:
             raise TypeError(f"Expected rows and return_tensors, got unexpected arguments {sorted(kwargs)}")
         return BatchFeature({"input_features": self.transform(rows)}, tensor_type=return_tensors)
+
+
+# save_pretrained copies this file beside preprocessor_config.json and writes its auto_map there.
+TabularFeatureExtractor.register_for_auto_class()
