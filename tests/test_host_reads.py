@@ -93,7 +93,7 @@ def test_a_label_out_of_range_in_a_training_step_raises_where_the_trainer_next_r
     loss.backward()
     assert torch.isfinite(loss.detach())
     with pytest.raises(ValueError, match=r"Expected labels in \[0, 2\] \(or ignore_index=-100\), got 7"):
-        trainer._raise_if_nonfinite()
+        trainer._nonfinite.raise_if_flagged()
 
 
 def test_ignored_rows_in_a_training_step_equal_the_step_without_them(tmp_path):
@@ -112,4 +112,4 @@ def test_ignored_rows_in_a_training_step_equal_the_step_without_them(tmp_path):
         grads.append((loss.detach(), torch.autograd.grad(loss, model.net[0].weight)[0]))
     torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-4, atol=1e-7)
-    trainer._raise_if_nonfinite()  # -100 is no fault
+    trainer._nonfinite.raise_if_flagged()  # -100 is no fault

@@ -125,6 +125,15 @@ def test_core_imports_nothing_from_transformers_timm_or_evaluate():
     assert out.strip() == "[]"
 
 
+def test_the_trainer_subclasses_trainer_alone_and_owns_its_helpers():
+    """EASTTrainer is composed of helper objects, not mixins that share private state: its only base is Trainer."""
+    import transformers
+
+    from east_hf.hf.trainer import EASTTrainer
+
+    assert EASTTrainer.__bases__ == (transformers.Trainer,)
+
+
 def test_the_package_top_holds_the_three_layers_and_its_init():
     top = {path.name for path in PACKAGE.iterdir() if path.name != "__pycache__"}
     assert top == {"__init__.py", "core", "hf", "scripts"}

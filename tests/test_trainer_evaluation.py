@@ -208,7 +208,7 @@ def test_evaluation_finiteness_check_in_chunks(tmp_path, monkeypatch):
     logits = torch.zeros(5, 3)
     logits[3, 1] = float("nan")
     with pytest.raises(ValueError, match="NaN or inf in 1 of 5 rows"):
-        counted._check_eval_logits(logits)
+        counted._evaluator.check_logits(logits, counted.state.global_step)
 
 
 # ---- the decision-rule tuner reads the validation logits from a temporary file ----

@@ -30,18 +30,24 @@ Everything the trainer trains with is built once at ``__init__`` from the config
 flows one way: the annealing callback holds the schedule; the trainer finds the callback in its own callback list and
 pulls the stage, the temperature and whether the warm start's cross-entropy is on. Temperature and stage are added to
 every log of an EAST run, in ``log`` alone (a baseline has no temperature: its logs carry the stage only with a warm
-start). The fault guards live in ``east_hf.hf.guards``, the checks before the first step in ``east_hf.hf.resume``.
+start). The trainer is composed of helpers with public methods that its Trainer overrides delegate to: the
+evaluation from counts (``east_hf.hf.evaluation.CountedEvaluation``) and the non-finite monitor
+(``east_hf.hf.nonfinite.NonFiniteMonitor``); the settings refused when it is made are in ``east_hf.hf.preflight``, the
+checks before the first step in ``east_hf.hf.resume``, the warnings about the kept model in
+``east_hf.hf.kept_model_warnings``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from functools import partial
 from typing import Any
 
 import torch
 from torch import nn
 from transformers import Trainer, TrainingArguments
+from transformers.utils import logging as hf_logging
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
 from east_hf.core.loss_registry import SetLoss, floored_beta
@@ -50,15 +56,11 @@ from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.cards import hub_preflight, write_model_card
 from east_hf.hf.config import EASTConfig
 from east_hf.hf.dataset_stats import training_class_counts
-from east_hf.hf.evaluation import EvaluationFromCounts, logits_of, split_inputs
-from east_hf.hf.guards import (
-    NonFiniteGuard,
-    check_early_stopping,
-    check_even_batches,
-    check_warm_start_length,
-    warn_near_empty_kept_model,
-    warn_unpredicted_kept_classes,
-)
+from east_hf.hf.evaluation import CountedEvaluation, check_best_metric_key, counts_only, logits_of, split_inputs
+from east_hf.hf.kept_model_warnings import warn_near_empty_kept_model, warn_unpredicted_kept_classes
+from east_hf.hf.nonfinite import NonFiniteMonitor, check_finite_parameters
+from east_hf.hf.preflight import check_early_stopping, check_even_batches, check_warm_start_length
+from east_hf.hf.process_sum import SumAcrossProcesses
 from east_hf.hf.resume import check_saved_schedule, first_batch_logits, load_renamed_weights, resolve_checkpoint
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
@@ -66,25 +68,7 @@ __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
 logger = logging.getLogger(__name__)
 
 
-class _SumAcrossProcesses(torch.autograd.Function):
-    """The sum of a tensor over all processes, differentiable: the backward sums the incoming gradients the same way
-    (each process's input enters every process's output with weight 1). Written on the public ``all_reduce`` because
-    ``torch.distributed.nn.functional.all_reduce`` is deprecated (a FutureWarning on every process)."""
-
-    @staticmethod
-    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
-        out = tensor.clone()
-        torch.distributed.all_reduce(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        grad = grad.contiguous().clone()
-        torch.distributed.all_reduce(grad)
-        return grad
-
-
-class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
+class EASTTrainer(Trainer):
     """``Trainer`` that optimises 1 - M(C_T), the EAST surrogate of a confusion-matrix metric M (or a baseline loss).
 
     Takes an ``EASTConfig`` as ``args``. Works with any model whose output has ``.logits`` (transformers image
@@ -154,6 +138,9 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         check_early_stopping(callbacks)
         super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
         check_even_batches(self.accelerator.num_processes, self.accelerator.even_batches)
+        losses = (self.east_loss, self.warm_start_loss)
+        self._nonfinite = NonFiniteMonitor(losses, self.accelerator.num_processes, self.args.device)
+        self._evaluator = CountedEvaluation(self.accelerator, self._current_loss, self._hard_metrics)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
 
     def add_callback(self, callback) -> None:
@@ -163,10 +150,13 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         check_early_stopping([*(handler.callbacks if handler is not None else []), callback])
         super().add_callback(callback)
 
-    def _default_metrics(self, num_classes: int):
-        """The hard metrics of the configured target for ``num_classes`` classes (no ``compute_metrics`` given)."""
-        id2label = getattr(getattr(self.model, "config", None), "id2label", None)
-        return build_target_metrics(self.args, num_classes, id2label, self.multi_label)
+    def _hard_metrics(self, num_classes: int):
+        """The counted metrics an evaluation is scored with: ``compute_metrics``, set on first use to the hard metrics
+        of the configured target for ``num_classes`` classes when none was given."""
+        if self.compute_metrics is None:
+            id2label = getattr(getattr(self.model, "config", None), "id2label", None)
+            self.compute_metrics = build_target_metrics(self.args, num_classes, id2label, self.multi_label)
+        return self.compute_metrics
 
     # ---- the annealing state, pulled from the callback ----
     @property
@@ -224,15 +214,15 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         logits = logits_of(outputs)
         loss_fn = self._current_loss(logits)
         # additive (EAST: the soft confusion matrix's (3, C) counts); a training step reads nothing from the device:
-        # a label out of range weighs 0 and is recorded, raised by _raise_if_nonfinite when the Trainer next logs
+        # a label out of range weighs 0 and is recorded, raised by NonFiniteMonitor.raise_if_flagged at the next log
         stats = loss_fn.statistics(logits, labels, validate_args=not model.training)
         if self.args.east_sync_across_processes and self.accelerator.num_processes > 1:
-            stats = _SumAcrossProcesses.apply(stats)
+            stats = SumAcrossProcesses.apply(stats)
         if model.training:
             stats = loss_fn.with_memory(stats)  # EAST's memory of the stage's earlier batches, if configured
         loss, value = loss_fn.loss_and_soft_metric(stats)
         if model.training:
-            self._flag_nonfinite(loss)
+            self._nonfinite.flag(loss, self.state.global_step + 1)
         if model.training and value is not None:
             self._soft_metric_sum = value if self._soft_metric_sum is None else self._soft_metric_sum + value
             self._soft_metric_count += 1
@@ -241,7 +231,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
     # ---- logging: temperature, stage and the soft metric, in one place ----
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs:  # a training log: the Trainer has just synchronised to read the loss
-            self._check_training_log(logs)
+            self._nonfinite.check_training_log(logs, self.state.global_step)
             if self._soft_metric_count:
                 mean = self._soft_metric_sum / self._soft_metric_count
                 logs[self.east_loss.soft_metric_key] = round(mean.item(), 6)
@@ -254,6 +244,41 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
             logs.setdefault("east_stage", self.east_stage)
         super().log(logs, start_time)
 
+    # ---- evaluation from counts: the Trainer's hooks, handed to CountedEvaluation ----
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        """One evaluation batch, added to the running sums (``CountedEvaluation.prediction_step``)."""
+        inputs = self._prepare_inputs(inputs)
+        return self._evaluator.prediction_step(model, inputs, prediction_loss_only, self.state.global_step)
+
+    def evaluation_loop(
+        self, dataloader, description, prediction_loss_only=None, ignore_keys=None, metric_key_prefix="eval"
+    ):
+        """The Trainer's loop, with ``eval_loss`` the loss of the whole set. ``evaluate`` with east_hf's counted
+        metrics (``ComputeMetrics``, ``MultiLabelComputeMetrics``: the trainer's own when none is given) keeps no
+        logits and scores the metrics from summed counts (``CountedEvaluation.run``); ``predict`` (and a
+        ``compute_metrics`` of the user's, which needs the logits) gathers the logits as the Trainer does."""
+        # A model trained on a non-finite loss has non-finite weights: name the training step that caused it before
+        # an evaluation reports the non-finite logits as a fault of the evaluation data.
+        self._nonfinite.raise_if_flagged()
+        counted = counts_only(description, self.compute_metrics)
+        if counted and self.compute_metrics is None:
+            prediction_loss_only = None  # evaluate() asks for the loss alone without compute_metrics: count anyway
+        loop = partial(super().evaluation_loop, dataloader, description, prediction_loss_only, ignore_keys)
+        step, preprocess = self.state.global_step, self.preprocess_logits_for_metrics
+        output = self._evaluator.run(partial(loop, metric_key_prefix), counted, metric_key_prefix, step, preprocess)
+        if metric_key_prefix == "eval":
+            selection_key = getattr(self.args, "east_selection_key", None)
+            check_best_metric_key(output.metrics, self.args.metric_for_best_model, selection_key)
+        return output
+
+    def with_logits_on_disk(self, dataset: Any, fn, metric_key_prefix="test"):
+        """``fn(logits, labels)`` of the predictions on ``dataset``, never holding them all in memory: ``predict``
+        runs on every process and the main process writes each gathered batch's labelled rows to a ``LogitsFile``
+        in a temporary folder under ``output_dir``, removed afterwards (``CountedEvaluation.with_logits_on_disk``);
+        ``fn`` runs on the main process, its result is returned and its error raised on every process."""
+        predict = partial(self.predict, dataset, metric_key_prefix=metric_key_prefix)
+        return self._evaluator.with_logits_on_disk(predict, self.args.output_dir, fn)
+
     # ---- decision rule ----
     def tune_decision_rule(self, eval_dataset: Any = None):
         """Tune per-class logit offsets on ``eval_dataset`` (default: the evaluation set) for the configured metric
@@ -264,9 +289,11 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         applies it. Returns the ``east_hf.core.decision.DecisionRule``, also kept
         as ``trainer.decision_rule``. A head without a bias is a one-line error before any prediction runs.
 
-        The validation logits are never all in memory: each batch's are written to a temporary ``LogitsFile`` under
-        ``output_dir`` (twice their size on disk, removed afterwards), which the main process tunes from; every
-        process folds the same offsets (``EvaluationFromCounts.with_logits_on_disk``).
+        Each batch's validation logits are written to a temporary ``LogitsFile`` under ``output_dir`` (twice their
+        size on disk, removed afterwards), which the main process tunes from (``with_logits_on_disk``); every process
+        folds the same offsets. A single-label rule is tuned from the file a block of rows or a class's column at a
+        time, so its logits are never all in memory; a multi-label rule reads the whole (N, L) logits back into memory
+        and tunes on them there.
 
         A precision-leaning F-beta is tuned at ``max(beta_k, east_beta_floor)``, as the surrogate trains it: a rule
         tuned for F0.25 on a few dozen validation positives overfits them and scores lower at F0.25 on the test split
@@ -337,7 +364,7 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
         if resume_from_checkpoint is not None:  # the weights the Trainer's load_state_dict cannot name (resume.py)
             load_renamed_weights(model, resume_from_checkpoint)
         result = super().train(resume_from_checkpoint, *pargs, **kwargs)
-        self._raise_if_nonfinite()  # steps after the last log
+        self._nonfinite.raise_if_flagged()  # steps after the last log
         best = self.state.best_model_checkpoint
         if self.args.load_best_model_at_end and best and os.path.isdir(best):
             load_renamed_weights(self.accelerator.unwrap_model(self.model), best)
@@ -345,10 +372,25 @@ class EASTTrainer(EvaluationFromCounts, NonFiniteGuard, Trainer):
             warn_near_empty_kept_model(self.state.log_history, self.state.best_global_step, binary)
             if not binary:  # binary: the near-empty warning above speaks of the one class scored
                 id2label = getattr(getattr(self.model, "config", None), "id2label", None)
-                warn_unpredicted_kept_classes(
-                    self._unpredicted, self.state.best_global_step, id2label, self.multi_label, self._supported
-                )
+                unpredicted, supported = self._evaluator.unpredicted_classes()
+                best = self.state.best_global_step
+                warn_unpredicted_kept_classes(unpredicted, best, id2label, self.multi_label, supported)
         return result
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        """``Trainer.save_model``, refused (one line, nothing written) after a non-finite loss or with NaN / inf
+        parameters: a model that cannot predict is never saved over a good one. Saves draw no progress bar."""
+        self._nonfinite.raise_if_flagged()
+        check_finite_parameters(self.model, self.state.global_step)
+        # transformers' save_pretrained draws a "Writing model shards" bar on every save (each checkpoint, the final
+        # model): noise beside the Trainer's own bars, so the switch transformers offers is off while saving.
+        bars_were_on = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            return super().save_model(output_dir, _internal_call)
+        finally:
+            if bars_were_on:
+                hf_logging.enable_progress_bar()
 
     def _preflight(self) -> None:
         """Check one collated mini-batch before any step: labels present, logits as wide as the configured classes."""
