@@ -79,6 +79,7 @@ _BESIDE_A_RUN = frozenset(
     {"config.json", "generation_config.json", "preprocessor_config.json", "processor_config.json", "README.md"}
     | {"annealing.png", "decision_rule.json", *WEIGHT_FILES, *TOKENIZER_FILES}
     | {p.name for p in (Path(__file__).parent / "models").glob("*.py") if p.name != "__init__.py"}
+    | {"tabular_features.py"}  # the tabular feature extractor's code (east_hf.hf.data.tabular_features)
 )
 _SHARD = re.compile(r"^(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)$")
 _CARD_BESIDE = re.compile(r"^README\.east_hf(-\d+)?\.md$")  # the card, written beside a README of the user's

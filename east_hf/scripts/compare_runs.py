@@ -278,6 +278,35 @@ def _check_replacements(planned: list[_Run], out_dir: Path) -> None:
     )
 
 
+def _train(
+    recipe: str, run: _Run, mode: str, extra: list[str], vary_split: bool, command: str | None
+) -> dict[str, Any]:
+    """Train one planned run (``run_one``) after writing its settings and the east-compare command that asked for it
+    into its folder; returns what ``run_one`` returns."""
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    kept = {**run.settings, REQUEST_KEY: {"asked": run.request, "command": command}}
+    write_atomically(run.run_dir / SETTINGS_NAME, json.dumps(kept, indent=2, sort_keys=True) + "\n")
+    return run_one(recipe, run.run_dir, run.seed, run.flags, extra, vary_split, mode=mode)
+
+
+def _entries(run: _Run, metrics: dict[str, Any], info: dict[str, Any], tuned: bool) -> list[dict[str, Any]]:
+    """The comparison's entries of one run with its recorded ``metrics``: the run as trained, and with ``tuned`` the
+    same model with its decision rule tuned on validation (``<variant>+tuned``, the ``tuned_`` metrics)."""
+    as_trained = {key: v for key, v in metrics.items() if not key.startswith("tuned_")}
+    record = {
+        "seed": run.seed,
+        "flags": mask_secrets(run.flags),
+        "output_dir": str(run.run_dir),
+        "settings": run.settings,
+    }
+    record.update(info)
+    entries = [{"variant": run.name, "metrics": as_trained, **record}]
+    if tuned:  # the same model with its decision rule tuned on validation
+        tuned_metrics = {key[len("tuned_") :]: v for key, v in metrics.items() if key.startswith("tuned_")}
+        entries.append({"variant": f"{run.name}+tuned", "metrics": tuned_metrics, **record})
+    return entries
+
+
 def run_comparison(
     recipe: str,
     variants: Mapping[str, list[str]],
@@ -327,24 +356,10 @@ def run_comparison(
         _say(f"[{k}/{total}] {name} seed {seed}: {state}")
         info = {}
         if not done:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            kept = {**run.settings, REQUEST_KEY: {"asked": run.request, "command": command}}
-            write_atomically(run_dir / SETTINGS_NAME, json.dumps(kept, indent=2, sort_keys=True) + "\n")
             start = time.monotonic()
-            info = run_one(recipe, run_dir, seed, run.flags, extra, vary_split, mode=mode)
+            info = _train(recipe, run, mode, extra, vary_split, command)
             trained, trained_seconds = trained + 1, trained_seconds + time.monotonic() - start
         metrics = read_run(run_dir)
-        as_trained = {key: v for key, v in metrics.items() if not key.startswith("tuned_")}
-        record = {
-            "seed": seed,
-            "flags": mask_secrets(run.flags),
-            "output_dir": str(run_dir),
-            "settings": run.settings,
-        }
-        record.update(info)
-        runs.append({"variant": name, "metrics": as_trained, **record})
-        if tuned:  # the same model with its decision rule tuned on validation
-            tuned_metrics = {key[len("tuned_") :]: v for key, v in metrics.items() if key.startswith("tuned_")}
-            runs.append({"variant": f"{name}+tuned", "metrics": tuned_metrics, **record})
+        runs += _entries(run, metrics, info, tuned)
         _say(f"[{k}/{total}] {name} seed {seed}: test {metric}={metrics.get(metric, float('nan')):.4f}")
     return runs

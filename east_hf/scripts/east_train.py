@@ -276,53 +276,68 @@ def _from_main_process(value: Any, world_size: int) -> Any:
     return shared[0]
 
 
+def _prepare_data_and_model(parsed: ParsedArguments):
+    """Load the data set and build the model for it: texts tokenized (with a padding collator), images given the
+    model's transforms. Returns the data, the model, its processor, the base model's name and the collator."""
+    from east_hf.hf.data import image_transforms, load_data, set_image_transforms
+    from east_hf.hf.data.text import tokenize_splits
+    from east_hf.hf.models.build import attach_data_config, build_model
+    from east_hf.hf.models.text import is_text_model
+    from east_hf.hf.predict import TEXT_COLUMNS_KEY
+
+    data_args, model_args, training = parsed.data, parsed.model, parsed.training
+    with training.main_process_first(desc="loading the data set"):
+        data = load_data(data_args, text=is_text_model(model_args.model_name_or_path))
+    model, processor, base_model = build_model(model_args, data, model_args.model_revision, data_args.max_length)
+    collator = None
+    if data.modality == "text":
+        from transformers import DataCollatorWithPadding
+
+        with training.main_process_first(desc="tokenizing the texts"):
+            tokenize_splits(data, processor, model, data_args.max_length, data_args.preprocessing_num_workers)
+        # config.json names the text columns, so east-predict reads the same ones from a file of texts
+        setattr(model.config, TEXT_COLUMNS_KEY, [data.text_column, data.text_pair_column])
+        collator = DataCollatorWithPadding(processor)  # pads each batch to its longest text
+    if data.modality == "image":
+        train_tf, eval_tf, data_config = image_transforms(model, processor, data_args.image_size, data_args.augment)
+        attach_data_config(model, data_config)
+        set_image_transforms(data, train_tf, eval_tf)
+    return data, model, processor, base_model, collator
+
+
+def _reported_metrics(parsed: ParsedArguments, data):
+    """The hard metrics the run reports: the configured target, per class for ``--report_classes`` (every label of a
+    multi-label run)."""
+    from east_hf.hf.metrics import build_compute_metrics
+
+    script, training = parsed.script, parsed.training
+    report_classes = script.report_classes[0] if script.report_classes == ["all"] else script.report_classes
+    if report_classes is None and data.multi_label:
+        report_classes = "all"  # a multi-label run reports every label: the card's per-label table
+    target = dict(beta=training.east_beta, average=training.east_average)
+    if not data.multi_label:
+        target["pos_label"] = training.east_pos_label
+    return build_compute_metrics(
+        data.num_labels,
+        multi_label=data.multi_label,
+        **target,
+        id2label=data.id2label,
+        report_classes=report_classes,
+    )
+
+
 def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
     """Load the data, build the model and the trainer, train, evaluate and save; bad input exits 2 (``parser.error``)."""
     from transformers import set_seed
 
-    from east_hf.hf.data import image_transforms, load_data, set_image_transforms
-    from east_hf.hf.data.text import tokenize_splits
-    from east_hf.hf.metrics import build_compute_metrics
-    from east_hf.hf.models.build import attach_data_config, build_model
-    from east_hf.hf.models.text import is_text_model
-    from east_hf.hf.predict import TEXT_COLUMNS_KEY
     from east_hf.hf.trainer import EASTTrainer
     from east_hf.scripts.run_record import RecordAtFirstSave
 
-    script, data_args, model_args, training = parsed.script, parsed.data, parsed.model, parsed.training
+    data_args, training = parsed.data, parsed.training
     set_seed(training.seed)
     try:
-        with training.main_process_first(desc="loading the data set"):
-            data = load_data(data_args, text=is_text_model(model_args.model_name_or_path))
-        model, processor, base_model = build_model(model_args, data, model_args.model_revision, data_args.max_length)
-        collator = None
-        if data.modality == "text":
-            from transformers import DataCollatorWithPadding
-
-            with training.main_process_first(desc="tokenizing the texts"):
-                tokenize_splits(data, processor, model, data_args.max_length, data_args.preprocessing_num_workers)
-            # config.json names the text columns, so east-predict reads the same ones from a file of texts
-            setattr(model.config, TEXT_COLUMNS_KEY, [data.text_column, data.text_pair_column])
-            collator = DataCollatorWithPadding(processor)  # pads each batch to its longest text
-        if data.modality == "image":
-            train_tf, eval_tf, data_config = image_transforms(
-                model, processor, data_args.image_size, data_args.augment
-            )
-            attach_data_config(model, data_config)
-            set_image_transforms(data, train_tf, eval_tf)
-        report_classes = script.report_classes[0] if script.report_classes == ["all"] else script.report_classes
-        if report_classes is None and data.multi_label:
-            report_classes = "all"  # a multi-label run reports every label: the card's per-label table
-        target = dict(beta=training.east_beta, average=training.east_average)
-        if not data.multi_label:
-            target["pos_label"] = training.east_pos_label
-        compute_metrics = build_compute_metrics(
-            data.num_labels,
-            multi_label=data.multi_label,
-            **target,
-            id2label=data.id2label,
-            report_classes=report_classes,
-        )
+        data, model, processor, base_model, collator = _prepare_data_and_model(parsed)
+        compute_metrics = _reported_metrics(parsed, data)
         record = RecordAtFirstSave(parsed)  # before the Trainer: it builds a default EASTConfig
         trainer = EASTTrainer(
             model=model,
