@@ -301,10 +301,40 @@ class Predictor:
     def _texts(self, data: Any, label_column: str | None) -> tuple[Iterator[dict], int, dict[str, list]]:
         """(batches of the tokenizer's inputs, padded per batch and truncated as in training, number of texts, the
         columns passed through) for a text run: a list of strings, or rows holding the run's text column(s)."""
-        import pandas as pd
-
         if isinstance(data, str):
             data = [data]
+        frame = self._text_frame(data)
+        present = [str(c) for c in frame.columns]
+        missing = [c for c in self.text_columns if c not in present]
+        if missing:
+            raise ValueError(
+                f"Expected the run's text column(s) {name_list(self.text_columns)}, got an input without "
+                f"{name_list(missing)} (its columns: {name_list(present)})"
+            )
+        columns = {}
+        label = find_label_column(present, label_column)
+        if label is not None:
+            columns[label] = label_values(data, label) if is_dataset(data) else frame[label].tolist()
+        texts, empty = [], np.zeros(len(frame), dtype=bool)  # (N,): rows without text in some column
+        for column, what in zip(self.text_columns, ("text column", "text pair column")):
+            values, blank = text_values(frame, column, what)
+            texts.append(values)
+            empty |= blank
+        if empty.any():  # kept, so that the predictions align with the input; east-train drops such rows
+            self._warn_empty_texts(int(empty.sum()), len(frame))
+
+        def batches():
+            for start in range(0, len(frame), self.batch_size):
+                chunk = [t[start : start + self.batch_size] for t in texts]
+                yield dict(self.tokenizer(*chunk, truncation=True, padding=True, return_tensors="pt"))
+
+        return batches(), len(frame), columns
+
+    def _text_frame(self, data: Any):
+        """The text input as a pandas DataFrame: a ``datasets.Dataset``, a DataFrame, a dict of columns or one row,
+        row dicts, or strings (the run's one text column; a text pair run needs rows)."""
+        import pandas as pd
+
         if is_dataset(data):
             frame = data.with_format(None).to_pandas()
         elif isinstance(data, pd.DataFrame):
@@ -326,40 +356,18 @@ class Predictor:
             frame = pd.DataFrame({self.text_columns[0]: pd.Series(list(data), dtype=object)})  # checked below
         else:
             raise TypeError(f"Expected texts (a list of strings, a DataFrame or a datasets.Dataset), got {type(data)}")
-        present = [str(c) for c in frame.columns]
-        missing = [c for c in self.text_columns if c not in present]
-        if missing:
-            raise ValueError(
-                f"Expected the run's text column(s) {name_list(self.text_columns)}, got an input without "
-                f"{name_list(missing)} (its columns: {name_list(present)})"
-            )
-        columns = {}
-        label = find_label_column(present, label_column)
-        if label is not None:
-            columns[label] = label_values(data, label) if is_dataset(data) else frame[label].tolist()
-        texts, empty = [], np.zeros(len(frame), dtype=bool)  # (N,): rows without text in some column
-        for column, what in zip(self.text_columns, ("text column", "text pair column")):
-            values, blank = text_values(frame, column, what)
-            texts.append(values)
-            empty |= blank
-        if empty.any():  # kept, so that the predictions align with the input; east-train drops such rows
-            n = int(empty.sum())
-            rows, theirs = (
-                (f"{n} of {len(frame)} rows have", "their predictions come")
-                if n > 1
-                else (f"1 of {len(frame)} rows has", "its prediction comes")
-            )
-            logger.warning(
-                f"{rows} no text in {name_list(self.text_columns)} (missing, empty or blank): {theirs} from an "
-                "empty input"
-            )
+        return frame
 
-        def batches():
-            for start in range(0, len(frame), self.batch_size):
-                chunk = [t[start : start + self.batch_size] for t in texts]
-                yield dict(self.tokenizer(*chunk, truncation=True, padding=True, return_tensors="pt"))
-
-        return batches(), len(frame), columns
+    def _warn_empty_texts(self, n: int, total: int) -> None:
+        """One warning for the ``n`` of ``total`` input rows without text, predicted from an empty input."""
+        rows, theirs = (
+            (f"{n} of {total} rows have", "their predictions come")
+            if n > 1
+            else (f"1 of {total} rows has", "its prediction comes")
+        )
+        logger.warning(
+            f"{rows} no text in {name_list(self.text_columns)} (missing, empty or blank): {theirs} from an empty input"
+        )
 
     def _images(
         self, data: Any, label_column: str | None, image_column: str | None

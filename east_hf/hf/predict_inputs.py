@@ -10,9 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from east_hf.hf.data.labels import LABEL_COLUMNS, default_label_column
 from east_hf.hf.data.text import not_text_message
-
-LABEL_COLUMNS = ("label", "labels")  # east-train's default label columns, passed through when the input has one
 
 __all__ = [
     "LABEL_COLUMNS",
@@ -66,12 +65,13 @@ def is_image_item(item: Any) -> bool:
 
 
 def find_label_column(columns: Sequence[str], requested: str | None) -> str | None:
-    """The label column to pass through: ``requested`` (which must be there), else the first of ``LABEL_COLUMNS``."""
+    """The label column to pass through: ``requested`` (which must be there), else east-train's default label column
+    (the first of ``LABEL_COLUMNS``)."""
     if requested is not None:
         if requested not in columns:
             raise ValueError(f"Expected label column {requested!r} in the input, got the columns {name_list(columns)}")
         return requested
-    return next((c for c in LABEL_COLUMNS if c in columns), None)
+    return default_label_column(columns)
 
 
 def label_values(ds, column: str) -> list[Any]:

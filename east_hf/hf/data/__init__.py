@@ -29,13 +29,17 @@ model's tokenizer over them in batches.
 torch.Size([13])
 
 The package's modules: ``arguments`` (``DataArguments``), ``sources`` (``load_raw``), ``pipeline`` (``load_data``,
-``EASTData``), ``tabular`` (``fit_tabular_features``, ``load_tabular_features``), ``fingerprint`` (content hashes of
-local data, which the caches and ``east-compare``'s run records are keyed on), ``cache_store`` (east_hf's data cache on disk:
-one folder per source, checked before use, bounded, shown and cleared by ``east-cache``), ``rows_cache`` (the rows of
-local files, cached by content), ``prepared_cache`` (prepared tabular splits as memory-mapped Arrow files, shared by the processes of
-a distributed run), ``rows`` (column reads through an indices mapping), ``images`` (``image_transforms``) and ``text`` (the text column,
-empty texts, ``tokenize_splits``) and ``multilabel`` (several labels per row: 0/1 label columns, a separated or
-list-valued label column, multi-hot ``label`` vectors, stratification by each row's rarest positive label).
+``EASTData``), ``labels`` (one class per row: the label column as a ``ClassLabel``, relabelled and checked), ``splits``
+(find, resample, carve and cap the splits), ``messages`` (the wording refusals share), ``tabular``
+(``fit_tabular_features``, ``load_tabular_features``), ``tabular_features`` (``TabularFeatureExtractor``, the fitted
+encoding of rows that saves beside the model), ``fingerprint`` (content hashes of local data, which the caches and
+``east-compare``'s run records are keyed on), ``cache_store`` (east_hf's data cache on disk: one folder per source,
+checked before use, bounded, shown and cleared by ``east-cache``), ``rows_cache`` (the rows of local files, cached by
+content), ``prepared_cache`` (prepared tabular splits as memory-mapped Arrow files, shared by the processes of a
+distributed run), ``rows`` (column reads through an indices mapping), ``images`` (``image_transforms``), ``text`` (the
+text column, empty texts, ``tokenize_splits``) and ``multilabel`` (several labels per row: 0/1 label columns, a
+separated or list-valued label column, multi-hot ``label`` vectors, stratification by each row's rarest positive
+label).
 """
 
 from east_hf.hf.data.arguments import DataArguments

@@ -29,19 +29,21 @@ better, which no part of east_hf uses.
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from east_hf.hf.data.labels import default_label_column, find_label_column
+from east_hf.hf.data.messages import closest_columns, listed
 from east_hf.hf.data.rows import read_column
 from east_hf.hf.data.sources import DataError
 
 __all__ = [
     "IGNORE",
     "encode_multilabel",
+    "has_list_labels",
     "is_list_column",
     "label_matrix",
     "label_strata",
@@ -56,11 +58,6 @@ _TRUE, _FALSE = ("1", "1.0", "true"), ("0", "0.0", "false")
 _SEPARATORS = ("|", ",", ";", "/", "\t")  # the usual ones, looked for when the given separator is in no cell
 
 
-def _closest(name: str, columns: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(columns), n=3)
-    return f"columns are: {', '.join(columns)}" + (f"; closest: {', '.join(close)}" if close else "")
-
-
 def _column_type(ds, name: str):
     return ds.data.table.schema.field(name).type
 
@@ -73,6 +70,12 @@ def is_list_column(ds, name: str | None) -> bool:
         return False
     kind = _column_type(ds, name)
     return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+
+
+def has_list_labels(dsd, label_column: str | None) -> bool:
+    """Whether the label column (``label_column``, else ``label`` / ``labels``) holds a list per row: multi-label."""
+    first = next(iter(dsd.values()))
+    return is_list_column(first, label_column or default_label_column(first.column_names))
 
 
 def label_matrix(ds, column: str = "label") -> np.ndarray:
@@ -101,13 +104,13 @@ def encode_multilabel(dsd, args, dataset_name: str):
             if missing:
                 raise DataError(
                     f"label column {missing[0]!r} not found in {dataset_name!r} (split {split!r}); "
-                    f"{_closest(missing[0], ds.column_names)}"
+                    f"{closest_columns(missing[0], ds.column_names)}"
                 )
         names = list(args.label_columns)
         matrices = {split: _binary_columns(ds, names) for split, ds in dsd.items()}
         drop = names
     else:
-        column = _find_label_column(dsd, args.label_column, dataset_name)
+        column = find_label_column(dsd, args.label_column, dataset_name)
         if args.label_separator is not None:
             kind = _column_type(first, column)
             if not _is_text(kind):
@@ -128,23 +131,6 @@ def encode_multilabel(dsd, args, dataset_name: str):
         raise DataError(f"expected at least 2 labels in {dataset_name!r}, got {names}")
     dsd, dropped = _attach(dsd, matrices, drop, len(names))
     return dsd, names, dropped
-
-
-def _find_label_column(dsd, requested: str | None, dataset_name: str) -> str:
-    first = next(iter(dsd.values()))
-    column = requested or next((c for c in ("label", "labels") if c in first.column_names), None)
-    if column is None:
-        raise DataError(
-            f"no label column in {dataset_name!r}: set label_column (or label_columns); "
-            f"columns are: {', '.join(first.column_names)}"
-        )
-    for split, ds in dsd.items():
-        if column not in ds.column_names:
-            raise DataError(
-                f"label column {column!r} not found in {dataset_name!r} (split {split!r}); "
-                f"{_closest(column, ds.column_names)}"
-            )
-    return column
 
 
 def _is_text(kind) -> bool:
@@ -227,9 +213,7 @@ def _text_value(text: str) -> float:
 def _refuse_values(name: str, bad: list) -> None:
     if not bad:
         return
-    shown = ", ".join(repr(v) for v in sorted(bad, key=str)[:5]) + (
-        f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-    )
+    shown = listed([repr(v) for v in sorted(bad, key=str)])
     raise DataError(
         f"label column {name!r} holds values that are not 0/1: {shown}; expected one 0/1 column per label "
         "(an empty cell leaves the entry out)"
@@ -407,9 +391,6 @@ def warn_untrainable_labels(train, names: list[str], others: dict[str, Any]) -> 
         for k, ds in others.items()
         if ds is not None
     }
-
-    def listed(found: list[str]) -> str:
-        return ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
 
     never = np.flatnonzero(pos == 0)
     if len(never):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from east_hf.hf.data.messages import columns_message
 from east_hf.hf.data.rows import read_batches, read_column
 from east_hf.hf.data.sources import DataError
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LEGACY_PREPROCESSOR_NAME",
-    "columns_message",
     "fit_tabular_features",
     "load_tabular_features",
     "tabular_splits",
@@ -50,10 +50,6 @@ UNIQUE_FRACTION = 0.5  # a text column with more distinct values than this fract
 NUMBER_FRACTION = 0.9  # a text column with at least this fraction of number cells is a numeric column with stray text
 
 logger = logging.getLogger(__name__)
-
-
-def columns_message(ds) -> str:
-    return ", ".join(ds.column_names)
 
 
 def fit_tabular_features(rows, columns: Sequence[str], standardize: bool = True) -> TabularFeatureExtractor:
@@ -257,51 +253,67 @@ def tabular_splits(
     an Arrow fixed-size-list column, written to ``folder/<split>.arrow`` and memory-mapped, or kept in memory
     without ``folder``. An inf in a split is refused with its column and row count.
     """
-    import datasets
-    import pyarrow as pa
-
-    columns = (
-        [c for c in splits["train"].column_names if c != "label"] if feature_columns is None else list(feature_columns)
-    )
-    missing = [c for c in columns if c not in splits["train"].column_names]
-    if missing:
-        raise DataError(f"feature column(s) {missing} not found; columns are: {columns_message(splits['train'])}")
-    if not columns:
-        raise DataError("no feature columns: the data set has only a label column")
+    columns = _feature_columns(splits["train"], feature_columns)
     present = {k: ds for k, ds in splits.items() if ds is not None}
     _check_stray_text(present, columns)
     extractor = fit_tabular_features(present["train"], columns, standardize)
-    width = len(extractor.feature_names)
-    features = datasets.Features(
-        {
-            "input_features": datasets.List(datasets.Value("float32"), length=width),
-            "labels": (
-                datasets.List(datasets.Value("float32"), length=len(names))
-                if multi_label
-                else datasets.ClassLabel(names=names)
-            ),
-        }
-    )
-    schema = features.arrow_schema
-    step = max(1024, BATCH_CELLS // max(1, len(columns)))
+    schema = _schema(len(extractor.feature_names), names, multi_label)
     out = {}
     for k, ds in present.items():
-        path = None if folder is None else Path(folder) / f"{k}.arrow"
-        infinite = np.zeros(width, dtype=np.int64)
-        with _SplitWriter(path, schema) as write:
-            for table in read_batches(ds, [*columns, "label"], step):
-                raw = extractor.encode(table.drop_columns(["label"]).to_pandas())  # (n, F) float32
-                infinite += np.isinf(raw).sum(0)
-                if infinite.any():  # refused once the split is counted
-                    continue
-                inputs = pa.FixedSizeListArray.from_arrays(pa.array(extractor.normalize(raw).reshape(-1)), width)
-                labels = table.column("label").combine_chunks().cast(schema.field("labels").type)
-                write(pa.Table.from_arrays([inputs, labels], schema=schema))
-        _as_data_error(extractor.refuse_infinite, infinite, k)
-        out[k] = (
-            datasets.Dataset.from_file(str(path)) if path is not None else datasets.Dataset(write.table)
-        ).with_format("torch")
+        out[k] = _encode_split(
+            ds, k, extractor, columns, schema, None if folder is None else Path(folder) / f"{k}.arrow"
+        )
     return out, extractor
+
+
+def _feature_columns(train, feature_columns: Sequence[str] | None) -> list[str]:
+    """``feature_columns``, else every column of ``train`` but ``label``; a missing column, or none, is refused."""
+    columns = [c for c in train.column_names if c != "label"] if feature_columns is None else list(feature_columns)
+    missing = [c for c in columns if c not in train.column_names]
+    if missing:
+        raise DataError(f"feature column(s) {missing} not found; columns are: {columns_message(train)}")
+    if not columns:
+        raise DataError("no feature columns: the data set has only a label column")
+    return columns
+
+
+def _schema(width: int, names: list[str], multi_label: bool):
+    """The Arrow schema of a prepared split: ``input_features`` (F,) float32 and ``labels``, a ``ClassLabel`` of
+    ``names`` or (L,) float32."""
+    import datasets
+
+    labels = (
+        datasets.List(datasets.Value("float32"), length=len(names))
+        if multi_label
+        else datasets.ClassLabel(names=names)
+    )
+    features = datasets.Features(
+        {"input_features": datasets.List(datasets.Value("float32"), length=width), "labels": labels}
+    )
+    return features.arrow_schema
+
+
+def _encode_split(ds, split: str, extractor, columns: Sequence[str], schema, path: Path | None):
+    """``ds`` encoded batch by batch (``BATCH_CELLS``) into a torch-formatted Dataset of ``schema``, memory-mapped
+    from ``path`` (kept in memory without one); an inf is refused once the whole split is counted."""
+    import datasets
+    import pyarrow as pa
+
+    width = len(extractor.feature_names)
+    step = max(1024, BATCH_CELLS // max(1, len(columns)))
+    infinite = np.zeros(width, dtype=np.int64)
+    with _SplitWriter(path, schema) as write:
+        for table in read_batches(ds, [*columns, "label"], step):
+            raw = extractor.encode(table.drop_columns(["label"]).to_pandas())  # (n, F) float32
+            infinite += np.isinf(raw).sum(0)
+            if infinite.any():  # refused once the split is counted
+                continue
+            inputs = pa.FixedSizeListArray.from_arrays(pa.array(extractor.normalize(raw).reshape(-1)), width)
+            labels = table.column("label").combine_chunks().cast(schema.field("labels").type)
+            write(pa.Table.from_arrays([inputs, labels], schema=schema))
+    _as_data_error(extractor.refuse_infinite, infinite, split)
+    dataset = datasets.Dataset.from_file(str(path)) if path is not None else datasets.Dataset(write.table)
+    return dataset.with_format("torch")
 
 
 class _SplitWriter(contextlib.AbstractContextManager):

@@ -9,13 +9,13 @@ compute (no Python per row). ``tokenize_splits`` runs the tokenizer's batch call
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from east_hf.hf.data.messages import closest_columns
 from east_hf.hf.data.rows import json_text, read_batches, read_column
 from east_hf.hf.data.sources import DataError
 
@@ -34,12 +34,6 @@ LONG_TEXT_CHARS = 16  # mean characters per cell from which a string column coun
 _SAMPLE_ROWS = 1000  # rows read to find the text column
 
 
-def _closest(name: str, columns: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(columns), n=3)
-    hint = f"; closest: {', '.join(close)}" if close else ""
-    return f"columns are: {', '.join(columns)}{hint}"
-
-
 def _is_string(feature: Any) -> bool:
     return getattr(feature, "dtype", None) in ("string", "large_string")
 
@@ -48,7 +42,7 @@ def _check_column(ds, column: str, what: str, dataset_name: str) -> None:
     """Refuse a missing column (with the closest names) or one that does not hold strings, naming the first row whose
     value is not a string (a JSON-lines column of several types names its first non-string, not its first value)."""
     if column not in ds.column_names:
-        raise DataError(f"{what} {column!r} not found in {dataset_name!r}; {_closest(column, ds.column_names)}")
+        raise DataError(f"{what} {column!r} not found in {dataset_name!r}; {closest_columns(column, ds.column_names)}")
     feature = ds.features[column]
     if _is_string(feature):
         return
