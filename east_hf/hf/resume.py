@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,17 +78,19 @@ def check_saved_schedule(checkpoint: str, annealing: TemperatureAnnealingCallbac
             )
 
 
-def first_batch_logits(trainer: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The logits and labels of one collated mini-batch of the training set (two rows), computed in eval mode without
-    gradients; None for a training set that cannot be indexed. Refuses a batch without labels and non-finite logits."""
-    dataset = trainer.train_dataset
+def first_batch_logits(
+    model: Any, dataset: Any, collate: Callable[[list], dict], prepare: Callable[[dict], dict]
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The logits and labels of one mini-batch of the training ``dataset`` (two rows, put together by ``collate`` and
+    moved to the model's device by ``prepare``: the trainer's data collator and input preparation), computed in eval
+    mode without gradients; None for a training set that cannot be indexed. Refuses a batch without labels and
+    non-finite logits."""
     if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__") or len(dataset) == 0:
         return None
-    batch = trainer.data_collator([dataset[i] for i in range(min(2, len(dataset)))])
+    batch = collate([dataset[i] for i in range(min(2, len(dataset)))])
     if "labels" not in batch:
         raise ValueError(f"Expected a 'labels' column in the training data, got columns {sorted(batch)}")
-    inputs, labels = split_inputs(trainer._prepare_inputs(batch))
-    model = trainer.model
+    inputs, labels = split_inputs(prepare(batch))
     was_training = model.training
     model.eval()
     try:

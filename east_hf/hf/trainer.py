@@ -394,7 +394,7 @@ class EASTTrainer(Trainer):
 
     def _preflight(self) -> None:
         """Check one collated mini-batch before any step: labels present, logits as wide as the configured classes."""
-        first = first_batch_logits(self)
+        first = first_batch_logits(self.model, self.train_dataset, self.data_collator, self._prepare_inputs)
         if first is None:
             return
         logits, labels = first
