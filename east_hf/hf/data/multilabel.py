@@ -19,12 +19,12 @@ with no entry left (a missing cell of a list column, every 0/1 column empty) is 
 separator).
 
 Splits are carved as for one label per row (64 / 16 / 20 %, ``split_seed``), stratified by ``label_strata``: each row's
-stratum is its rarest positive label (rows without a positive label form their own stratum), so every label's
-positives are spread over the splits in proportion, however rare the label. This is the documented fallback of the
-issue rather than iterative stratification (Sechidis et al., 2011; the ``iterative-stratification`` package): it
-needs only scikit-learn's ``train_test_split``, and it keeps every label with at least a few positives in every split,
-which is what the per-label thresholds and macro averages need; iterative stratification balances label pairs
-better, which no part of east_hf uses.
+stratum is its rarest positive label (rows without a positive label form their own stratum), so every label's positives
+are spread over the splits in proportion, however rare the label. This is a simpler scheme than iterative
+stratification (Sechidis et al., 2011; the ``iterative-stratification`` package): it needs only scikit-learn's
+``train_test_split``, and it keeps every label with at least a few positives in every split, which is what the
+per-label thresholds and macro averages need; iterative stratification balances label pairs better, which no part of
+east_hf uses.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
         warn_untrainable_labels(splits["train"], names, held_out)
     else:
         warn_untrained_classes(splits["train"], names, held_out)
-    return _east_data(splits, names, args, folder, texts, dropped=dropped, multi_label=multi_label)
+    return _east_data(splits, names, args, folder, texts, dropped, multi_label)
 
 
 def _encode(dsd, args, multi_label: bool):
@@ -169,9 +169,12 @@ def _keep_texts(dsd, args, dropped: dict[str, int]):
     return dsd, (text_column, pair_column)
 
 
-def _east_data(splits, names, args, folder, texts: tuple[str, str | None] | None, **common) -> EASTData:
+def _east_data(
+    splits, names, args, folder, texts: tuple[str, str | None] | None, dropped: dict[str, int], multi_label: bool
+) -> EASTData:
     """The ``EASTData`` of the final splits: text (``texts``: the text and pair columns), image (a split with an image
     column) or tabular (rows made ``input_features``, written to ``folder``)."""
+    common = {"dropped": dropped, "multi_label": multi_label}
     parts = (splits["train"], splits["validation"], splits["test"], names)
     if texts is not None:
         return EASTData(*parts, "text", text_column=texts[0], text_pair_column=texts[1], **common)
@@ -181,7 +184,7 @@ def _east_data(splits, names, args, folder, texts: tuple[str, str | None] | None
         parts = (splits["train"], splits["validation"], splits["test"], names)
         return EASTData(*parts, "image", image_column, **common)
     splits, preprocessor = tabular_splits(
-        splits, args.feature_columns, args.standardize, names, folder, multi_label=common["multi_label"]
+        splits, args.feature_columns, args.standardize, names, folder, multi_label=multi_label
     )
     parts = (splits["train"], splits["validation"], splits["test"], names)
     return EASTData(*parts, "tabular", preprocessor=preprocessor, **common)
