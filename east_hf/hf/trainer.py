@@ -263,9 +263,11 @@ class EASTTrainer(Trainer):
         counted = counts_only(description, self.compute_metrics)
         if counted and self.compute_metrics is None:
             prediction_loss_only = None  # evaluate() asks for the loss alone without compute_metrics: count anyway
-        loop = partial(super().evaluation_loop, dataloader, description, prediction_loss_only, ignore_keys)
+        loop = partial(
+            super().evaluation_loop, dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix
+        )
         step, preprocess = self.state.global_step, self.preprocess_logits_for_metrics
-        output = self._evaluator.run(partial(loop, metric_key_prefix), counted, metric_key_prefix, step, preprocess)
+        output = self._evaluator.run(loop, counted, metric_key_prefix, step, preprocess)
         if metric_key_prefix == "eval":
             selection_key = getattr(self.args, "east_selection_key", None)
             check_best_metric_key(output.metrics, self.args.metric_for_best_model, selection_key)
