@@ -31,7 +31,6 @@ from east_hf.core import (
     accuracy,
     beta_vector,
     check_labels,
-    class_index,
     fbeta,
     hard_confusion_matrix,
     mcc,
@@ -43,9 +42,8 @@ from east_hf.core import (
 )
 from east_hf.core.validation import check_average, check_num_classes, check_pos_label, check_zero_division
 from east_hf.hf.metrics.counts import class_counts, scores_from_counts
-from east_hf.hf.metrics.inputs import IGNORE_INDEX, CountedMetrics
+from east_hf.hf.metrics.inputs import IGNORE_INDEX, CountedMetrics, reported_classes
 from east_hf.hf.metrics.inputs import as_tensor as _as_tensor
-from east_hf.hf.metrics.inputs import class_names as _class_names
 from east_hf.hf.metrics.multilabel import MultiLabelComputeMetrics
 
 __all__ = ["METRIC_KEYS", "SUMMARY_KEYS", "ComputeMetrics", "build_compute_metrics", "safe_name"]
@@ -80,18 +78,8 @@ class ComputeMetrics(CountedMetrics):
         self.num_classes, self.average, self.pos_label = num_classes, average, pos_label
         self.zero_division = float(zero_division)
         self.betas: list[float] = betas.tolist()
-        names = _class_names(num_classes, id2label)
-        if report_classes is None:  # the classes that are special: their own beta
-            indices = {k for k, b in enumerate(self.betas) if b != 1.0} if isinstance(resolved, list) else set()
-            if average == "binary":  # the averaged keys are the positive class's scores: not repeated under its name
-                indices.discard(pos_label)
-        elif report_classes == "all":
-            indices = set(range(num_classes))
-        else:
-            if isinstance(report_classes, (str, int)):
-                report_classes = [report_classes]
-            indices = {class_index(c, id2label, num_classes, what="report_classes") for c in report_classes}
-        self.report: dict[int, str] = {k: names[k] for k in sorted(indices)}
+        skip = pos_label if average == "binary" else None  # its scores are the averaged keys: not repeated
+        self.report = reported_classes(report_classes, self.betas, isinstance(resolved, list), id2label, skip)
         self._counts: torch.Tensor | None = None
 
     def _predictions_and_labels(self, predictions: Any, labels: Any) -> tuple[torch.Tensor, torch.Tensor]:

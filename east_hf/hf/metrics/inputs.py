@@ -4,13 +4,13 @@ and ``MultiLabelComputeMetrics``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from east_hf.core import safe_name
+from east_hf.core import class_index, safe_name
 
 __all__ = ["IGNORE_INDEX", "CountedMetrics", "as_tensor", "class_names"]
 
@@ -22,6 +22,30 @@ def class_names(num_classes: int, id2label: Mapping[Any, str] | None) -> list[st
     labels = {int(k): str(v) for k, v in (id2label or {}).items()}
     names = [safe_name(labels.get(k, k)) for k in range(num_classes)]
     return [f"{name}_{k}" if names.count(name) > 1 or not name else name for k, name in enumerate(names)]
+
+
+def reported_classes(
+    report_classes: str | int | Sequence[str | int] | None,
+    betas: Sequence[float],
+    beta_per_class: bool,
+    id2label: Mapping[Any, str] | None,
+    skip: int | None = None,
+) -> dict[int, str]:
+    """The classes (multi-label: labels) reported under their own names, index -> safe name: ``"all"``, the ones
+    listed (names or indices), or by default those with a beta of their own (``beta_per_class``: beta was given per
+    class) other than ``skip`` (the positive class of ``average="binary"``, whose scores are the averaged keys)."""
+    num_classes = len(betas)
+    if report_classes is None:
+        indices = {k for k, b in enumerate(betas) if b != 1.0} if beta_per_class else set()
+        indices.discard(skip)
+    elif report_classes == "all":
+        indices = set(range(num_classes))
+    else:
+        if isinstance(report_classes, (str, int)):
+            report_classes = [report_classes]
+        indices = {class_index(c, id2label, num_classes, what="report_classes") for c in report_classes}
+    names = class_names(num_classes, id2label)
+    return {k: names[k] for k in sorted(indices)}
 
 
 def as_tensor(x: Any) -> torch.Tensor:

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from east_hf.core import beta_vector, class_index, resolve_beta
+from east_hf.core import beta_vector, resolve_beta
 from east_hf.core.multilabel import multilabel_metric_from_statistics, multilabel_statistics
 from east_hf.core.validation import check_int, check_multilabel_average, check_zero_division
-from east_hf.hf.metrics.inputs import IGNORE_INDEX, CountedMetrics, as_tensor, class_names
+from east_hf.hf.metrics.inputs import IGNORE_INDEX, CountedMetrics, as_tensor, reported_classes
 
 __all__ = ["MULTILABEL_METRIC_KEYS", "MultiLabelComputeMetrics"]
 
@@ -80,16 +80,7 @@ class MultiLabelComputeMetrics(CountedMetrics):
             raise ValueError(f"Expected one beta for average={self.average!r} ({why}), got {betas.tolist()}")
         self.num_labels = num_labels
         self.betas: list[float] = betas.tolist()
-        names = class_names(num_labels, id2label)
-        if report_classes is None:  # the labels that are special: their own beta
-            indices = {k for k, b in enumerate(self.betas) if b != 1.0} if isinstance(resolved, list) else set()
-        elif report_classes == "all":
-            indices = set(range(num_labels))
-        else:
-            if isinstance(report_classes, (str, int)):
-                report_classes = [report_classes]
-            indices = {class_index(c, id2label, num_labels, what="report_classes") for c in report_classes}
-        self.report: dict[int, str] = {k: names[k] for k in sorted(indices)}
+        self.report = reported_classes(report_classes, self.betas, isinstance(resolved, list), id2label)
         self._counts: torch.Tensor | None = None
 
     def counts(self, predictions: Any, labels: Any, validate_args: bool = True) -> torch.Tensor:
