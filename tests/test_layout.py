@@ -150,3 +150,24 @@ def test_python_m_runs_the_scripts_from_their_layer():
         [sys.executable, "-m", "east_hf.scripts.east_train", "--list_recipes"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "finetune_text" in out.stdout
+
+
+MAX_MODULE_LINES = 450  # a module a reader can hold: split along a seam past this
+MAX_FUNCTION_LINES = 60  # a function a reader can hold whole: name its steps past this
+
+
+def test_no_module_grows_past_its_bound():
+    lines = {module_name(path): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    over = {name: n for name, n in lines.items() if n > MAX_MODULE_LINES}
+    assert over == {}, f"Expected at most {MAX_MODULE_LINES} lines per module, got {over}: split along a seam"
+
+
+def test_no_function_grows_past_its_bound():
+    over = {
+        f"{module_name(path)}.{node.name}": node.end_lineno - node.lineno + 1
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    }
+    assert over == {}, f"Expected at most {MAX_FUNCTION_LINES} lines per function, got {over}: name its steps"
