@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from east_hf.core import target_metric_key
-from east_hf.core.monitor_keys import anneal_key, monitor_mode
 from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES
+from east_hf.core.monitor_keys import anneal_key, monitor_mode
 
 __all__ = [
     "DEFAULT_LOSSES",
