@@ -85,7 +85,13 @@ def first_batch_logits(
     moved to the model's device by ``prepare``: the trainer's data collator and input preparation), computed in eval
     mode without gradients; None for a training set that cannot be indexed. Refuses a batch without labels and
     non-finite logits."""
-    if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__") or len(dataset) == 0:
+    if (
+        dataset is None
+        or isinstance(dataset, torch.utils.data.IterableDataset)  # a stream, even one with a length
+        or not hasattr(dataset, "__getitem__")
+        or not hasattr(dataset, "__len__")
+        or len(dataset) == 0
+    ):
         return None
     batch = collate([dataset[i] for i in range(min(2, len(dataset)))])
     if "labels" not in batch:

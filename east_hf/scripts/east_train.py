@@ -66,7 +66,10 @@ def _data_line(name: str, data) -> str:
     """The data summary line: split sizes, training samples per class (multi-label: positives per label), rows left
     out at load."""
     counts = ", ".join(f"{n}: {c}" for n, c in zip(data.label_names, data.class_counts("train")))
-    sizes = f"{len(data.train)} train / {len(data.validation)} validation / {len(data.test or [])} test samples"
+    streamed = " (streamed)" if hasattr(data, "start_stream") else ""
+    sizes = (
+        f"{len(data.train)} train{streamed} / {len(data.validation)} validation / {len(data.test or [])} test samples"
+    )
     per = "training positives per label" if getattr(data, "multi_label", False) else "training samples per class"
     line = f"{name}: {sizes}; {per}: {counts}"
     dropped = getattr(data, "dropped", None) or {}
@@ -298,6 +301,8 @@ def _prepare_data_and_model(parsed: ParsedArguments):
         # config.json names the text columns, so east-predict reads the same ones from a file of texts
         setattr(model.config, TEXT_COLUMNS_KEY, [data.text_column, data.text_pair_column])
         collator = DataCollatorWithPadding(processor)  # pads each batch to its longest text
+    if hasattr(data, "start_stream"):  # streamed rows (east_hf.hf.data.streaming), encoded as validation is
+        data.start_stream()
     if data.modality == "image":
         train_tf, eval_tf, data_config = image_transforms(model, processor, data_args.image_size, data_args.augment)
         attach_data_config(model, data_config)
@@ -337,6 +342,8 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
     set_seed(training.seed)
     try:
         data, model, processor, base_model, collator = _prepare_data_and_model(parsed)
+        if hasattr(data, "start_stream") and training.east_class_priors is None:
+            training.east_class_priors = data.class_counts("train")  # the stream's first pass counted them
         compute_metrics = _reported_metrics(parsed, data)
         record = RecordAtFirstSave(parsed)  # before the Trainer: it builds a default EASTConfig
         trainer = EASTTrainer(

@@ -128,6 +128,13 @@ class DataArguments:
     augment: bool = field(
         default=False, metadata={"help": "timm's training augmentation (random resized crop, flip); paper: off."}
     )
+    streaming: bool = field(
+        default=False,
+        metadata={
+            "help": "Stream the training rows (datasets' streaming=True) for data larger than memory or disk; needs a "
+            "validation split (no stratified split of a stream). See east_hf.hf.data.streaming."
+        },
+    )
 
     @property
     def multi_label(self) -> bool:

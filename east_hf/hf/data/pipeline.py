@@ -97,6 +97,10 @@ def load_data(args, text: bool = False) -> EASTData:
     the input (``east_hf.hf.data.text``); text splits are tokenized once the tokenizer is known, not here.
     """
     versions_kept()  # a bad EAST_HF_CACHE_VERSIONS is refused before anything is read or written
+    if getattr(args, "streaming", False):  # the training rows stream (east_hf.hf.data.streaming)
+        from east_hf.hf.data.streaming import load_streamed
+
+        return load_streamed(args, text, _prepare)
     local = local_path(args.dataset_name)
     with quiet_datasets(), one_listing():
         dsd = None if local is not None else load_raw(args.dataset_name, args.dataset_config)
