@@ -74,14 +74,33 @@ def prepared_folder(args, local: Path | None = None, dsd=None) -> Path | None:
     return home / f"prepared-{key}"
 
 
+def _handled_elsewhere(record: logging.LogRecord, capture: logging.Handler) -> bool:
+    """Whether a handler other than ``capture`` takes ``record`` on its way up the logger hierarchy (as
+    ``logging.Logger.callHandlers`` walks it)."""
+    logger = logging.getLogger(record.name)
+    while logger is not None:
+        if any(h is not capture for h in logger.handlers):
+            return True
+        if not logger.propagate:
+            return False
+        logger = logger.parent
+    return False
+
+
 @contextlib.contextmanager
 def captured_warnings(name: str):
-    """The (logger name, message) of each warning logged under ``name`` inside the block, appended to a list."""
+    """The (logger name, message) of each warning logged under ``name`` inside the block, appended to a list.
+
+    The warnings still print as they would without the block: where no other handler takes a record, Python's
+    last-resort handler does (stderr), which a handler of the block's own would otherwise silence."""
     found: list[tuple[str, str]] = []
 
     class Capture(logging.Handler):
         def emit(self, record):
             found.append((record.name, record.getMessage()))
+            last = logging.lastResort
+            if last is not None and record.levelno >= last.level and not _handled_elsewhere(record, self):
+                last.handle(record)
 
     handler = Capture(logging.WARNING)
     logging.getLogger(name).addHandler(handler)
