@@ -65,7 +65,10 @@ _RUN_MODULES = (
 def _data_line(name: str, data) -> str:
     """The data summary line: split sizes, training samples per class (multi-label: positives per label), rows left
     out at load."""
-    counts = ", ".join(f"{n}: {c}" for n, c in zip(data.label_names, data.class_counts("train")))
+    from east_hf.hf.data.messages import counts_text, dropped_text
+
+    noun = "labels" if getattr(data, "multi_label", False) else "classes"
+    counts = counts_text(data.label_names, data.class_counts("train"), noun)  # past 20: the fewest and the most
     streamed = " (streamed)" if hasattr(data, "start_stream") else ""
     sizes = (
         f"{len(data.train)} train{streamed} / {len(data.validation)} validation / {len(data.test or [])} test samples"
@@ -74,11 +77,7 @@ def _data_line(name: str, data) -> str:
     line = f"{name}: {sizes}; {per}: {counts}"
     dropped = getattr(data, "dropped", None) or {}
     if dropped:
-        what = {"empty label": "with an empty label", "empty text": "with an empty text"}
-        line += "; dropped " + ", ".join(
-            f"{n} row{'s' if n != 1 else ''} {what[reason]}" if reason in what else f"{n} labelled -100"
-            for reason, n in dropped.items()
-        )
+        line += "; dropped " + dropped_text(dropped)
     return line
 
 

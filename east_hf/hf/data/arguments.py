@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from east_hf.core.validation import check_choice, check_range
+from east_hf.hf.data.missing import parse_markers
 
 __all__ = ["DataArguments", "multilabel_refusal"]
 
@@ -32,6 +33,9 @@ class DataArguments:
     columns (``"a,b,c"`` on the command line, a list in a recipe), ``label_separator`` splits a text label column
     (``"drama|comedy"``), and a list-valued label column is multi-label as it is. ``positive_classes`` and
     ``imbalance_ratio``, made for one class per row, are refused with them.
+
+    Label cells: only an empty cell is a missing label (its row dropped and counted), so a class written ``None`` or
+    ``NA`` in a CSV is a class; ``label_na_values`` names more markers, ``default`` the CSV reader's own.
     """
 
     _argument_group_name = "data"
@@ -77,6 +81,14 @@ class DataArguments:
     label_separator: str | None = field(
         default=None,
         metadata={"help": "Multi-label: the label column's cells list several labels split by this, e.g. '|'."},
+    )
+    label_na_values: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Label cells read as missing besides empty ones (their rows dropped and counted), e.g. 'NA,None'; "
+            "'default' for the CSV reader's markers (NA, N/A, None, null, NaN, n/a, ...). Default: none, so a class "
+            "written 'None' or 'NA' is kept."
+        },
     )
     image_column: str | None = field(
         default=None, metadata={"help": "Column with the images; default: the first Image column (none: tabular)."}
@@ -143,6 +155,7 @@ class DataArguments:
 
     def __post_init__(self):
         self._check_label_columns()
+        self.label_na_values = parse_markers(self.label_na_values)
         for name in ("val_size", "test_size"):
             check_range(name, getattr(self, name), 0, 1, "()")
         if self.val_size + self.test_size >= 1:

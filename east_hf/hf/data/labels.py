@@ -3,8 +3,9 @@
 ``find_label_column`` finds the label column (the one given, else ``label`` / ``labels``) for one label per row and
 for multi-label data alike (``east_hf.hf.data.multilabel``). ``encode_labels`` makes it a ``ClassLabel`` whose classes
 are the column's distinct values (numbers in numeric order, then text), read per split as one Arrow column: Python
-sees each distinct value once, never a row. A row whose label is empty or -100 (the ignore index) keeps the label -1,
-is counted in ``dropped`` and is left out by ``labelled`` once the labels are final. ``binarize`` relabels to binary
+sees each distinct value once, never a row. A row whose label is empty, -100 (the ignore index) or one of the
+missing-value markers the user names (``label_na_values``: ``east_hf.hf.data.missing``) keeps the label -1, is counted
+in ``dropped`` by reason (each marker by its text) and is left out by ``labelled`` once the labels are final. ``binarize`` relabels to binary
 (``positive_classes``), ``unseen_labels`` refuses or leaves out the validation/test classes without training rows, and
 ``warn_untrained_classes`` names the classes left without training rows.
 """
@@ -20,6 +21,7 @@ import numpy as np
 
 from east_hf.core import class_index
 from east_hf.hf.data.messages import closest_columns, columns_message, listed, rows_text
+from east_hf.hf.data.missing import LABEL_COLUMNS, marker_reason
 from east_hf.hf.data.rows import json_text, read_column
 from east_hf.hf.data.sources import DataError
 
@@ -37,8 +39,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-LABEL_COLUMNS = ("label", "labels")  # the label column's default names, in the order they are looked for
 
 _JSON_KINDS = {'"': "text", "t": "boolean", "f": "boolean", "[": "list", "{": "object", "n": "null"}  # else a number
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -69,9 +69,11 @@ def find_label_column(dsd, requested: str | None, dataset_name: str) -> str:
     return column
 
 
-def encode_labels(dsd, label_column: str | None, dataset_name: str):
+def encode_labels(dsd, label_column: str | None, dataset_name: str, markers: frozenset[str] = frozenset()):
     """(every split with a ``ClassLabel`` column named ``label``, the same names in every split; the class names; rows
-    left out by reason: ``{"empty label": n, "label -100": m}``, counts of 0 omitted)."""
+    left out by reason: ``{"empty label": n, "label -100": m, "label 'NA'": k}``, counts of 0 omitted).
+
+    ``markers``: label texts read as missing besides an empty cell (``east_hf.hf.data.missing.missing_markers``)."""
     import datasets
     import pyarrow.compute as pc
 
@@ -85,11 +87,12 @@ def encode_labels(dsd, label_column: str | None, dataset_name: str):
         for split, ds in dsd.items()
     }
     distinct = {split: pc.value_counts(column).flatten() for split, column in columns.items()}  # [values, counts]
-    ordered, dropped = _classes(distinct.values(), label_column)
+    ordered, dropped = _classes(distinct.values(), label_column, markers)
     names = [_class_name(v) for v in ordered]
     index = {v: i for i, v in enumerate(ordered)}
     encoded = {
-        split: _relabel(ds, _class_ids(columns[split], distinct[split][0], index), names) for split, ds in dsd.items()
+        split: _relabel(ds, _class_ids(columns[split], distinct[split][0], index, markers), names)
+        for split, ds in dsd.items()
     }
     return datasets.DatasetDict(encoded), names, dropped
 
@@ -103,14 +106,15 @@ def _renamed_to_label(dsd, label_column: str):
     return dsd.rename_column(label_column, "label")
 
 
-def _classes(distinct: Iterable, label_column: str) -> tuple[list, dict[str, int]]:
+def _classes(distinct: Iterable, label_column: str, markers: frozenset[str]) -> tuple[list, dict[str, int]]:
     """(the classes in order: numbers numerically, then text; rows without a label by reason) from each split's
     distinct labels and their counts (``pyarrow.compute.value_counts``)."""
     values, dropped = set(), {"empty label": 0, "label -100": 0}
     for uniques, counts in distinct:
         for v, n in zip(uniques.to_pylist(), counts.to_numpy()):
-            if _unlabelled(v):
-                dropped["empty label" if _empty(v) else "label -100"] += int(n)
+            if _unlabelled(v, markers):
+                reason = "empty label" if _empty(v) else "label -100" if _unlabelled(v) else marker_reason(_text(v))
+                dropped[reason] = dropped.get(reason, 0) + int(n)
             else:
                 values.add(v.strip() if isinstance(v, str) else v)
     _refuse_vectors_as_text(values, label_column)
@@ -126,14 +130,17 @@ def _class_name(v) -> str:
     return str(int(v)) if isinstance(v, (int, float, np.integer)) and not isinstance(v, bool) else str(v)
 
 
-def _class_ids(column, uniques, index: dict) -> np.ndarray:
+def _class_ids(column, uniques, index: dict, markers: frozenset[str]) -> np.ndarray:
     """(N,) int64: the class of each label of ``column`` (a ``pyarrow.ChunkedArray`` whose distinct values are
     ``uniques``), looked up once per distinct value; -1 for a row to leave out."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     code = np.array(
-        [-1 if _unlabelled(v) else index[v.strip() if isinstance(v, str) else v] for v in uniques.to_pylist()],
+        [
+            -1 if _unlabelled(v, markers) else index[v.strip() if isinstance(v, str) else v]
+            for v in uniques.to_pylist()
+        ],
         dtype=np.int64,
     )  # (distinct values,)
     position = pc.index_in(column, value_set=uniques) if len(uniques) else pa.array([], pa.int32())
@@ -207,9 +214,21 @@ def _empty(v) -> bool:
     return v is None or (isinstance(v, float) and v != v) or (isinstance(v, str) and not v.strip())
 
 
-def _unlabelled(v) -> bool:
-    """An empty label cell, or -100 (the ignore index of every loss): the row is dropped and counted."""
-    return _empty(v) or (isinstance(v, str) and v.strip() == "-100") or (not isinstance(v, (str, bool)) and v == -100)
+def _text(v) -> str:
+    """A label as the text of its cell: stripped text, an integral number without its ``.0``."""
+    if isinstance(v, str):
+        return v.strip()
+    return str(v) if isinstance(v, float) and not v.is_integer() else _class_name(v)
+
+
+def _unlabelled(v, markers: frozenset[str] = frozenset()) -> bool:
+    """An empty label cell, -100 (the ignore index of every loss) or one of ``markers``: the row is dropped and
+    counted."""
+    if _empty(v):
+        return True
+    if (isinstance(v, str) and v.strip() == "-100") or (not isinstance(v, (str, bool)) and v == -100):
+        return True
+    return bool(markers) and _text(v) in markers
 
 
 def label_ids(ds) -> np.ndarray:

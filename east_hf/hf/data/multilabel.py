@@ -15,8 +15,9 @@ Each split's ``label`` column becomes a fixed-length list of L float32 entries, 
 with no entry left (a missing cell of a list column, every 0/1 column empty) is dropped and counted in
 ``EASTData.dropped`` as ``"empty label"``. Bad input is refused in one line naming the column: values that are not
 0/1 (with the values), list rows of another length, a label column that is not there (with the closest names), a
-``label_separator`` found in no cell while another usual separator splits the cells into shared labels (with that
-separator).
+``label_separator`` found in no cell, or one that cuts label names into fragments (with the separator to pass:
+``east_hf.hf.data.separators``). A cell that is one of ``label_na_values`` is missing, as an empty one is (a warning
+counts them).
 
 Splits are carved as for one label per row (64 / 16 / 20 %, ``split_seed``), stratified by ``label_strata``: each row's
 stratum is its rarest positive label (rows without a positive label form their own stratum), so every label's positives
@@ -37,7 +38,9 @@ import numpy as np
 
 from east_hf.hf.data.labels import default_label_column, find_label_column
 from east_hf.hf.data.messages import closest_columns, listed
+from east_hf.hf.data.missing import missing_markers, warn_markers
 from east_hf.hf.data.rows import read_column
+from east_hf.hf.data.separators import check_separator
 from east_hf.hf.data.sources import DataError
 
 __all__ = [
@@ -55,7 +58,6 @@ logger = logging.getLogger(__name__)
 
 IGNORE = -100.0  # the ignore index of every loss and metric: an entry that does not count
 _TRUE, _FALSE = ("1", "1.0", "true"), ("0", "0.0", "false")
-_SEPARATORS = ("|", ",", ";", "/", "\t")  # the usual ones, looked for when the given separator is in no cell
 
 
 def _column_type(ds, name: str):
@@ -94,10 +96,12 @@ def positives(ds) -> np.ndarray:
 def encode_multilabel(dsd, args, dataset_name: str):
     """(``dsd`` with a multi-hot ``label`` column in every split, the L label names, rows dropped by reason).
 
-    ``args``: the ``DataArguments`` (``label_columns``, ``label_column``, ``label_separator``). The 0/1 columns (or the
-    list / separated column) are removed from the splits, so they never reach the tabular features.
+    ``args``: the ``DataArguments`` (``label_columns``, ``label_column``, ``label_separator``, ``label_na_values``).
+    The 0/1 columns (or the list / separated column) are removed from the splits, so they never reach the tabular
+    features.
     """
     first = next(iter(dsd.values()))
+    markers = missing_markers(getattr(args, "label_na_values", None))
     if args.label_columns:
         for split, ds in dsd.items():
             missing = [c for c in args.label_columns if c not in ds.column_names]
@@ -107,7 +111,7 @@ def encode_multilabel(dsd, args, dataset_name: str):
                     f"{closest_columns(missing[0], ds.column_names)}"
                 )
         names = list(args.label_columns)
-        matrices = {split: _binary_columns(ds, names) for split, ds in dsd.items()}
+        matrices = {split: _binary_columns(ds, names, markers) for split, ds in dsd.items()}
         drop = names
     else:
         column = find_label_column(dsd, args.label_column, dataset_name)
@@ -118,7 +122,7 @@ def encode_multilabel(dsd, args, dataset_name: str):
                     f"label_separator splits a text column, got label column {column!r} of {kind} values: "
                     "drop label_separator for a list column, or pass the column of text"
                 )
-            names, matrices = _separated(dsd, column, args.label_separator)
+            names, matrices = _separated(dsd, column, args.label_separator, markers)
         elif is_list_column(first, column):
             names, matrices = _lists(dsd, column)
         else:
@@ -129,6 +133,7 @@ def encode_multilabel(dsd, args, dataset_name: str):
         drop = [column]
     if len(names) < 2:
         raise DataError(f"expected at least 2 labels in {dataset_name!r}, got {names}")
+    warn_markers(dsd, drop, markers)
     dsd, dropped = _attach(dsd, matrices, drop, len(names))
     return dsd, names, dropped
 
@@ -161,8 +166,9 @@ def _attach(dsd, matrices: dict[str, np.ndarray], drop: Sequence[str], width: in
     return datasets.DatasetDict(out), ({"empty label": empty} if empty else {})
 
 
-def _binary_columns(ds, columns: Sequence[str]) -> np.ndarray:
-    """(N, L) float32 of the 0/1 ``columns``: 1.0 / 0.0, -100 for an empty cell or -100; other values refused."""
+def _binary_columns(ds, columns: Sequence[str], markers: frozenset[str] = frozenset()) -> np.ndarray:
+    """(N, L) float32 of the 0/1 ``columns``: 1.0 / 0.0, -100 for an empty cell, -100 or one of ``markers``; other
+    values refused."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -177,8 +183,10 @@ def _binary_columns(ds, columns: Sequence[str]) -> np.ndarray:
             _refuse_values(name, bad.tolist())
         elif _is_text(kind) or pa.types.is_null(kind):
             uniques = pc.unique(column).drop_null() if len(column) else pa.array([], pa.string())
-            text = [str(v).strip().lower() for v in uniques.to_pylist()]
-            code = np.array([_text_value(v) for v in text], dtype=np.float64)  # (distinct,): NaN for a bad value
+            text = [str(v).strip() for v in uniques.to_pylist()]
+            code = np.array(
+                [IGNORE if v in markers else _text_value(v.lower()) for v in text], dtype=np.float64
+            )  # (distinct,): NaN for a bad value
             _refuse_values(name, [v for v, c in zip(uniques.to_pylist(), code) if np.isnan(c)])
             position = _positions(column, uniques)  # -1 for a null
             values = np.where(position >= 0, code[position], IGNORE) if len(code) else np.full(len(column), IGNORE)
@@ -216,24 +224,29 @@ def _refuse_values(name: str, bad: list) -> None:
     shown = listed([repr(v) for v in sorted(bad, key=str)])
     raise DataError(
         f"label column {name!r} holds values that are not 0/1: {shown}; expected one 0/1 column per label "
-        "(an empty cell leaves the entry out)"
+        "(an empty cell leaves the entry out; label_na_values names other cells to read as missing)"
     )
 
 
-def _separated(dsd, column: str, separator: str) -> tuple[list[str], dict[str, np.ndarray]]:
+def _separated(
+    dsd, column: str, separator: str, markers: frozenset[str] = frozenset()
+) -> tuple[list[str], dict[str, np.ndarray]]:
     """(sorted label names, per split (N, L) float32) of a text column of ``separator``-separated labels, read per
     distinct cell: Python sees each distinct cell once, never a row. An empty (or missing) cell is a row with no
     label, every entry 0: in tags or toxicity data such rows are usually the majority, and a separated column has no
-    other way to write them."""
+    other way to write them. A cell that is one of ``markers`` is missing, as an empty one is."""
     import pyarrow.compute as pc
 
     cells = {}
     for split, ds in dsd.items():
         values = read_column(ds, column)
         uniques = pc.unique(values)
-        sets = [None if v is None else {p.strip() for p in v.split(separator)} - {""} for v in uniques.to_pylist()]
+        sets = [
+            None if v is None or v.strip() in markers else {p.strip() for p in v.split(separator)} - {""}
+            for v in uniques.to_pylist()
+        ]
         cells[split] = (values, uniques, sets)
-    _refuse_other_separator(column, separator, [v for _, uniques, _ in cells.values() for v in uniques.to_pylist()])
+    check_separator(column, separator, [v for _, uniques, _ in cells.values() for v in uniques.to_pylist()])
     names = sorted({name for _, _, sets in cells.values() for s in sets if s for name in s})
     index = {name: k for k, name in enumerate(names)}
     matrices = {}
@@ -244,29 +257,6 @@ def _separated(dsd, column: str, separator: str) -> tuple[list[str], dict[str, n
                 code[i, [index[name] for name in s]] = 1.0
         matrices[split] = code[_positions(values, uniques)]  # every cell, null included, is one of uniques
     return names, matrices
-
-
-def _refuse_other_separator(column: str, separator: str, cells: list[str | None]) -> None:
-    """Refuse a ``separator`` found in none of the distinct ``cells`` when another usual separator splits them into
-    labels that several cells share (``a|b``, ``b|c``): the cells would each become one label named after the whole
-    list. Cells with no separator at all, or names that merely hold one (``sci/tech``), are a multi-label set of one
-    label per row, which is kept."""
-    cells = [v for v in cells if v]
-    if any(separator in v for v in cells):
-        return
-    for other in (s for s in _SEPARATORS if s != separator):
-        holding = [v for v in cells if other in v]
-        if not holding:
-            continue
-        shared: dict[str, int] = {}
-        for v in set(cells):
-            for part in {p.strip() for p in v.split(other)} - {""}:
-                shared[part] = shared.get(part, 0) + 1
-        if any(shared[p.strip()] > 1 for v in holding for p in v.split(other) if p.strip()):
-            raise DataError(
-                f"Expected labels separated by {separator!r} in label column {column!r}, got none; the cells hold "
-                f"{other!r} (e.g. {holding[0]!r}): pass --label_separator {other!r}"
-            )
 
 
 def _lists(dsd, column: str) -> tuple[list[str], dict[str, np.ndarray]]:

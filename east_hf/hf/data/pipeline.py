@@ -27,6 +27,7 @@ from east_hf.hf.data.cache_store import versions_kept
 from east_hf.hf.data.fingerprint import one_listing
 from east_hf.hf.data.labels import binarize, encode_labels, labelled, unseen_labels, warn_untrained_classes
 from east_hf.hf.data.messages import closest_columns
+from east_hf.hf.data.missing import missing_markers
 from east_hf.hf.data.multilabel import encode_multilabel, has_list_labels, positives, warn_untrainable_labels
 from east_hf.hf.data.prepared_cache import captured_warnings, prepared_folder, read_prepared, staging, write_prepared
 from east_hf.hf.data.rows import read_column
@@ -46,7 +47,8 @@ class EASTData:
     ``labels``, image ones yield raw rows until ``set_image_transforms``. ``label_names[k]`` names class k.
     Text ones hold ``label`` and the text column(s) until ``east_hf.hf.data.text.tokenize_splits`` replaces them by
     the tokenizer's inputs. ``dropped`` counts the rows left out at load by reason: an empty label cell, the label
-    -100 (the ignore index), or an empty text.
+    -100 (the ignore index), a missing-value marker named by ``label_na_values`` (``"label 'NA'"``), or an empty
+    text (``east_hf.hf.data.messages.dropped_text`` says them).
 
     ``multi_label``: every row carries a set of labels (``east_hf.hf.data.multilabel``); ``label_names`` are the L
     labels and each row's label is (L,) float32, 1.0 / 0.0, or -100 for an entry that does not count (an empty cell
@@ -103,19 +105,25 @@ def load_data(args, text: bool = False) -> EASTData:
         return load_streamed(args, text, _prepare)
     local = local_path(args.dataset_name)
     with quiet_datasets(), one_listing():
-        dsd = None if local is not None else load_raw(args.dataset_name, args.dataset_config)
+        dsd = None if local is not None else _load_raw(args)
         text = text or args.text_column is not None or args.text_pair_column is not None
         folder = None if text else prepared_folder(args, local, dsd)
         if folder is not None and (cached := read_prepared(folder)) is not None:
             return EASTData(**cached)
         if dsd is None:
-            dsd = load_raw(args.dataset_name, args.dataset_config)
+            dsd = _load_raw(args)
         with staging(folder) as stage, captured_warnings("east_hf.hf.data") as warnings:
             data = _prepare(dsd, args, stage, text)
             if stage is None or data.modality != "tabular":
                 return data
             write_prepared(stage, folder, data, warnings)
         return EASTData(**read_prepared(folder, repeat_warnings=False))
+
+
+def _load_raw(args):
+    """The raw splits of ``args.dataset_name``, a CSV's label columns read literally (``load_raw``)."""
+    labels = args.label_columns or ([args.label_column] if args.label_column else None)
+    return load_raw(args.dataset_name, args.dataset_config, label_columns=labels)
 
 
 def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
@@ -149,7 +157,7 @@ def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
 def _encode(dsd, args, multi_label: bool):
     """(splits with their ``label`` column encoded, the class or label names, rows dropped by reason)."""
     if not multi_label:
-        return encode_labels(dsd, args.label_column, args.dataset_name)
+        return encode_labels(dsd, args.label_column, args.dataset_name, missing_markers(args.label_na_values))
     for name in ("positive_classes", "imbalance_ratio"):
         if getattr(args, name):
             raise DataError(multilabel_refusal(name))

@@ -3,7 +3,8 @@
 ``datasets`` keys its cache of local files on their paths and modification times, so an edit that keeps the mtime
 (``cp -p``, ``rsync -t``, ``touch -r``) would be served the old rows. Here each content of a source gets a folder of
 its own, ``raw-<key>`` in the source's folder of east_hf's cache (``east_hf.hf.data.cache_store``), ``<key>`` a hash of the
-source's content fingerprint (``source_fingerprint``), the configuration and the ``datasets`` version; it is the
+source's content fingerprint (``source_fingerprint``), the configuration, the reading options (a CSV's
+label columns read literally) and the ``datasets`` version; it is the
 ``cache_dir`` that ``datasets.load_dataset`` builds into. Its record, ``raw.json``, lists the Arrow files of each split
 with their rows, features, sizes and SHA-256. A later load of the same content maps those files directly
 (``datasets.Dataset.from_file``) without asking ``datasets`` to resolve the source again: for an image folder that
@@ -60,15 +61,18 @@ def _record(folder: Path, dsd, fingerprint: str) -> dict[str, Any] | None:
     return {"format": FORMAT, "source": fingerprint, "splits": splits, "files": cache_store.checksums(folder, names)}
 
 
-def cached_rows(path: Path, config: str | None, load: Callable[..., Any]):
-    """The ``DatasetDict`` of a local file or folder: from east_hf's cache when this content was read before, else
-    ``load(cache_dir=..., download_mode=...)`` (a ``datasets.load_dataset`` call) into a folder for this content,
-    recorded for the next call. Without a writable cache, ``load()`` as ``datasets`` caches it."""
+def cached_rows(path: Path, config: str | None, load: Callable[..., Any], reading: dict[str, Any] | None = None):
+    """The ``DatasetDict`` of a local file or folder: from east_hf's cache when this content was read before with the
+    same ``reading`` options (the builder's, such as which cells of a CSV are missing), else ``load(cache_dir=...,
+    download_mode=...)`` (a ``datasets.load_dataset`` call) into a folder for this content, recorded for the next
+    call. Without a writable cache, ``load()`` as ``datasets`` caches it."""
     import datasets
 
     source = str(path.resolve())
     fingerprint = source_fingerprint(path)
     key = {"format": FORMAT, "source": fingerprint, "config": config, "datasets": datasets.__version__}
+    if reading:
+        key["reading"] = reading
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
     home = cache_store.source_dir(source)
     folder = home / f"raw-{digest}"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from east_hf.hf.data.fingerprint import source_files
+from east_hf.hf.data.fingerprint import MEDIA_SUFFIXES, source_files
+from east_hf.hf.data.missing import csv_options
 from east_hf.hf.data.rows_cache import cached_rows
 
 __all__ = [
@@ -124,6 +125,14 @@ def _data_files(path: Path) -> list[Path]:
     ]
 
 
+def _media(path: Path) -> bool:
+    """Whether a folder holds images, audio or video: ``datasets`` reads it with a folder builder, its CSV files as
+    metadata."""
+    return path.is_dir() and any(
+        os.path.splitext(n)[1].lower() in MEDIA_SUFFIXES for n, _, _ in source_files(path, False)
+    )
+
+
 def _first_lines(path: Path, n: int) -> int:
     """How many of the first ``n`` lines of a text file hold more than whitespace (reads no further)."""
     found = 0
@@ -200,12 +209,87 @@ def _text_in_numeric_column(error: BaseException, files: list[Path]) -> str | No
     )
 
 
-def load_raw(dataset_name: str, dataset_config: str | None = None, revision: str | None = None):
+def _saved_to_disk(path: Path) -> bool:
+    """Whether ``path`` is a folder ``datasets``' ``save_to_disk`` wrote (a ``DatasetDict`` or a ``Dataset``)."""
+    return (path / "dataset_dict.json").is_file() or (
+        (path / "state.json").is_file() and (path / "dataset_info.json").is_file()
+    )
+
+
+def _load_from_disk(path: Path):
+    """The ``DatasetDict`` of a folder written by ``save_to_disk`` (a ``Dataset`` is the training split)."""
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except Exception as e:  # noqa: BLE001 - a damaged folder: the user needs the one line
+        raise DataError(f"could not load the save_to_disk folder {str(path)!r}: {' '.join(str(e).split())}") from None
+    return loaded if isinstance(loaded, datasets.DatasetDict) else datasets.DatasetDict({"train": loaded})
+
+
+def _not_utf8(files: list[Path]) -> str | None:
+    """The one line for the first CSV / JSON file of ``files`` that is not UTF-8 text (its line and byte), with how to
+    convert it; ``None`` when every one is."""
+    import codecs
+
+    for f in files:
+        if FILE_BUILDERS[f.suffix.lower()] == "parquet":
+            continue
+        decoder, line, at = codecs.getincrementaldecoder("utf-8")(), 1, 0
+        with f.open("rb") as stream:
+            while block := stream.read(1 << 20):
+                try:
+                    decoder.decode(block)
+                except UnicodeDecodeError as e:
+                    line += block[: e.start].count(b"\n")
+                    byte = block[e.start : e.start + 1].hex()
+                    return (
+                        f"Expected UTF-8 text in dataset file {str(f)!r}, got byte 0x{byte} at line {line} (offset "
+                        f"{at + e.start}), not UTF-8: convert the file, e.g. iconv -f latin1 -t utf-8 {f.name} > "
+                        f"{f.stem}.utf8{f.suffix} (latin1, or the encoding it was written in)"
+                    )
+                line += block.count(b"\n")
+                at += len(block)
+    return None
+
+
+def _local_loader(path: Path, dataset_name: str, dataset_config: str | None, label_columns):
+    """(a ``datasets.load_dataset`` call taking the cache's keyword arguments, the CSV reading options) for a local
+    file or folder: label columns read literally (``east_hf.hf.data.missing.csv_options``)."""
+    import datasets
+
+    files = _data_files(path)
+    _check_not_empty(files)
+    csv = bool(files) and all(FILE_BUILDERS[f.suffix.lower()] == "csv" for f in files) and not _media(path)
+    options = csv_options(files, label_columns) if csv else {}
+    if path.is_dir():
+        return lambda **cache: datasets.load_dataset(str(path), dataset_config, **options, **cache), options
+    builder = FILE_BUILDERS.get(path.suffix.lower())
+    if builder is None:
+        raise DataError(f"dataset file {dataset_name!r}: expected one of {sorted(FILE_BUILDERS)}")
+    if path.suffix.lower() == ".tsv":
+        options = {"delimiter": "\t", **options}
+    return lambda **cache: datasets.load_dataset(builder, data_files=str(path), **options, **cache), options
+
+
+def _offline() -> bool:
+    return any(os.environ.get(v, "0") not in ("0", "", "false") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def load_raw(
+    dataset_name: str,
+    dataset_config: str | None = None,
+    revision: str | None = None,
+    label_columns: list[str] | None = None,
+):
     """A ``datasets.DatasetDict`` from a Hub id, a local folder or file, or ``sklearn:<name>``; ``DataError`` if not.
 
-    The rows of a local file or folder are cached by content (``east_hf.hf.data.rows_cache``): an edit is read again even
-    when it keeps the file's modification time, and a folder read before maps its Arrow files without ``datasets``
-    resolving the folder again."""
+    The label columns of local CSV files (``label_columns``, else the first of ``label`` / ``labels``) are read
+    literally, an empty cell their only missing value, so a class named ``None`` or ``NA`` keeps its rows. A folder
+    written by ``save_to_disk`` is loaded as it is (``datasets.load_from_disk``). The rows of other local files and
+    folders are cached by content (``east_hf.hf.data.rows_cache``): an edit is read again even when it keeps the
+    file's modification time, and a folder read before maps its Arrow files without ``datasets`` resolving the
+    folder again."""
     import datasets
 
     if dataset_name.startswith("sklearn:"):
@@ -215,35 +299,32 @@ def load_raw(dataset_name: str, dataset_config: str | None = None, revision: str
         path = Path(dataset_name).expanduser()
         if not path.exists():
             raise DataError(f"dataset path {dataset_name!r} does not exist")
-        _check_not_empty(_data_files(path))
-        if path.is_file():
-            builder = FILE_BUILDERS.get(path.suffix.lower())
-            if builder is None:
-                raise DataError(f"dataset file {dataset_name!r}: expected one of {sorted(FILE_BUILDERS)}")
-            kwargs = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
-            loader = lambda **cache: datasets.load_dataset(builder, data_files=str(path), **kwargs, **cache)  # noqa: E731
-        else:
-            loader = lambda **cache: datasets.load_dataset(str(path), dataset_config, **cache)  # noqa: E731
+        if path.is_dir() and _saved_to_disk(path):
+            return _load_from_disk(path)
+        loader, options = _local_loader(path, dataset_name, dataset_config, label_columns)
     else:
         loader = lambda: datasets.load_dataset(dataset_name, dataset_config, revision=revision)  # noqa: E731
     try:
         with quiet_datasets(path is not None):  # local files load in a blink; Hub downloads keep their bars
-            dsd = loader() if path is None else cached_rows(path, dataset_config, loader)
+            dsd = loader() if path is None else cached_rows(path, dataset_config, loader, options)
     except Exception as e:  # noqa: BLE001 - datasets raises many kinds; the user needs the one line either way
-        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false") or os.environ.get(
-            "HF_DATASETS_OFFLINE", "0"
-        ) not in ("0", "", "false")
-        if not _looks_like_path(dataset_name) and (offline or isinstance(e, ConnectionError)):
+        if not _looks_like_path(dataset_name) and (_offline() or isinstance(e, ConnectionError)):
             raise DataError(
                 f"dataset {dataset_name!r} is not a local path and could not be reached on the Hub"
-                + (" (HF_HUB_OFFLINE is set: only data sets already in the cache load)" if offline else f": {e}")
+                + (" (HF_HUB_OFFLINE is set: only data sets already in the cache load)" if _offline() else f": {e}")
             ) from None
-        text_cell = _text_in_numeric_column(e, _data_files(path)) if path is not None else None
-        if text_cell:
-            raise DataError(text_cell) from None
+        files = _data_files(path) if path is not None else None
+        found = files and (_text_in_numeric_column(e, files) or (_not_utf8(files) if _decoding_error(e) else None))
+        if found:
+            raise DataError(found) from None
         root = _causes(e)[-1]  # datasets wraps the reason ("An error occurred while generating the dataset")
         reason = f"{type(e).__name__}: {e}" + (f" ({type(root).__name__}: {root})" if root is not e else "")
         raise DataError(f"could not load dataset {dataset_name!r}: {' '.join(reason.split())}") from None
     if not isinstance(dsd, datasets.DatasetDict):
         dsd = datasets.DatasetDict({"train": dsd})
     return dsd
+
+
+def _decoding_error(error: BaseException) -> bool:
+    """Whether ``error`` comes from text that is not UTF-8 (Python's codec or Arrow's check)."""
+    return any(isinstance(c, UnicodeDecodeError) or "Invalid UTF8" in str(c) for c in _causes(error))

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from east_hf.hf.data.messages import columns_message
+from east_hf.hf.data.messages import columns_message, listed, rows_text
 from east_hf.hf.data.rows import read_batches, read_column
 from east_hf.hf.data.sources import DataError
 
@@ -257,6 +257,7 @@ def tabular_splits(
     present = {k: ds for k, ds in splits.items() if ds is not None}
     _check_stray_text(present, columns)
     extractor = fit_tabular_features(present["train"], columns, standardize)
+    _warn_unseen_categories(present, extractor)
     schema = _schema(len(extractor.feature_names), names, multi_label)
     out = {}
     for k, ds in present.items():
@@ -264,6 +265,31 @@ def tabular_splits(
             ds, k, extractor, columns, schema, None if folder is None else Path(folder) / f"{k}.arrow"
         )
     return out, extractor
+
+
+def _warn_unseen_categories(splits: dict[str, Any], extractor) -> None:
+    """One warning line for the values of a one-hot column that the validation / test rows hold and the training rows
+    do not: the extractor encodes them as all zeros, no category."""
+    import pyarrow.compute as pc
+
+    found = []
+    for column, categories in extractor.categories.items():
+        known, values, rows = set(categories), set(), []
+        for split, ds in splits.items():
+            if split == "train":
+                continue
+            distinct, counts = pc.value_counts(read_column(ds, column).drop_null()).flatten()
+            unseen = [(str(v).strip(), n) for v, n in zip(distinct.to_pylist(), counts.to_pylist())]
+            unseen = [(v, n) for v, n in unseen if v and v not in known]
+            values.update(v for v, _ in unseen)
+            if unseen:
+                rows.append(f"{rows_text(sum(n for _, n in unseen))} of {split}")
+        if values:
+            found.append(f"{column!r}: {listed([repr(v) for v in sorted(values)], 'values')} ({', '.join(rows)})")
+    if found:
+        logger.warning(
+            f"values never seen in training are encoded as all zeros (no category) in {listed(found, 'columns')}"
+        )
 
 
 def _feature_columns(train, feature_columns: Sequence[str] | None) -> list[str]:

@@ -39,8 +39,9 @@ def _is_string(feature: Any) -> bool:
 
 
 def _check_column(ds, column: str, what: str, dataset_name: str) -> None:
-    """Refuse a missing column (with the closest names) or one that does not hold strings, naming the first row whose
-    value is not a string (a JSON-lines column of several types names its first non-string, not its first value)."""
+    """Refuse a missing column (with the closest names), an empty one, or one that does not hold strings, naming the
+    first row whose value is not a string (a JSON-lines column of several types names its first non-string, not its
+    first value)."""
     if column not in ds.column_names:
         raise DataError(f"{what} {column!r} not found in {dataset_name!r}; {closest_columns(column, ds.column_names)}")
     feature = ds.features[column]
@@ -51,6 +52,12 @@ def _check_column(ds, column: str, what: str, dataset_name: str) -> None:
     import pyarrow.compute as pc
 
     values = read_column(ds, column)
+    if len(values) and values.null_count == len(values):  # a CSV column of empty cells reads as float64 NaN
+        flag = "--text_pair_column" if "pair" in what else "--text_column"
+        raise DataError(
+            f"Expected some non-empty texts in column {column!r}, got all {len(values)} texts empty (an empty "
+            f"column): pass the column that holds the texts ({flag})"
+        )
     kind, decode = f"{getattr(feature, 'dtype', type(feature).__name__)} values", None
     if (text := json_text(values)) is not None:  # JSON lines of several types: find the first non-string
         values = text
