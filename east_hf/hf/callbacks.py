@@ -27,7 +27,7 @@ from east_hf.core.annealing import AnnealingSchedule, Decision
 from east_hf.core.monitor_keys import monitor_mode
 from east_hf.hf.annealing_checks import DEFAULT_EMA_DECAY, check_ema_decay, check_evaluates
 from east_hf.hf.checkpoints import CHECKPOINT_FILES_KEY, EMA_WEIGHTS_NAME, STAGE_BEST_WEIGHTS_NAME
-from east_hf.hf.weight_copies import checkpoint_folder, cpu_state_dict, load_weights, swap_weights
+from east_hf.hf.weight_copies import checkpoint_folder, cpu_state_dict, load_weights, save_weights, swap_weights
 
 __all__ = ["EMA_WEIGHTS_NAME", "STAGE_BEST_WEIGHTS_NAME", "TemperatureAnnealingCallback"]
 
@@ -387,9 +387,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             logger.warning(f"No checkpoint folder {folder}: the annealing callback's weights are not saved with it")
             return
         if saves_stage_best:
-            torch.save(self._stage_weights, os.path.join(folder, STAGE_BEST_WEIGHTS_NAME))
+            save_weights(self._stage_weights, os.path.join(folder, STAGE_BEST_WEIGHTS_NAME))
         if self._ema is not None:  # the copy: the training weights while the model holds the average
-            torch.save(cpu_state_dict(self._ema.module), os.path.join(folder, EMA_WEIGHTS_NAME))
+            save_weights(cpu_state_dict(self._ema.module), os.path.join(folder, EMA_WEIGHTS_NAME))
 
     def on_train_end(self, args, state, control, **kwargs):
         schedule = self.schedule

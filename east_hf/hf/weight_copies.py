@@ -1,14 +1,19 @@
 """Copies of a model's weights for the annealing callback (``east_hf.hf.callbacks``): a stage's best weights on the
-CPU, the moving average swapped in and out of the model, and the copies a checkpoint carries, loaded back."""
+CPU, the moving average swapped in and out of the model, and the copies a checkpoint carries, saved with their
+SHA-256 and loaded back only where it matches."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 
 import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-__all__ = ["checkpoint_folder", "cpu_state_dict", "load_weights", "swap_weights"]
+__all__ = ["CHECKSUM_SUFFIX", "checkpoint_folder", "cpu_state_dict", "load_weights", "save_weights", "swap_weights"]
+
+CHECKSUM_SUFFIX = ".sha256"  # beside a saved copy: its SHA-256 in sha256sum's format ("<hex>  <name>")
 
 
 def cpu_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -36,9 +41,55 @@ def checkpoint_folder(args, step: int) -> str:
     return os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
 
 
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def save_weights(weights: dict[str, torch.Tensor], path: str) -> None:
+    """``torch.save(weights, path)``, and beside it ``path + CHECKSUM_SUFFIX``: the file's SHA-256 (``sha256sum -c``
+    checks it too), which ``load_weights`` compares. An earlier record goes first, so a save cut off leaves no
+    record vouching for other bytes."""
+    record = path + CHECKSUM_SUFFIX
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(record)
+    torch.save(weights, path)
+    tmp = f"{record}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{_sha256(path)}  {os.path.basename(path)}\n")
+    os.replace(tmp, record)
+
+
+def _checksum_problem(path: str) -> str | None:
+    """How ``path`` differs from the SHA-256 recorded when it was saved, or None (it matches, or no record: a copy
+    saved before east_hf recorded one)."""
+    record = path + CHECKSUM_SUFFIX
+    try:
+        with open(record) as f:
+            expected = (f.read().split() or [""])[0]
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        return f"an unreadable checksum record {record} ({type(e).__name__})"
+    actual = _sha256(path)
+    if actual == expected:
+        return None
+    return (
+        f"a file whose SHA-256 {actual[:12]}... differs from the {expected[:12] or 'empty'}... recorded in {record} "
+        "when it was saved (changed or garbled since)"
+    )
+
+
 def load_weights(path: str, what: str, into: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
     """The ``state_dict`` saved in ``path`` (loaded ``into`` a module where given), or a one-line ``ValueError``
-    naming ``what`` it should hold and the file."""
+    naming ``what`` it should hold and the file: one that does not load, or whose bytes differ from the SHA-256
+    ``save_weights`` recorded beside it."""
+    problem = _checksum_problem(path)
+    if problem is not None:
+        raise ValueError(f"Expected {what} in {path}, got {problem}; resume from another checkpoint")
     try:
         weights = torch.load(path, map_location="cpu", weights_only=True)
         if into is not None:

@@ -21,13 +21,14 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["TEXT_TINY", "is_text_model", "text_tiny_model", "train_wordpiece_tokenizer"]
+__all__ = ["TEXT_TINY", "TOKENIZER_RECORD", "is_text_model", "text_tiny_model", "train_wordpiece_tokenizer"]
 
 logger = logging.getLogger(__name__)
 
 TEXT_TINY = "text_tiny"
 _SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model")
+TOKENIZER_RECORD = "tokenizer_record.json"  # a cached tokenizer's record: the size and SHA-256 of its tokenizer.json
 
 
 def train_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int = 4000, max_length: int = 128, cache: bool = True):
@@ -38,7 +39,9 @@ def train_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int = 4000, max_
     texts give different vocabularies. With ``cache`` the trained tokenizer is kept in east_hf's data cache
     (``$EAST_HF_CACHE``, default ``east_hf`` in the ``datasets`` cache), keyed on the SHA-256 of the texts, the
     vocabulary size and the ``tokenizers`` version: the same texts give the same tokenizer in every later run, which
-    is trained once, and whose tokenization ``datasets`` can then find in its cache."""
+    is trained once, and whose tokenization ``datasets`` can then find in its cache. The cached ``tokenizer.json``
+    is used only where its record (``TOKENIZER_RECORD``: size and SHA-256) vouches for it; any other is removed with
+    one warning and trained again."""
     texts = list(texts)
     folder = _tokenizer_cache(texts, vocab_size) if cache else None
     tok = _read_tokenizer(folder)
@@ -104,24 +107,36 @@ def _tokenizer_cache(texts: list, vocab_size: int) -> Path | None:
 
 
 def _read_tokenizer(folder: Path | None):
-    if folder is None or not (folder / "tokenizer.json").is_file():
+    """The cached tokenizer in ``folder``, or None: none there, or one its record does not vouch for (the record
+    missing, or ``tokenizer.json`` of another size or SHA-256: edited, garbled or cut short), which is removed with
+    one warning (``east_hf.hf.data.cache_store.read_record``) and trained again."""
+    if folder is None:
         return None
     from tokenizers import Tokenizer
 
+    from east_hf.hf.data.cache_store import discard, read_record
+
+    if read_record(folder, TOKENIZER_RECORD) is None:
+        return None
     try:
         return Tokenizer.from_file(str(folder / "tokenizer.json"))
     except Exception as e:  # noqa: BLE001  (a damaged cache entry is trained again)
-        logger.warning(f"retraining the text_tiny tokenizer: could not read {folder / 'tokenizer.json'} ({e})")
+        discard(folder, f"expected a tokenizer in tokenizer.json, got {type(e).__name__}: {' '.join(str(e).split())}")
         return None
 
 
 def _write_tokenizer(tok, folder: Path) -> None:
-    """Atomic: a concurrent run reads a whole file or none."""
+    """``tokenizer.json`` and its record (size and SHA-256), written into a staging folder renamed to ``folder``
+    (``east_hf.hf.data.cache_store.publish``): a concurrent run reads a whole entry or none."""
+    from east_hf.hf.data.cache_store import checksums, publish, staging
+
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f"tokenizer.json.{os.getpid()}.tmp"
-        tok.save(str(tmp))
-        tmp.replace(folder / "tokenizer.json")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with staging(folder) as stage:
+            if stage is None:  # a read-only cache: the tokenizer is used, not kept
+                return
+            tok.save(str(stage / "tokenizer.json"))
+            publish(stage, folder, TOKENIZER_RECORD, {"files": checksums(stage, ["tokenizer.json"])})
     except OSError as e:
         logger.warning(f"could not cache the text_tiny tokenizer in {folder}: {e}")
 
