@@ -393,7 +393,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
 
     def on_train_end(self, args, state, control, **kwargs):
         schedule = self.schedule
-        if self._in_train and not schedule.finished and state.max_steps and state.global_step >= state.max_steps:
+        spent = state.max_steps and state.global_step >= state.max_steps
+        if self._in_train and not schedule.finished and spent and state.is_world_process_zero:  # once per run
             # A budget meant as a loose upper bound would otherwise choose, silently, where the annealing stopped.
             where = (
                 "the warm start"

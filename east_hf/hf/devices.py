@@ -8,6 +8,7 @@ or a one-line error on an accelerator without it).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 
-__all__ = ["resolve_devices"]
+__all__ = ["launch_advice", "resolve_devices", "resolve_unused_parameters"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,27 @@ def _one_process_of_several() -> bool:
     return all(int(env.get(name) or 1) <= 1 for name in sizes)
 
 
+def launch_advice() -> str:
+    """The line that says a launch of several processes started one, and the launch that starts them all: ``--cpu``
+    goes (accelerate takes one of ``--cpu``, ``--multi_gpu``, ``--tpu``, ... at a time, and ``--multi_gpu`` joins the
+    processes over gloo on a machine without a GPU)."""
+    start = (
+        "accelerate launch asked for several processes and started this one alone (without --multi_gpu it runs one "
+        "process): training runs in 1 process; launch with torchrun --nproc_per_node N, or "
+    )
+    if os.environ.get("ACCELERATE_USE_CPU", "").lower() == "true":  # the launch had --cpu
+        return start + "replace --cpu by --multi_gpu (accelerate refuses the two together; on a CPU machine too)"
+    return start + "add --multi_gpu (on a CPU machine too)"
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    """``message`` logged once per process, by the main process only: a launch's processes each build their config,
+    some more than once."""
+    if os.environ.get("RANK", "0") == "0":
+        logger.warning(message)
+
+
 def resolve_devices(args: Any) -> None:
     """Set ``dataloader_pin_memory``, ``use_cpu`` of ``args`` (a ``TrainingArguments`` before its
     ``__post_init__``) for this machine and launcher; see the module docstring."""
@@ -42,11 +64,7 @@ def resolve_devices(args: Any) -> None:
         logger.info(f"WORLD_SIZE={os.environ['WORLD_SIZE']} without an accelerator: use_cpu=True (gloo backend)")
         args.use_cpu = True
     if _one_process_of_several():
-        logger.warning(
-            "accelerate launch asked for several processes and started this one alone (without --multi_gpu it "
-            "runs one process): training runs in 1 process; launch with torchrun --nproc_per_node N, or add "
-            "--multi_gpu (on a CPU machine too)"
-        )
+        _warn_once(launch_advice())
     bf16 = args.bf16 or args.bf16_full_eval
     if bf16 and not args.use_cpu and not (is_torch_bf16_gpu_available() or is_torch_xla_available()):
         # transformers' own test fails: it would stop with a message about GPUs; resolve or explain it in one line
@@ -58,3 +76,11 @@ def resolve_devices(args: Any) -> None:
             )
         logger.warning("bf16=True without an accelerator: bf16 autocast on the CPU (use_cpu=True)")
         args.use_cpu = True
+
+
+def resolve_unused_parameters(args: Any, every_parameter_used: bool) -> None:
+    """``ddp_find_unused_parameters=False`` for a model whose forward pass uses every parameter (``every_parameter_used``:
+    the models east_hf builds from scratch), unless set: transformers' default looks for unused parameters in every
+    step of a transformers model, and torch warns in every process when it finds none."""
+    if every_parameter_used and args.ddp_find_unused_parameters is None:
+        args.ddp_find_unused_parameters = False

@@ -105,6 +105,13 @@ class ScriptArguments:
         default=False,
         metadata={"help": "Replace the run already in output_dir (its checkpoints and results are deleted first)."},
     )
+    print_metrics: bool = field(
+        default=True,
+        metadata={
+            "help": "Print the Trainer's metric dictionary at each log and evaluation (trainer_state.json keeps them "
+            "all); east-compare's runs print none."
+        },
+    )
     license: str | None = field(
         default=None,
         metadata={

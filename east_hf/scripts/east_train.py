@@ -283,6 +283,7 @@ def _prepare_data_and_model(parsed: ParsedArguments):
     model's transforms. Returns the data, the model, its processor, the base model's name and the collator."""
     from east_hf.hf.data import image_transforms, load_data, set_image_transforms
     from east_hf.hf.data.text import tokenize_splits
+    from east_hf.hf.devices import resolve_unused_parameters
     from east_hf.hf.models.build import attach_data_config, build_model
     from east_hf.hf.models.text import is_text_model
     from east_hf.hf.predict import TEXT_COLUMNS_KEY
@@ -291,6 +292,7 @@ def _prepare_data_and_model(parsed: ParsedArguments):
     with training.main_process_first(desc="loading the data set"):
         data = load_data(data_args, text=is_text_model(model_args.model_name_or_path))
     model, processor, base_model = build_model(model_args, data, model_args.model_revision, data_args.max_length)
+    resolve_unused_parameters(training, every_parameter_used=base_model is None)  # built here: all used
     collator = None
     if data.modality == "text":
         from transformers import DataCollatorWithPadding
@@ -335,9 +337,11 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
     from transformers import set_seed
 
     from east_hf.hf.trainer import EASTTrainer
+    from east_hf.scripts.run_output import lines_above_bars, quiet_replicas, without_metric_logs
     from east_hf.scripts.run_record import RecordAtFirstSave
 
     data_args, training = parsed.data, parsed.training
+    quiet_replicas(training.process_index)  # each line once per run: the main process's
     set_seed(training.seed)
     try:
         data, model, processor, base_model, collator = _prepare_data_and_model(parsed)
@@ -355,6 +359,8 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
             data_collator=collator,
         )  # also checks push_to_hub can work (token, network) before any training
         trainer.add_callback(record)  # the record a resume is checked against
+        if not parsed.script.print_metrics:
+            without_metric_logs(trainer)
     except ValueError as e:
         parser.error(str(e))
 
@@ -362,7 +368,8 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
     if main_process:
         print(_data_line(data_args.dataset_name, data), flush=True)
     try:
-        return _train_and_save(trainer, parsed, data, base_model)
+        with lines_above_bars():
+            return _train_and_save(trainer, parsed, data, base_model)
     except (ValueError, FloatingPointError) as e:  # NaN / inf, an unknown metric key, a checkpoint to resume
         parser.error(str(e))
     except Exception as e:  # a full disk ends in one line saying how to go on; anything else as it is raised

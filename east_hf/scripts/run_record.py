@@ -61,7 +61,7 @@ RECORD_LEAVES_OUT = frozenset(
     | {"report_to", "disable_tqdm", "project", "log_level", "log_level_replica", "log_on_each_node", "local_rank"}
     | {"push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push"}
     | {"hub_revision", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id", "skip_memory_metrics"}
-    | {"license", "model_card"}
+    | {"license", "model_card", "print_metrics"}
 )
 """Settings that do not change what a run trains or measures: where it writes and reports, how it resumes, where it
 pushes, how it launches, what its card says. A run record leaves them out, so changing one never makes east-compare train again."""
