@@ -6,8 +6,8 @@ preprocessing (the tokenizer for a text run, read with ``AutoTokenizer``; the ``
 the transform it evaluated with, built by ``east_hf.hf.data.image_transforms`` from timm's data config in
 ``config.json`` or the checkpoint's image processor) and its class names (``config.id2label``).
 ``Predictor.predict(data)`` returns a pandas DataFrame with one row per input: ``path`` for images read from files,
-the input's own label column passed through, ``predicted_label`` by name and, on request, ``probability_<name>``
-per class. ``read_inputs`` reads a CSV / Parquet / JSON file, a data folder (an imagefolder) or a datasets id as
+the input's own label column passed through (and on request an id column, or every column the model does not read,
+to join the predictions back), ``predicted_label`` by name and, on request, ``probability_<name>`` per class. ``read_inputs`` reads a CSV / Parquet / JSON file, a data folder (an imagefolder) or a datasets id as
 ``east-train`` reads its data; ``east-predict`` (``east_hf.scripts.east_predict``) is the command over both.
 
 A decision rule tuned on validation (``decision_rule.json``) is already in the saved model: ``east-train`` folds its
@@ -51,13 +51,14 @@ from east_hf.hf.predict_inputs import (
     LABEL_COLUMNS,
     as_numbers,
     decode,
-    find_label_column,
     is_dataset,
     is_image_item,
-    label_values,
     name_list,
     one_line,
+    passed_columns,
     read_inputs,
+    table_frame,
+    text_frame,
     text_values,
 )
 
@@ -217,10 +218,14 @@ class Predictor:
         probabilities: bool = False,
         label_column: str | None = None,
         image_column: str | None = None,
+        id_column: str | None = None,
+        keep_columns: bool = False,
     ):
-        """One row per input: ``path`` (images read from files), the input's label column (``label_column``, else
-        ``label`` or ``labels`` where present; class names for a ``ClassLabel``), ``predicted_label`` and, with
-        ``probabilities``, ``probability_<name>`` per class.
+        """One row per input: ``path`` (images read from files), the input's ``id_column`` (which must be there),
+        its label column (``label_column``, else ``label`` or ``labels`` where present; class names for a
+        ``ClassLabel``), with ``keep_columns`` every other input column the model does not read, then
+        ``predicted_label`` and, with ``probabilities``, ``probability_<name>`` per class. A column passed through
+        whose name is one of these output columns is a one-line ``ValueError``.
 
         ``data``: for a text run a list of strings, or a DataFrame / ``datasets.Dataset`` holding the run's text
         column (and pair column), whose values must be strings (a number is refused as east-train refuses it; a
@@ -232,12 +237,15 @@ class Predictor:
         """
         import pandas as pd
 
+        probability_columns = [f"{PROBABILITY_PREFIX}{n}" for n in self.label_names] if probabilities else []
+        outputs = [PREDICTION_COLUMN, *probability_columns]  # a column passed through must not be replaced by one
+        passing = dict(label_column=label_column, id_column=id_column, keep_columns=keep_columns, reserved=outputs)
         if self.modality == "text":
-            batches, n, columns = self._texts(data, label_column)
+            batches, n, columns = self._texts(data, passing)
         elif self.modality == "tabular":
-            batches, n, columns = self._tabular(data, label_column)
+            batches, n, columns = self._tabular(data, passing)
         else:
-            batches, n, columns = self._images(data, label_column, image_column)
+            batches, n, columns = self._images(data, passing, image_column)
         logits = []
         with torch.no_grad():
             for inputs in batches:
@@ -256,31 +264,9 @@ class Predictor:
                 columns[f"{PROBABILITY_PREFIX}{name}"] = probs[:, k]
         return pd.DataFrame(columns, index=range(n))
 
-    def _tabular(self, data: Any, label_column: str | None) -> tuple[Iterator[dict], int, dict[str, list]]:
+    def _tabular(self, data: Any, passing: dict[str, Any]) -> tuple[Iterator[dict], int, dict[str, list]]:
         """(batches of ``input_features``, number of rows, the columns passed through) for a tabular run."""
-        import pandas as pd
-
-        if is_dataset(data):
-            frame = data.with_format(None).to_pandas()
-        elif isinstance(data, pd.DataFrame):
-            frame = data
-        elif isinstance(data, Mapping):
-            one_row = data and not any(
-                hasattr(v, "__len__") and not isinstance(v, (str, bytes)) for v in data.values()
-            )
-            frame = pd.DataFrame([data] if one_row else data)
-        elif (
-            isinstance(data, Sequence)
-            and not isinstance(data, (str, bytes))
-            and all(isinstance(r, Mapping) for r in data)
-        ):
-            frame = pd.DataFrame(list(data))
-        else:
-            got = "images" if isinstance(data, Sequence) and any(map(is_image_item, data)) else type(data).__name__
-            raise TypeError(
-                "Expected rows for a tabular run (a DataFrame, a dict of columns, a list of row dicts or a "
-                f"datasets.Dataset), got {got}"
-            )
+        frame = table_frame(data)
         present = [str(c) for c in frame.columns]
         wanted = self.feature_extractor.columns
         missing = [c for c in wanted if c not in present]
@@ -289,21 +275,18 @@ class Predictor:
                 f"Expected the run's feature columns {name_list(wanted)}, got an input without {name_list(missing)} "
                 f"(its columns: {name_list(present)})"
             )
-        columns = {}
-        label = find_label_column(present, label_column)
-        if label is not None:
-            columns[label] = label_values(data, label) if is_dataset(data) else frame[label].tolist()
+        columns = passed_columns(data, frame, wanted, **passing)
         frame = as_numbers(frame, self.feature_extractor.numeric)
         features = torch.from_numpy(self.feature_extractor.transform(frame, "input"))  # (N, F) float32
         batches = ({"input_features": x} for x in features.split(self.batch_size))
         return batches, len(frame), columns
 
-    def _texts(self, data: Any, label_column: str | None) -> tuple[Iterator[dict], int, dict[str, list]]:
+    def _texts(self, data: Any, passing: dict[str, Any]) -> tuple[Iterator[dict], int, dict[str, list]]:
         """(batches of the tokenizer's inputs, padded per batch and truncated as in training, number of texts, the
         columns passed through) for a text run: a list of strings, or rows holding the run's text column(s)."""
         if isinstance(data, str):
             data = [data]
-        frame = self._text_frame(data)
+        frame = text_frame(data, self.text_columns)
         present = [str(c) for c in frame.columns]
         missing = [c for c in self.text_columns if c not in present]
         if missing:
@@ -311,10 +294,7 @@ class Predictor:
                 f"Expected the run's text column(s) {name_list(self.text_columns)}, got an input without "
                 f"{name_list(missing)} (its columns: {name_list(present)})"
             )
-        columns = {}
-        label = find_label_column(present, label_column)
-        if label is not None:
-            columns[label] = label_values(data, label) if is_dataset(data) else frame[label].tolist()
+        columns = passed_columns(data, frame, self.text_columns, **passing)
         texts, empty = [], np.zeros(len(frame), dtype=bool)  # (N,): rows without text in some column
         for column, what in zip(self.text_columns, ("text column", "text pair column")):
             values, blank = text_values(frame, column, what)
@@ -330,34 +310,6 @@ class Predictor:
 
         return batches(), len(frame), columns
 
-    def _text_frame(self, data: Any):
-        """The text input as a pandas DataFrame: a ``datasets.Dataset``, a DataFrame, a dict of columns or one row,
-        row dicts, or strings (the run's one text column; a text pair run needs rows)."""
-        import pandas as pd
-
-        if is_dataset(data):
-            frame = data.with_format(None).to_pandas()
-        elif isinstance(data, pd.DataFrame):
-            frame = data
-        elif isinstance(data, Mapping):  # a dict of columns, or one row
-            one_row = not any(hasattr(v, "__len__") and not isinstance(v, (str, bytes)) for v in data.values())
-            frame = pd.DataFrame([data] if one_row else data)
-        elif isinstance(data, Sequence) and data and all(isinstance(r, Mapping) for r in data):
-            frame = pd.DataFrame(list(data))
-        elif (
-            isinstance(data, Sequence)
-            and not isinstance(data, bytes)
-            and not any(isinstance(r, Mapping) for r in data)
-        ):
-            if len(self.text_columns) > 1:
-                raise ValueError(
-                    f"Expected rows with the text pair columns {name_list(self.text_columns)}, got strings"
-                )
-            frame = pd.DataFrame({self.text_columns[0]: pd.Series(list(data), dtype=object)})  # checked below
-        else:
-            raise TypeError(f"Expected texts (a list of strings, a DataFrame or a datasets.Dataset), got {type(data)}")
-        return frame
-
     def _warn_empty_texts(self, n: int, total: int) -> None:
         """One warning for the ``n`` of ``total`` input rows without text, predicted from an empty input."""
         rows, theirs = (
@@ -370,7 +322,7 @@ class Predictor:
         )
 
     def _images(
-        self, data: Any, label_column: str | None, image_column: str | None
+        self, data: Any, passing: dict[str, Any], image_column: str | None
     ) -> tuple[Iterator[dict], int, dict[str, list]]:
         """(batches of ``pixel_values`` (B, 3, H, W), decoded and transformed one batch at a time, number of
         images, the columns passed through) for an image run."""
@@ -387,16 +339,16 @@ class Predictor:
                 )
             items = list(data.cast_column(column, datasets.Image(decode=False)).with_format(None)[column])
             paths = [item.get("path") if isinstance(item, Mapping) else None for item in items]
-            label = find_label_column(data.column_names, label_column)
-            if label is not None and label != column:
-                columns[label] = label_values(data, label)
+            reserved = [*passing["reserved"], "path"] if any(p is not None for p in paths) else passing["reserved"]
+            columns = passed_columns(data, None, [column], **{**passing, "reserved": reserved})
         elif isinstance(data, Sequence) and not isinstance(data, (str, bytes)) and all(map(is_image_item, data)):
-            if label_column is not None:
-                raise ValueError(f"Expected a data set with a label column {label_column!r}, got a list of images")
+            for what, name in (("a label column", passing["label_column"]), ("an id column", passing["id_column"])):
+                if name is not None:
+                    raise ValueError(f"Expected a data set with {what} {name!r}, got a list of images")
             items = list(data)
             paths = [os.fspath(item) if isinstance(item, (str, os.PathLike)) else None for item in items]
         elif is_image_item(data):
-            return self._images([data], label_column, image_column)
+            return self._images([data], passing, image_column)
         else:
             raise TypeError(
                 "Expected images for an image run (a list of PIL images or image file paths, or a datasets.Dataset "
@@ -421,9 +373,16 @@ def predict(
     image_column: str | None = None,
     device: str | torch.device | None = None,
     batch_size: int = 256,
+    id_column: str | None = None,
+    keep_columns: bool = False,
 ):
-    """``Predictor(run_dir, device, batch_size).predict(data, probabilities, label_column, image_column)``: a
-    pandas DataFrame with one row per input and the predicted label by name (see ``Predictor.predict``)."""
+    """``Predictor(run_dir, device, batch_size).predict(data, ...)``: a pandas DataFrame with one row per input and
+    the predicted label by name, the columns passed through first (see ``Predictor.predict``)."""
     return Predictor(run_dir, device=device, batch_size=batch_size).predict(
-        data, probabilities=probabilities, label_column=label_column, image_column=image_column
+        data,
+        probabilities=probabilities,
+        label_column=label_column,
+        image_column=image_column,
+        id_column=id_column,
+        keep_columns=keep_columns,
     )

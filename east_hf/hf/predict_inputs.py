@@ -1,11 +1,12 @@
 """The inputs east-predict reads, with their checks: a file, a folder or a data set read as east-train reads its data,
-images given as paths or PIL images, label columns passed through, numeric feature columns holding text named in
-one line, and text columns holding values that are not text refused as east-train refuses them."""
+rows and texts as a DataFrame, images given as paths or PIL images, the columns passed through (the label column, an
+id column, every column the model does not read), numeric feature columns holding text named in one line, and text
+columns holding values that are not text refused as east-train refuses them."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,10 @@ __all__ = [
     "label_values",
     "name_list",
     "one_line",
+    "passed_columns",
     "read_inputs",
+    "table_frame",
+    "text_frame",
     "text_values",
 ]
 
@@ -72,6 +76,86 @@ def find_label_column(columns: Sequence[str], requested: str | None) -> str | No
             raise ValueError(f"Expected label column {requested!r} in the input, got the columns {name_list(columns)}")
         return requested
     return default_label_column(columns)
+
+
+def passed_columns(
+    data: Any,
+    frame: Any,
+    used: Sequence[str],
+    label_column: str | None = None,
+    id_column: str | None = None,
+    keep_columns: bool = False,
+    reserved: Sequence[str] = (),
+) -> dict[str, list]:
+    """The input's columns each prediction row carries, by name: ``id_column`` first (which must be there), then the
+    label column (``find_label_column``), or with ``keep_columns`` every column the model does not read (``used``),
+    in the input's order. Read from ``data`` where it is a ``datasets.Dataset`` (class names for a
+    ``ClassLabel``), else from ``frame`` (a pandas DataFrame). A passed column named as an output column
+    (``reserved``) is a one-line ``ValueError``, since the prediction would replace it."""
+    present = list(data.column_names) if is_dataset(data) else [str(c) for c in frame.columns]
+    names = []
+    if id_column is not None:
+        if id_column not in present:
+            raise ValueError(f"Expected id column {id_column!r} in the input, got the columns {name_list(present)}")
+        names.append(id_column)
+    label = find_label_column(present, label_column)
+    if keep_columns:
+        names += [c for c in present if c not in used]
+    elif label is not None and label not in used:
+        names.append(label)
+    names = list(dict.fromkeys(names))
+    clash = [c for c in names if c in reserved]
+    if clash:
+        raise ValueError(
+            f"Expected input columns to pass through named otherwise than the output's own columns, got {clash[0]!r}: "
+            "rename it in the input"
+        )
+    if is_dataset(data):
+        return {c: label_values(data, c) for c in names}
+    by_name = {str(c): c for c in frame.columns}
+    return {c: frame[by_name[c]].tolist() for c in names}
+
+
+def table_frame(data: Any):
+    """Tabular input as a pandas DataFrame: a ``datasets.Dataset``, a DataFrame, a dict of columns or one row, or row
+    dicts; anything else (strings, images) is a one-line ``TypeError``."""
+    import pandas as pd
+
+    if is_dataset(data):
+        return data.with_format(None).to_pandas()
+    if isinstance(data, pd.DataFrame):
+        return data
+    if isinstance(data, Mapping):
+        one_row = data and not any(hasattr(v, "__len__") and not isinstance(v, (str, bytes)) for v in data.values())
+        return pd.DataFrame([data] if one_row else data)
+    if isinstance(data, Sequence) and not isinstance(data, (str, bytes)) and all(isinstance(r, Mapping) for r in data):
+        return pd.DataFrame(list(data))
+    got = "images" if isinstance(data, Sequence) and any(map(is_image_item, data)) else type(data).__name__
+    raise TypeError(
+        "Expected rows for a tabular run (a DataFrame, a dict of columns, a list of row dicts or a "
+        f"datasets.Dataset), got {got}"
+    )
+
+
+def text_frame(data: Any, text_columns: Sequence[str]):
+    """Text input as a pandas DataFrame: a ``datasets.Dataset``, a DataFrame, a dict of columns or one row, row dicts,
+    or strings (the run's one text column, ``text_columns[0]``; a text pair run needs rows)."""
+    import pandas as pd
+
+    if is_dataset(data):
+        return data.with_format(None).to_pandas()
+    if isinstance(data, pd.DataFrame):
+        return data
+    if isinstance(data, Mapping):  # a dict of columns, or one row
+        one_row = not any(hasattr(v, "__len__") and not isinstance(v, (str, bytes)) for v in data.values())
+        return pd.DataFrame([data] if one_row else data)
+    if isinstance(data, Sequence) and data and all(isinstance(r, Mapping) for r in data):
+        return pd.DataFrame(list(data))
+    if isinstance(data, Sequence) and not isinstance(data, bytes) and not any(isinstance(r, Mapping) for r in data):
+        if len(text_columns) > 1:
+            raise ValueError(f"Expected rows with the text pair columns {name_list(text_columns)}, got strings")
+        return pd.DataFrame({text_columns[0]: pd.Series(list(data), dtype=object)})  # checked by text_values
+    raise TypeError(f"Expected texts (a list of strings, a DataFrame or a datasets.Dataset), got {type(data)}")
 
 
 def label_values(ds, column: str) -> list[Any]:

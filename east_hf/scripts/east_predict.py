@@ -4,14 +4,16 @@
     east-predict runs/digits images/ --probabilities -o predictions.csv   # an image folder, with class probabilities
     east-predict runs/cifar10 uoft-cs/cifar10 --split test > predictions.csv   # a datasets id (the cache offline)
     east-predict runs/text-tiny texts.jsonl --probabilities -o predictions.csv   # texts: the run's text column(s)
+    east-predict runs/text-tiny texts.csv --id_column id -o predictions.csv       # the id column first, to join on
 
 RUN_DIR is a folder ``east-train`` wrote (or one of its checkpoints); DATA is read as ``east-train`` reads its data:
 a CSV / TSV / Parquet / JSON file, a data folder (an imagefolder: images, in one sub-folder per class or not) or a
 datasets path or Hub id. The run's own preprocessing is applied (the tokenizer of a text run, on the text
 column and pair column the run trained on; the tabular feature encoding of ``preprocessor_config.json``; the image
 transform it evaluated with), and the output is a CSV with one row per input:
-``path`` for images read from files, the input's label column passed through where it has one, ``predicted_label``
-by name and, with ``--probabilities``, ``probability_<name>`` per class. A decision rule the run tuned on validation
+``path`` for images read from files, ``--id_column`` passed through, the input's label column passed through where it
+has one, with ``--keep_columns`` every other input column the model does not read, ``predicted_label`` by name and,
+with ``--probabilities``, ``probability_<name>`` per class. A decision rule the run tuned on validation
 is already in the saved model's bias, so its predictions apply it (``east_hf.hf.predict``); an edit of
 ``decision_rule.json`` is not applied, and a warning line says so. Bad input ends in one line,
 ``east-predict: error: ...``, exit status 2; an ``--output`` that names a directory, the input file or a file the
@@ -51,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--probabilities", action="store_true", help="add probability_<class> columns")
     parser.add_argument(
         "--label_column", default=None, help="the input's label column to pass through (default: label or labels)"
+    )
+    parser.add_argument(
+        "--id_column", default=None, help="an input column to pass through first, to join the predictions back"
+    )
+    parser.add_argument(
+        "--keep_columns",
+        action="store_true",
+        help="pass through every input column the model does not read (ids, metadata; not the texts or features)",
     )
     parser.add_argument("--image_column", default=None, help="the input's image column (default: the first)")
     parser.add_argument("--split", default=None, help="which split of DATA (needed where it has several)")
@@ -105,7 +115,12 @@ def _predictions(parser: argparse.ArgumentParser, args: argparse.Namespace):
         predictor = Predictor(args.run_dir, device=args.device, batch_size=args.batch_size)
         data = read_inputs(args.data, args.split, args.dataset_config)
         frame = predictor.predict(
-            data, probabilities=args.probabilities, label_column=args.label_column, image_column=args.image_column
+            data,
+            probabilities=args.probabilities,
+            label_column=args.label_column,
+            image_column=args.image_column,
+            id_column=args.id_column,
+            keep_columns=args.keep_columns,
         )
     except (ValueError, TypeError) as e:
         parser.error(" ".join(str(e).split()))
