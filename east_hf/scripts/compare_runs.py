@@ -105,6 +105,7 @@ def run_one(
     from east_hf.scripts.east_train import main as east_train
 
     argv = run_argv(recipe, run_dir, seed, flags, extra, vary_split)
+    argv[1:1] = ["--print_metrics", "false"]  # east-compare's own lines and table report the runs
     if mode == "resume":
         argv += ["--resume_from_checkpoint", "true"]
     elif mode == "overwrite":

@@ -198,7 +198,7 @@ def _build_model(model_args, data, revision: str, max_length: int | None) -> tup
         if not image:
             model = _sequence_classifier(name, data.num_labels, id2label, label2id, revision)
             return model, data.preprocessor, name
-        model = image_classifier_from_pretrained(name, data.num_labels, id2label, revision=revision)
+        model = _image_classifier(name, data.num_labels, id2label, revision)
         processor = None
         if not isinstance(model.config, TimmWrapperConfig):  # timm checkpoints keep their data config
             from transformers import AutoImageProcessor
@@ -207,6 +207,26 @@ def _build_model(model_args, data, revision: str, max_length: int | None) -> tup
     except OSError as e:
         raise _unreachable("model", name, e) from None
     return model, processor, name
+
+
+def _image_classifier(name: str, num_labels: int, id2label, revision: str):
+    """An image checkpoint with a head for the data's classes; a head of another size is replaced, said in one line
+    as for text (transformers' load report would list the head's weights in a table)."""
+    import transformers
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(name, revision=revision)
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        model = image_classifier_from_pretrained(name, num_labels, id2label, revision=revision)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    if config.num_labels != num_labels:
+        logger.warning(
+            f"{name} has a head of {config.num_labels} classes: a new head of {num_labels} classes is trained from scratch"
+        )
+    return model
 
 
 def attach_data_config(model, data_config: dict[str, Any] | None) -> None:

@@ -61,7 +61,9 @@ def _train_wordpiece(texts: list, vocab_size: int):
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(_SPECIAL)))
+    # no progress: where stderr is not a terminal, tokenizers' bars draw as blank lines
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(_SPECIAL), show_progress=False)
+    tok.train_from_iterator(texts, trainer)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
