@@ -157,6 +157,17 @@ def test_the_summary_of_many_classes_names_the_fewest_and_the_most(tmp_path):
     assert counts.count(": ") == 2 + 2 * 5  # "fewest: ", "most: ", the 5 fewest and the 5 most, not 40 counts
 
 
+def test_a_number_that_is_not_a_class_is_named_by_its_value_not_read_as_an_index(tmp_path):
+    csv = write_csv(tmp_path / "d.csv", "x,label", [f"{i},{[0, 1, 2, 7][i % 4]}" for i in range(80)])
+    with pytest.raises(DataError) as err:
+        load_data(DataArguments(dataset_name=str(csv), positive_classes=["3"]))  # index 3 would be class '7'
+    assert str(err.value) == (
+        "Expected positive_classes among the class names ['0', '1', '2', '7'], got '3': the classes are numbers, so "
+        "an entry names a class, not an index"
+    )
+    assert load_data(DataArguments(dataset_name=str(csv), positive_classes=["7"])).label_names == ["rest", "7"]
+
+
 # ---- a folder written by save_to_disk ----
 @pytest.mark.parametrize("whole", [True, False])
 def test_a_save_to_disk_folder_loads(tmp_path, whole):

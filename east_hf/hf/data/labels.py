@@ -253,9 +253,17 @@ def labelled(ds):
 
 
 def binarize(dsd, positive_classes: Sequence[Any], names: list[str]):
-    """Label 1 for ``positive_classes``, 0 for the rest; names ``[rest, pos1+pos2...]``."""
+    """Label 1 for ``positive_classes``, 0 for the rest; names ``[rest, pos1+pos2...]``. An entry is a class name or
+    an index, except where the classes are numbers (``0``, ``1``, ``7``): then only a name."""
     import datasets
 
+    if all(re.fullmatch(r"-?\d+", n) for n in names):  # classes named by numbers: "3" is a name, never an index
+        unknown = [c for c in positive_classes if str(c).strip() not in names]
+        if unknown:
+            raise DataError(
+                f"Expected positive_classes among the class names {names}, got {unknown[0]!r}: the classes are "
+                "numbers, so an entry names a class, not an index"
+            )
     try:
         positive = sorted(
             {class_index(c, names, len(names), what="positive_classes entries") for c in positive_classes}
