@@ -15,15 +15,26 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.resources
 import logging
-import re
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
-from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub import ModelCard
 
 from east_hf.core.loss_registry import LossSpec, loss_spec
 from east_hf.hf.card_files import CARD_BESIDE_README, card_path, is_unchanged_card, signed
+from east_hf.hf.card_metadata import (
+    HUB_METRICS,
+    card_metadata,
+    check_license,
+    is_hub_id,
+    is_multi_label,
+    model_task,
+    text_columns,
+    widget_examples,
+)
 from east_hf.hf.card_plot import annealing_trajectory, plot_annealing, write_atomically
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
 from east_hf.hf.secret_masking import is_secret, mask_secrets
@@ -41,6 +52,7 @@ __all__ = [
     "is_unchanged_card",
     "mask_secrets",
     "plot_annealing",
+    "widget_examples",
     "write_model_card",
 ]
 
@@ -57,68 +69,6 @@ CITATION = """@article{li2025east,
   journal = {arXiv preprint},
   year    = {2025}
 }"""
-
-# hard-metric key -> (metric_type for the Hub's model-index, as the `evaluate` metric of that name, human label)
-_HUB_METRICS = {
-    "fbeta": ("fbeta", "F-beta"),
-    "accuracy": ("accuracy", "Accuracy"),
-    "mcc": ("matthews_correlation", "MCC"),
-    "precision": ("precision", "Precision"),
-    "recall": ("recall", "Recall"),
-}
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-# the Hub's license ids are lowercase SPDX-like names: apache-2.0, mit, cc-by-4.0, openrail++, llama3.1, other
-_LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")
-
-
-def check_license(license: str | None) -> str | None:
-    """``license`` when it has the form of a Hub license id (``apache-2.0``, ``mit``, ``cc-by-4.0``, ``other``), else
-    a ``ValueError``: the Hub refuses a card whose ``license`` is not one of its ids, which would fail the push after
-    training. Which ids the Hub lists is checked by the Hub itself.
-
-    >>> check_license("apache-2.0"), check_license(None)
-    ('apache-2.0', None)
-    """
-    if license is None or (isinstance(license, str) and _LICENSE_ID.fullmatch(license)):
-        return license
-    suggestion = re.sub(r"[^a-z0-9.+]+", "-", str(license).lower()).strip("-")
-    hint = f"; did you mean {suggestion!r}?" if _LICENSE_ID.fullmatch(suggestion) else ""
-    raise ValueError(
-        f"Expected a Hub license id (lowercase, e.g. apache-2.0, mit, cc-by-4.0 or other), got {license!r}{hint}"
-    )
-
-
-def is_hub_id(name: str | None) -> bool:
-    """True for a Hub repository id (``owner/name``) that is not a local path: a card's ``base_model`` must be one.
-
-    >>> is_hub_id("timm/resnet18.a1_in1k"), is_hub_id("/tmp/my-checkpoint"), is_hub_id(None)
-    (True, False, False)
-    """
-    return bool(name) and _HUB_ID.fullmatch(str(name)) is not None and not Path(str(name)).exists()
-
-
-_MULTI_LABEL_NAMES = {"mcc": "MCC (macro over labels)", "accuracy": "Subset accuracy"}  # a multi-label card's names
-
-
-def _metric_identity(key: str, args, id2label: dict) -> tuple[str, str, dict[str, Any] | None]:
-    """(model-index type, name, args) of a hard metric key for the configured average and beta."""
-    metric_type, label = _HUB_METRICS.get(key, (key, key))
-    if key not in ("fbeta", "precision", "recall"):
-        return metric_type, label, None
-    beta = args.east_beta
-    plain_f1 = key == "fbeta" and (beta == 1 or beta == 1.0)
-    if plain_f1:
-        metric_type, label = "f1", "F1"
-    metric_args: dict[str, Any] = {"average": args.east_average}
-    if args.east_average == "binary":
-        positive = id2label.get(args.east_pos_label, id2label.get(str(args.east_pos_label), args.east_pos_label))
-        metric_args["pos_label"] = args.east_pos_label
-        name = f"{label} (binary, positive class {positive})"
-    else:
-        name = f"{label} ({args.east_average})"
-    if key == "fbeta" and not plain_f1:
-        metric_args["beta"] = beta
-    return metric_type, name, metric_args
 
 
 def hub_preflight(args) -> None:
@@ -182,95 +132,6 @@ def _per_class(metrics: dict[str, float], prefix: str) -> list[dict[str, Any]]:
     ]
 
 
-def card_metadata(
-    trainer,
-    *,
-    test_metrics: dict[str, float] | None = None,
-    metric_prefix: str = "test",
-    dataset_name: str | None = None,
-    dataset_split: str = "test",
-    base_model: str | None = None,
-    model_name: str | None = None,
-    tags: list[str] | None = None,
-    license: str | None = None,
-    language: str | list[str] | None = None,
-) -> ModelCardData:
-    """The card's YAML metadata: name, license, language, tags, base model (Hub ids only), data set, ``metrics`` and a
-    ``model-index`` with one ``EvalResult`` for each of the target metric, F-beta, MCC and accuracy found in
-    ``test_metrics`` (keys like ``test_fbeta``), typed for the configured average (binary F1 is ``f1`` with
-    ``average: binary``, not a macro score)."""
-    args, model = trainer.args, trainer.model
-    config = getattr(model, "config", None)
-    id2label = {int(k): v for k, v in (getattr(config, "id2label", None) or {}).items()}
-    target_key = args.east_target_key
-    task = _task(model)
-    multi_label = _is_multi_label(trainer)
-    dataset_name = dataset_name or "custom"
-    eval_results = [
-        EvalResult(
-            task_type=task,
-            dataset_type=dataset_name,
-            dataset_name=dataset_name,
-            dataset_split=dataset_split,
-            metric_type=metric_type,
-            metric_name=name,
-            metric_value=value,
-            metric_args=metric_args,
-        )
-        for metric_type, name, value, metric_args in _results(trainer, test_metrics or {}, metric_prefix, id2label)
-    ]
-    metric_tag = _metric_identity(target_key, args, id2label)[0]
-    is_timm = getattr(config, "model_type", None) in ("timm_wrapper", "east_darknet")  # east_darknet: a TimmWrapper
-    all_tags = ["east", "east_hf", metric_tag, "generated_from_trainer"] + (["timm"] if is_timm else [])
-    all_tags += ["multi-label"] if multi_label else []
-    return ModelCardData(
-        model_name=model_name,
-        license=check_license(license),
-        language=language,
-        library_name="transformers",
-        tags=list(dict.fromkeys(all_tags + list(tags or []))),
-        base_model=base_model if is_hub_id(base_model) else None,
-        datasets=[dataset_name] if dataset_name != "custom" else None,
-        metrics=list(dict.fromkeys(r.metric_type for r in eval_results)) or None,
-        pipeline_tag=task,
-        eval_results=eval_results or None,
-    )
-
-
-def _is_multi_label(trainer) -> bool:
-    """Whether the trainer's task is multi-label: its own flag, or the model's ``config.problem_type``."""
-    config = getattr(trainer.model, "config", None)
-    return getattr(trainer, "multi_label", False) or (
-        getattr(config, "problem_type", None) == "multi_label_classification"
-    )
-
-
-def _results(
-    trainer, test_metrics: dict[str, float], metric_prefix: str, id2label: dict
-) -> list[tuple[str, str, float, dict[str, Any] | None]]:
-    """(model-index type, name, value, args) of each of the target metric, F-beta, MCC and accuracy in
-    ``test_metrics``."""
-    args, multi_label = trainer.args, _is_multi_label(trainer)
-    out = []
-    for key in dict.fromkeys([args.east_target_key, "fbeta", "mcc", "accuracy"]):
-        value = test_metrics.get(f"{metric_prefix}_{key}")
-        if value is None:
-            continue
-        metric_type, name, metric_args = _metric_identity(key, args, id2label)
-        if multi_label and key in _MULTI_LABEL_NAMES:  # averaged over labels, or over rows
-            name = _MULTI_LABEL_NAMES[key]
-        out.append((metric_type, name, float(value), metric_args))
-    return out
-
-
-def _task(model) -> str:
-    """The Hub's pipeline tag of ``model``, read from its main input: pixels, token ids or table rows."""
-    main_input = getattr(model, "main_input_name", None)
-    return {"pixel_values": "image-classification", "input_ids": "text-classification"}.get(
-        main_input, "tabular-classification"
-    )
-
-
 def card_context(
     trainer,
     output_dir: Path,
@@ -296,9 +157,11 @@ def card_context(
         for name in SUMMARY_KEYS
         if f"{metric_prefix}_{name}" in test_metrics
     ]
+    repo_id = args.hub_model_id or str(output_dir)
     return dict(
         model_name=model_name,
         **_task_context(trainer),
+        **_usage_context(trainer, repo_id),
         **_training_context(trainer, rows),
         results=results,
         per_class=_per_class(test_metrics, metric_prefix),
@@ -308,9 +171,10 @@ def card_context(
         local_base_model=None if is_hub_id(base_model) else base_model,
         dataset_name=dataset_name or "custom",
         dataset_split=dataset_split,
-        repo_id=args.hub_model_id or str(output_dir),
+        repo_id=repo_id,
         recipe=_clean_recipe(recipe),
         decision_rule=decision_rule,
+        thresholds=_thresholds(trainer, decision_rule) if decision_rule and is_multi_label(trainer) else None,
         versions=_versions(),
         citation=CITATION,
     )
@@ -319,11 +183,11 @@ def card_context(
 def _task_context(trainer) -> dict[str, Any]:
     """The card's values about the task and the model: what it classifies, how it decides, how to load it."""
     model = trainer.model
-    multi_label = _is_multi_label(trainer)
+    multi_label = is_multi_label(trainer)
     task_description = {
         "image-classification": "an image classifier",
         "text-classification": "a text classifier",
-    }.get(_task(model), "a tabular classifier")
+    }.get(model_task(model), "a tabular classifier")
     if multi_label:
         task_description = task_description.replace("classifier", "multi-label classifier")
     image_model = getattr(model, "main_input_name", None) == "pixel_values"
@@ -332,11 +196,58 @@ def _task_context(trainer) -> dict[str, Any]:
         multi_label=multi_label,
         unit="label" if multi_label else "class",
         decides="`sigmoid(logits) > 0.5` for each label" if multi_label else "`argmax` of its logits",
-        text_model=_task(model) == "text-classification",
+        text_model=model_task(model) == "text-classification",
         auto_class="AutoModelForImageClassification" if image_model else "AutoModelForSequenceClassification",
         remote_code=getattr(model, "_auto_class", None) is not None,  # save_pretrained copied the model's code
         architecture=getattr(getattr(model, "config", None), "architecture", None) or type(model).__name__,
     )
+
+
+def _usage_context(trainer, repo_id: str) -> dict[str, Any]:
+    """The card's values for its usage snippets: a text model's example input (a text, or a text pair as the
+    pipeline takes it) and the longest input its tokenizer keeps (``model_max_length``: the pipeline's
+    ``truncation=True`` cuts a longer text there, as training did); a darknet19 model's name for
+    ``timm.create_model``."""
+    model = trainer.model
+    config = getattr(model, "config", None)
+    pair = len(text_columns(model)) == 2
+    longest = getattr(getattr(trainer, "processing_class", None), "model_max_length", None)
+    return dict(
+        text_pair=pair,
+        example='{"text": "a first text", "text_pair": "a second text"}' if pair else '"a text to classify"',
+        max_length=longest if isinstance(longest, int) and 0 < longest < 1_000_000 else None,
+        darknet=getattr(config, "model_type", None) == "east_darknet",
+        timm_name=f"hf-hub:{repo_id}" if is_hub_id(repo_id) else f"local-dir:{repo_id}",
+    )
+
+
+def _thresholds(trainer, decision_rule: dict[str, Any]) -> list[dict[str, Any]]:
+    """A tuned multi-label rule as the card gives it: per label, the probability threshold the offset folded into the
+    bias amounts to (label k is predicted where z_k + b_k > 0, i.e. sigmoid(z_k) > sigmoid(-b_k), with z_k the
+    as-trained model's logit) and the label's positives in the validation split the rule was tuned on."""
+    support = _validation_support(trainer)
+    return [
+        {
+            "name": name,
+            "threshold": round(1.0 / (1.0 + math.exp(float(offset))), 4),  # sigmoid(-offset)
+            "support": support[k] if support is not None and k < len(support) else "",
+        }
+        for k, (name, offset) in enumerate(decision_rule.get("offsets", {}).items())
+    ]
+
+
+def _validation_support(trainer) -> list[int] | None:
+    """Each label's positives in the trainer's evaluation set (its ``labels`` column of (L,) multi-hot rows; an
+    entry of -100 does not count), or None where that set has no such column."""
+    dataset = trainer.eval_dataset
+    column = next((c for c in ("labels", "label") if c in (getattr(dataset, "column_names", None) or [])), None)
+    if column is None:
+        return None
+    try:
+        labels = np.asarray(dataset.with_format("numpy")[column], dtype=float)  # (N, L)
+    except (TypeError, ValueError):
+        return None
+    return (labels == 1).sum(axis=0).astype(int).tolist() if labels.ndim == 2 else None
 
 
 def _training_context(trainer, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -346,14 +257,14 @@ def _training_context(trainer, rows: list[dict[str, Any]]) -> dict[str, Any]:
     id2label = getattr(getattr(trainer.model, "config", None), "id2label", None) or {}
     beta = getattr(getattr(trainer, "east_loss", None), "beta", args.east_beta)
     betas = [(id2label.get(i, str(i)), b) for i, b in enumerate(beta)] if isinstance(beta, (list, tuple)) else None
-    multi_label = _is_multi_label(trainer)
+    multi_label = is_multi_label(trainer)
     spec = loss_spec(args.east_loss, multi_label)
     annealing = getattr(trainer, "annealing", None)  # the schedule the run trained with
     ema_decay = annealing.ema_decay if annealing is not None else 0.0
     temperatures = [r["temperature"] for r in rows if r["temperature"] is not None]
     return dict(
         east=spec.anneals_temperature,  # a baseline's card has no temperature, stages or surrogate
-        target_metric_label=f"{_HUB_METRICS.get(target_key, (None, target_key))[1]}"
+        target_metric_label=f"{HUB_METRICS.get(target_key, (None, target_key))[1]}"
         + (f" (beta={args.east_beta})" if target_key == "fbeta" and not betas else ""),
         target_key=target_key,
         average=args.east_average,
@@ -410,6 +321,7 @@ def write_model_card(
     tags: list[str] | None = None,
     license: str | None = None,
     language: str | list[str] | None = None,
+    widget: list[dict[str, str]] | None = None,
     **shared: Any,
 ) -> Path | None:
     """Write ``README.md`` (the model card: ``card_metadata`` + the template filled with ``card_context``, signed)
@@ -417,14 +329,15 @@ def write_model_card(
     not an unchanged card of east_hf's stays as it is: the card goes to ``CARD_BESIDE_README`` (``card_path``),
     with one warning line naming both unless that file already holds the card (written again, as ``push_to_hub``
     does).
-    ``shared`` (``test_metrics``, ``metric_prefix``, ``dataset_name``, ``dataset_split``, ``base_model``,
-    ``model_name``) go to both."""
+    ``widget``: the Hub widget's examples of a text model (default: a few validation texts, ``widget_examples``;
+    ``[]`` for none). ``shared`` (``test_metrics``, ``metric_prefix``, ``dataset_name``, ``dataset_split``,
+    ``base_model``, ``model_name``) go to both."""
     if not trainer.is_world_process_zero():
         return None
     output_dir = Path(output_dir or trainer.args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     shared["model_name"] = shared.get("model_name") or (trainer.args.hub_model_id or output_dir.name).split("/")[-1]
-    metadata = card_metadata(trainer, tags=tags, license=license, language=language, **shared)
+    metadata = card_metadata(trainer, tags=tags, license=license, language=language, widget=widget, **shared)
     context = card_context(trainer, output_dir, recipe=recipe, decision_rule=decision_rule, **shared)
     card = ModelCard.from_template(metadata, template_path=str(TEMPLATE_PATH), **context)
     text = signed(str(card)).encode("utf-8")
