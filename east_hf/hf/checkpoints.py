@@ -9,7 +9,8 @@ callback that writes into the checkpoint in ``on_save``, after ``trainer_state.j
 a save killed between the two leaves a checkpoint that names a file it lacks. The annealing callback's per-stage best
 weights (``east_stage_best.pt``) and moving average (``east_ema.pt``) are such files, checked wherever they are present too. The checks read headers and
 zip directories only, never the tensors: a truncated file or a garbled header is found, bytes flipped inside a
-tensor's data are not. Nothing from transformers.
+tensor's data are not; ``nonfinite_weight`` reads the weights themselves for NaN or inf, which a resume checks
+(``east_hf.hf.resume``). Nothing from transformers.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "foreign_files",
     "is_complete_checkpoint",
     "last_complete_checkpoint",
+    "nonfinite_weight",
     "run_files",
 ]
 
@@ -233,6 +235,39 @@ def last_complete_checkpoint(output_dir: str | os.PathLike) -> Path | None:
             return path
         logger.warning(f"skipping incomplete checkpoint {path}: {problem}")
     return None
+
+
+def nonfinite_weight(path: str | os.PathLike) -> str | None:
+    """The first weight of the checkpoint ``path`` that holds NaN or inf, as ``'name' in FILE``, or None where every
+    floating-point weight is finite. Unlike ``checkpoint_problem`` this reads the tensors (one at a time)."""
+    import torch
+
+    folder = Path(path)
+    files = [folder / name for name in ("model.safetensors", "pytorch_model.bin") if (folder / name).is_file()]
+    for index in (folder / "model.safetensors.index.json", folder / "pytorch_model.bin.index.json"):
+        if index.is_file():
+            shards = json.loads(index.read_text()).get("weight_map", {}).values()
+            files += [folder / shard for shard in sorted(set(shards))]
+    for file in files:
+        for name, tensor in _tensors(file):
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                return f"{name!r} in {file}"
+    return None
+
+
+def _tensors(file: Path):
+    """(name, tensor) of a safetensors file or a ``torch.save`` state dict, one at a time where the format allows."""
+    import torch
+
+    if file.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(str(file), framework="pt") as f:
+            for name in f.keys():
+                yield name, f.get_tensor(name)
+        return
+    state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+    yield from ((k, v) for k, v in state.items() if isinstance(v, torch.Tensor))
 
 
 def run_files(output_dir: str | os.PathLike) -> list[str]:

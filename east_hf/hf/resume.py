@@ -4,7 +4,9 @@ one collated mini-batch of the training data.
 ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last *complete* checkpoint of
 ``output_dir`` (``east_hf.hf.checkpoints``), skipping each one whose save was cut off or whose files (the weights, the
 Trainer's state, the optimizer, scheduler and RNG state, the annealing callback's ``east_stage_best.pt``) are missing,
-truncated or corrupt; a path to such a checkpoint is refused in one line naming the file.
+truncated or corrupt; a path to such a checkpoint is refused in one line naming the file. A complete checkpoint whose
+weights hold NaN or inf (valid files of bad values: resuming it would stop at its first step) is refused in one line
+naming it, the weight, and the complete checkpoint before it to resume from instead.
 
 ``load_renamed_weights`` loads a checkpoint whose weight names differ from the model's own: transformers'
 ``save_pretrained`` writes some architectures' weights under their original names (its conversion mapping: ViT, DeiT,
@@ -25,7 +27,7 @@ import torch
 from transformers.trainer import TRAINER_STATE_NAME
 
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
-from east_hf.hf.checkpoints import checkpoint_problem, last_complete_checkpoint
+from east_hf.hf.checkpoints import checkpoint_problem, complete_checkpoints, last_complete_checkpoint, nonfinite_weight
 from east_hf.hf.evaluation import logits_of, split_inputs
 
 __all__ = ["check_saved_schedule", "first_batch_logits", "load_renamed_weights", "resolve_checkpoint"]
@@ -44,6 +46,7 @@ def resolve_checkpoint(resume: str | bool | None, output_dir: str) -> str | None
         checkpoint = last_complete_checkpoint(output_dir)
         if checkpoint is None:
             raise ValueError(f"Expected a complete checkpoint-* folder in {output_dir} to resume from, got none")
+        _check_finite_weights(checkpoint)
         logger.warning(f"resuming from {checkpoint}")
         return str(checkpoint)
     problem = checkpoint_problem(resume)
@@ -52,7 +55,29 @@ def resolve_checkpoint(resume: str | bool | None, output_dir: str) -> str | None
             f"Expected resume_from_checkpoint to be a complete checkpoint, got {str(resume)!r}: {problem}; pass "
             "'true' to resume from the last complete one"
         )
+    _check_finite_weights(resume)
     return str(resume)
+
+
+def _check_finite_weights(checkpoint: str | Path) -> None:
+    """Refuse a checkpoint whose weights hold NaN or inf, naming the weight and the complete checkpoint before it."""
+    bad = nonfinite_weight(checkpoint)
+    if bad is None:
+        return
+    folder = Path(checkpoint)
+    earlier = [p for p in complete_checkpoints(folder.parent) if _step(p) < _step(folder)]
+    then = (
+        f"resume from the checkpoint before it with resume_from_checkpoint={earlier[-1]} "
+        f"(east-train: --resume_from_checkpoint {earlier[-1]})"
+        if earlier
+        else "no complete checkpoint precedes it: train anew (east-train: --overwrite_output_dir true)"
+    )
+    raise ValueError(f"Expected finite weights in {folder} to resume from, got NaN or inf in {bad}: {then}")
+
+
+def _step(folder: Path) -> int:
+    tail = folder.name.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else -1
 
 
 def check_saved_schedule(checkpoint: str, annealing: TemperatureAnnealingCallback | None, restores: bool) -> None:
