@@ -1,4 +1,5 @@
-"""Model cards for EAST models: ``model-index`` metadata, the annealing trajectory (table and PNG), per-class results.
+"""Model cards for EAST models: ``model-index`` metadata and a text model's widget (``east_hf.hf.card_metadata``), the
+annealing trajectory (table and PNG), per-class results, the tuned decision rule, how to load the model.
 
 Rendered with ``huggingface_hub.ModelCard.from_template`` from the template in ``east_hf/hub_cards/`` (the
 top-level ``hub_cards/`` folder of the repository, installed as package data). Written on the main process only.
