@@ -59,9 +59,29 @@ def parse_variants(
         if name.strip() in out:
             raise ValueError(f"Expected distinct variant names, got {name.strip()!r} twice")
         out[name.strip()] = shlex.split(flags)
+        loss = _variant_loss(out[name.strip()])
+        if multi_label and loss is not None and loss not in MULTILABEL_LOSSES:
+            raise ValueError(
+                f"Expected multi-label losses among {list(MULTILABEL_LOSSES)} for multi-label data, got {loss!r} in "
+                f"variant {name.strip()!r} (single-label only)"
+            )
     if not out:
         raise ValueError("Expected at least one variant: pass --losses and/or --variants")
     return out
+
+
+def _variant_loss(flags: Sequence[str]) -> str | None:
+    """The loss a variant's flags set (``--east_loss`` or its alias ``--loss``, the last one given), or None.
+
+    >>> _variant_loss(["--loss", "dice"]), _variant_loss(["--east_loss=ce", "--lr", "0.1"]), _variant_loss([])
+    ('dice', 'ce', None)
+    """
+    loss = None
+    for i, flag in enumerate(flags):
+        name, eq, value = flag.partition("=")
+        if name in ("--east_loss", "--loss"):
+            loss = value if eq else (flags[i + 1] if i + 1 < len(flags) else None)
+    return loss
 
 
 def variant_rows(variants: Mapping[str, list[str]], tuned: bool) -> list[str]:

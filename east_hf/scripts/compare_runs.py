@@ -103,6 +103,7 @@ def run_one(
     """One ``east-train`` run, in this process; ``mode``: ``"fresh"``, ``"resume"`` (from the last complete
     checkpoint) or ``"overwrite"`` (the folder's earlier run is replaced)."""
     from east_hf.scripts.east_train import main as east_train
+    from east_hf.scripts.interruptions import COMPARE_INTERRUPTED, interrupts_say
 
     argv = run_argv(recipe, run_dir, seed, flags, extra, vary_split)
     argv[1:1] = ["--print_metrics", "false"]  # east-compare's own lines and table report the runs
@@ -111,7 +112,8 @@ def run_one(
     elif mode == "overwrite":
         argv += ["--overwrite_output_dir", "true"]
     start = time.time()
-    code = east_train(argv)
+    with interrupts_say(COMPARE_INTERRUPTED):  # a Ctrl-C inside the run: the comparison's line
+        code = east_train(argv)
     if code:
         raise RuntimeError(f"east-train exited with {code} for {' '.join(mask_secrets(argv))}")
     return {"wall_seconds": round(time.time() - start, 1)}

@@ -124,9 +124,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             _ls()
         else:
             _clear(args.sources, args.dry_run, args.missing)
-    except (ValueError, OSError) as e:
+    except OSError as e:
+        parser.error(_os_error_line(e, args.command))
+    except ValueError as e:
         parser.error(" ".join(str(e).split()))
     return 0
+
+
+def _os_error_line(error: OSError, command: str) -> str:
+    """One plain line for a cache folder the command cannot read or change (read-only, no permission, ...).
+
+    >>> _os_error_line(OSError(30, "Read-only file system", "/c/x"), "clear")
+    'Expected a writable cache to clear, got a read-only file system at /c/x (EROFS): nothing more was removed; make the folder writable, or remove it yourself'
+    """
+    import errno
+
+    code = errno.errorcode.get(error.errno or 0, "")
+    what = (error.strerror or str(error)).strip()
+    what = "a read-only file system" if error.errno == errno.EROFS else what[:1].lower() + what[1:]
+    where = f" at {error.filename}" if error.filename else ""
+    if command != "clear":
+        return f"Expected a readable cache to list, got {what}{where}{f' ({code})' if code else ''}"
+    return (
+        f"Expected a writable cache to clear, got {what}{where}{f' ({code})' if code else ''}: nothing more was "
+        "removed; make the folder writable, or remove it yourself"
+    )
 
 
 if __name__ == "__main__":

@@ -206,12 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``east-compare``: train every (variant, seed) run, write the tables; returns 0, exits 2 (one
     line on stderr) on bad input and 130 on Ctrl-C, at any moment, in one line (a run cut short says how it resumes;
     before one starts, that the same command goes on)."""
+    from east_hf.scripts.interruptions import COMPARE_INTERRUPTED as line
     from east_hf.scripts.interruptions import exit_at_once_on_ctrl_c
 
-    line = (
-        "east-compare: interrupted; run the same command again to go on (finished runs are kept, an interrupted one "
-        "resumes from its last complete checkpoint)"
-    )
     try:
         with exit_at_once_on_ctrl_c(line, command=argv is None):  # the libraries load, nothing written yet
             for module in (*dict.fromkeys(_HELPERS.values()), "east_hf.scripts.compare_runs"):

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 # Only the standard library and light modules at the top: the console script imports this module before main runs,
 # and a Ctrl-C while torch or transformers load (seconds) must reach main's guard, not end in a traceback.
-from east_hf.scripts.interruptions import disk_full_line, exit_at_once_on_ctrl_c, interrupted_line
+from east_hf.scripts.interruptions import disk_full_line, exit_at_once_on_ctrl_c, interrupted_line, interrupted_says
 from east_hf.scripts.output_dir import DECISION_RULE_NAME, claim_output_dir, resuming
 
 if TYPE_CHECKING:
@@ -186,11 +186,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     moment, in one line: before the run claims ``output_dir`` (torch and transformers loading, the recipe being parsed)
     that nothing was written, at once; afterwards how to resume. The main process holds the lock on ``output_dir``
     (``east_hf.scripts.lock``) from before it looks at the folder until it exits, however it exits.
-    ``--list_recipes`` is answered first, before transformers is imported."""
+    ``--list_recipes`` is answered first, before transformers is imported. Inside east-compare's run (its
+    ``interrupts_say``) a Ctrl-C ends in the comparison's line instead."""
     args = list(sys.argv[1:] if argv is None else argv)
     # under torchrun / accelerate every process gets the Ctrl-C; the main one alone says so
     main_process = os.environ.get("RANK", "0") == "0"
-    line = f"{PROG}: interrupted before training started; nothing was written" if main_process else None
+    interrupted = interrupted_says()  # east-compare's line, inside one of its runs
+    line = interrupted or f"{PROG}: interrupted before training started; nothing was written"
+    line = line if main_process else None
     try:
         with exit_at_once_on_ctrl_c(line, command=argv is None):  # argv None: the console script, its own process
             if "--list_recipes" in args:
@@ -221,10 +224,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if line is not None:
             print(line, file=sys.stderr, flush=True)
         raise SystemExit(130) from None
-    return _claim_and_run(parser, parsed, lock, args)
+    return _claim_and_run(parser, parsed, lock, args, interrupted)
 
 
-def _claim_and_run(parser: EASTArgumentParser, parsed: ParsedArguments, lock: OutputDirLock, args: list[str]) -> int:
+def _claim_and_run(
+    parser: EASTArgumentParser, parsed: ParsedArguments, lock: OutputDirLock, args: list[str], interrupted: str | None
+) -> int:
     """Claim ``output_dir`` under ``lock`` and run; a Ctrl-C from here on ends in the line naming the last complete
     checkpoint and the command that resumes it (``east_hf.scripts.interruptions``), exit status 130."""
     from east_hf.hf.checkpoints import run_files
@@ -251,7 +256,8 @@ def _claim_and_run(parser: EASTArgumentParser, parsed: ParsedArguments, lock: Ou
         return _run(parser, parsed)
     except KeyboardInterrupt:
         if training.process_index == 0:
-            print(interrupted_line(parser.prog, args, training.output_dir), file=sys.stderr, flush=True)
+            line = interrupted or interrupted_line(parser.prog, args, training.output_dir)
+            print(line, file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     finally:
         lock.release()

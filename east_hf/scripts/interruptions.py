@@ -9,6 +9,7 @@ Ctrl-C while a command still loads its libraries, before it writes anything: its
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import os
 import shlex
@@ -18,9 +19,42 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
-__all__ = ["disk_full_line", "exit_at_once_on_ctrl_c", "interrupted_line", "resume_command"]
+__all__ = [
+    "COMPARE_INTERRUPTED",
+    "disk_full_line",
+    "exit_at_once_on_ctrl_c",
+    "interrupted_line",
+    "interrupted_says",
+    "interrupts_say",
+    "resume_command",
+]
 
 _DISK_FULL = {errno.ENOSPC: "ENOSPC", errno.EDQUOT: "EDQUOT"}
+
+COMPARE_INTERRUPTED = (
+    "east-compare: interrupted; run the same command again to go on (finished runs are kept, an interrupted one "
+    "resumes from its last complete checkpoint)"
+)
+"""What east-compare ends with on Ctrl-C, whenever it comes: also inside one of its runs, in place of the east-train
+command that would resume that run alone."""
+
+_SAYS: contextvars.ContextVar[str | None] = contextvars.ContextVar("east_hf_interrupted_line", default=None)
+
+
+@contextlib.contextmanager
+def interrupts_say(line: str) -> Iterator[None]:
+    """While the block runs, an east-train run started in it ends a Ctrl-C with ``line`` (``interrupted_says``): the
+    command that started the run (east-compare) says how to go on."""
+    token = _SAYS.set(line)
+    try:
+        yield
+    finally:
+        _SAYS.reset(token)
+
+
+def interrupted_says() -> str | None:
+    """The line of the innermost ``interrupts_say`` block, or None outside one."""
+    return _SAYS.get()
 
 
 def resume_command(prog: str, argv: Sequence[str], restart: bool) -> str:

@@ -59,6 +59,7 @@ SETTINGS_GROUPS = ("script", "data", "model", "training")
 RECORD_LEAVES_OUT = frozenset(
     {"output_dir", "logging_dir", "run_name", "resume_from_checkpoint", "overwrite_output_dir", "dry_run"}
     | {"report_to", "disable_tqdm", "project", "log_level", "log_level_replica", "log_on_each_node", "local_rank"}
+    | {"ddp_find_unused_parameters"}  # how DDP runs the model east-train builds, not what it trains
     | {"push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo", "hub_always_push"}
     | {"hub_revision", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id", "skip_memory_metrics"}
     | {"license", "model_card", "print_metrics"}
