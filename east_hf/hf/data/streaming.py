@@ -1,9 +1,9 @@
 """Streamed training rows (``DataArguments.streaming``): data larger than memory or disk, read as it trains.
 
-The training split is opened with ``datasets``' ``streaming=True`` and read twice per epoch's worth of work at most:
-one first pass before training reads every row once, counting the labelled rows and each class (the class names, the
-length of an epoch, and the counts the default loss's priors come from unless ``east_class_priors`` gives them), and
-keeping the first ``SAMPLE_ROWS`` rows (with the first row of each class they do not hold). That sample goes through
+The training split is opened with ``datasets``' ``streaming=True``. A first pass before training reads every row once,
+counting the labelled rows and each class (the class names, the length of an epoch, and the counts the default loss's
+priors come from unless ``east_class_priors`` gives them), and keeping the first ``SAMPLE_ROWS`` rows (with the first
+row of each class they do not hold). That sample goes through
 ``load_data``'s pipeline beside the validation and test splits: it fits the tabular feature encoding (one-hot
 categories, standardisation) or, for ``text_tiny``, the tokenizer, and it checks the columns and labels. Training then
 reads the stream again, shuffled in a buffer of ``SHUFFLE_BUFFER`` rows, each batch encoded as it is read.
@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from east_hf.hf.data.pipeline import EASTData
 from east_hf.hf.data.sources import FILE_BUILDERS, DataError, local_path, quiet_datasets
 from east_hf.hf.data.splits import VALIDATION_NAMES, find_splits
 
@@ -53,25 +53,29 @@ class CountedStream(torch.utils.data.IterableDataset):
         self.stream.set_epoch(epoch)
 
 
-@dataclasses.dataclass
-class StreamedData(EASTData):
-    """``EASTData`` whose training rows stream. ``train`` is the prepared sample of the first pass until
-    ``start_stream`` replaces it by the ``CountedStream`` of every training row, encoded with ``preprocessor`` (the
-    fitted feature extractor, or the tokenizer once ``tokenize_splits`` has run)."""
+class StreamedData:
+    """``load_data``'s ``EASTData`` whose training rows stream (``load_streamed`` makes one of both classes). ``train``
+    is the prepared sample of the first pass until ``start_stream`` replaces it by the ``CountedStream`` of every
+    training row, encoded with ``preprocessor`` (the fitted feature extractor, or the tokenizer once
+    ``tokenize_splits`` has run).
 
-    rows: Any = None  # the training stream as datasets opened it, labels renamed to ``label``
-    train_counts: list[int] = dataclasses.field(default_factory=list)  # training rows per class (the first pass)
-    label_ids: Callable[[list], list[int]] | None = None  # raw label cells -> class indices (-1: no label)
-    columns: list[str] = dataclasses.field(default_factory=list)  # the stream's columns, as read
-    cap: int | None = None  # max_train_samples: the labelled rows trained on
-    seed: int = 42
+    ``rows``: the training stream as ``datasets`` opened it, its label column named ``label``; ``train_counts``: the
+    training rows per class (the first pass); ``label_ids``: raw label cells -> class indices (-1: no label);
+    ``columns``: the stream's columns; ``cap``: ``max_train_samples``; ``seed``: the shuffle's."""
+
+    rows: Any
+    train_counts: list[int]
+    label_ids: Callable[[list], list[int]]
+    columns: list[str]
+    cap: int | None
+    seed: int
 
     @property
     def train_rows(self) -> int:
         return sum(self.train_counts)
 
     def class_counts(self, split: str = "train") -> list[int]:
-        return list(self.train_counts) if split == "train" else super().class_counts(split)
+        return list(self.train_counts) if split == "train" else super().class_counts(split)  # EASTData's
 
     def start_stream(self) -> None:
         """Replace the sample in ``train`` by the stream of every training row, encoded as ``validation`` is: the
@@ -251,7 +255,14 @@ def _open_splits(args) -> dict[str, Any]:
     return splits
 
 
-def load_streamed(args, text: bool, prepare: Callable[..., EASTData]) -> StreamedData:
+@functools.cache
+def _streamed_type(base: type) -> type:
+    """``StreamedData`` over ``base`` (``load_data``'s ``EASTData``, which this module does not import: the pipeline
+    imports it)."""
+    return type("StreamedData", (StreamedData, base), {"__module__": __name__, "__doc__": StreamedData.__doc__})
+
+
+def load_streamed(args, text: bool, prepare: Callable[..., Any]) -> StreamedData:
     """The ``StreamedData`` of ``args`` (``DataArguments`` with ``streaming``); ``prepare`` is ``load_data``'s
     pipeline, run on the first pass's sample and the validation and test splits (see the module docstring)."""
     import datasets
@@ -276,15 +287,16 @@ def load_streamed(args, text: bool, prepare: Callable[..., EASTData]) -> Streame
     if prepared.modality not in ("tabular", "text"):
         raise DataError(f"Expected tabular or text data for streaming, got {prepared.modality} data")
     texts = [c for c in (prepared.text_column, prepared.text_pair_column) if c is not None]
-    fields = {f.name: getattr(prepared, f.name) for f in dataclasses.fields(EASTData)}
+    fields = {f.name: getattr(prepared, f.name) for f in dataclasses.fields(prepared)}
     fields["test"] = None if stand_in else prepared.test
     fields["dropped"] = _dropped(found, prepared.dropped, _sample_blanks(found.sample, texts), texts, stand_in)
-    return StreamedData(
-        **fields, rows=train if label == "label" else train.rename_column(label, "label"),
-        train_counts=found.class_counts(prepared.label_names, class_label, texts),
-        label_ids=_label_ids(prepared.label_names, class_label),
-        columns=["label" if c == label else c for c in first], cap=args.max_train_samples, seed=args.split_seed,
-    )  # fmt: skip
+    data = _streamed_type(type(prepared))(**fields)
+    data.rows = train if label == "label" else train.rename_column(label, "label")
+    data.train_counts = found.class_counts(prepared.label_names, class_label, texts)
+    data.label_ids = _label_ids(prepared.label_names, class_label)
+    data.columns = ["label" if c == label else c for c in first]
+    data.cap, data.seed = args.max_train_samples, args.split_seed
+    return data
 
 
 def _sample_blanks(sample: dict[str, list], texts: list[str]) -> int:
