@@ -58,6 +58,8 @@ def test_streaming_trains_on_a_csv_with_a_validation_csv(tmp_path, capsys):
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["max_steps"] == 2 * 13 and state["global_step"] == 2 * 13
     assert json.loads((out / "train_results.json").read_text())["train_samples"] == 392
+    record = json.loads((out / "run_settings.json").read_text())  # what east-compare plans with: the settings asked
+    assert record["training"]["east_class_priors"] is None
     from east_hf.hf.models import load_pretrained
 
     model = load_pretrained(str(out)).eval()

@@ -351,10 +351,10 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
     set_seed(training.seed)
     try:
         data, model, processor, base_model, collator = _prepare_data_and_model(parsed)
-        if hasattr(data, "start_stream") and training.east_class_priors is None:
-            training.east_class_priors = data.class_counts("train")  # the stream's first pass counted them
         compute_metrics = _reported_metrics(parsed, data)
         record = RecordAtFirstSave(parsed)  # before the Trainer: it builds a default EASTConfig
+        if hasattr(data, "start_stream") and training.east_class_priors is None:  # after the record: as asked
+            training.east_class_priors = data.class_counts("train")  # the stream's first pass counted them
         trainer = EASTTrainer(
             model=model,
             args=training,
