@@ -146,3 +146,18 @@ def test_streaming_trains_text_tiny_on_a_csv_of_texts(tmp_path, capsys):
     assert "dropped 2 rows with an empty text" in stdout
     assert json.loads((out / "trainer_state.json").read_text())["max_steps"] == 2 * 4
     assert (out / "tokenizer.json").is_file()
+
+
+def test_a_class_written_none_streams_as_it_loads_in_memory(tmp_path):
+    """Label cells are read literally in a stream too: a class "None" is a class, not an empty cell."""
+    from east_hf.hf.data import load_data
+    from east_hf.hf.data.arguments import DataArguments
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, n in (("train", 60), ("validation", 20)):
+        rows = "".join(f"{i / n:.3f},{['None', 'cat', 'NA'][i % 3]}\n" for i in range(n))
+        write_text(data / f"{split}.csv", "x,label\n" + rows)
+    streamed = load_data(DataArguments(dataset_name=str(data), streaming=True))
+    assert streamed.label_names == ["NA", "None", "cat"]
+    assert streamed.class_counts("train") == [20, 20, 20] and not streamed.dropped

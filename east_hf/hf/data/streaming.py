@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from east_hf.hf.data.missing import csv_options
 from east_hf.hf.data.sources import FILE_BUILDERS, DataError, local_path, quiet_datasets
 from east_hf.hf.data.splits import VALIDATION_NAMES, find_splits
 
@@ -139,15 +140,19 @@ def _open_streams(args):
     import datasets
 
     path = local_path(args.dataset_name)
+    labels = [args.label_column] if args.label_column else None
+    csv = [] if path is None else [path] if path.is_file() else sorted(path.rglob("*"))
+    # label cells read literally, as load_data reads them (east_hf.hf.data.missing)
+    options = csv_options([f for f in csv if f.suffix.lower() in (".csv", ".tsv")], labels)
     if path is not None and path.is_file():
         builder = FILE_BUILDERS.get(path.suffix.lower())
         if builder is None:
             raise DataError(f"dataset file {args.dataset_name!r}: expected one of {sorted(FILE_BUILDERS)}")
         kwargs = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
-        return datasets.load_dataset(builder, data_files=str(path), streaming=True, **kwargs)
+        return datasets.load_dataset(builder, data_files=str(path), streaming=True, **kwargs, **options)
     name = str(path) if path is not None else args.dataset_name
     try:
-        return datasets.load_dataset(name, args.dataset_config, streaming=True)
+        return datasets.load_dataset(name, args.dataset_config, streaming=True, **options)
     except Exception as e:  # noqa: BLE001 - datasets raises many kinds; the user needs the one line either way
         raise DataError(f"could not stream dataset {args.dataset_name!r}: {' '.join(str(e).split())}") from None
 
