@@ -60,6 +60,7 @@ __all__ = [
     "class_priors",
     "is_multi_label",
     "label_priors",
+    "multi_hot_datasets",
     "needs_class_counts",
     "trains_cross_entropy",
 ]
@@ -83,6 +84,8 @@ class EASTComponents:
             number of classes is unknown until the first evaluation batch).
         num_classes: C (or L labels) from the model's ``config.num_labels``, or None.
         multi_label: whether the task is multi-label (``is_multi_label``).
+        target_metrics: the hard metrics of the configured target whatever the caller passed (counted beside a
+            ``compute_metrics`` of the user's), or None where the number of classes is unknown.
     """
 
     loss: SetLoss
@@ -92,6 +95,7 @@ class EASTComponents:
     compute_metrics: ComputeMetrics | MultiLabelComputeMetrics | None
     num_classes: int | None
     multi_label: bool = False
+    target_metrics: ComputeMetrics | MultiLabelComputeMetrics | None = None
 
 
 def trains_cross_entropy(args: EASTConfig) -> bool:
@@ -375,7 +379,24 @@ def build_components(
     if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
         streamed = train_dataset is not None and dataset_length(train_dataset) is None
         annealing = build_annealing_callback(args, validation_size(eval_dataset, args.east_anneal_key), streamed)
-    metrics = None
-    if compute_metrics is None and num_classes is not None:
-        metrics = build_target_metrics(args, num_classes, id2label, multi_label)
-    return EASTComponents(loss, ce_loss, mixed, annealing, metrics, num_classes, multi_label)
+    metrics = None if num_classes is None else build_target_metrics(args, num_classes, id2label, multi_label)
+    mine = metrics if compute_metrics is None else None
+    return EASTComponents(loss, ce_loss, mixed, annealing, mine, num_classes, multi_label, metrics)
+
+
+def multi_hot_datasets(model: Any, sets: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``train_dataset`` and ``eval_dataset`` of ``sets`` (a trainer's arguments) whose label column holds a list of
+    label ids per row (``Sequence(ClassLabel(...))``, go_emotions' layout, or ``Sequence(Value("int64"))``), as
+    multi-hot float rows of the model's ``config.num_labels`` labels (``east_hf.hf.data.multi_hot.multi_hot_labels``);
+    a mapping of evaluation sets set by set. Sets of any other layout are left out: they are used as they are."""
+    from east_hf.hf.data.multi_hot import holds_label_ids, multi_hot_labels
+
+    num_labels = getattr(getattr(model, "config", None), "num_labels", None)
+    converted = {}
+    for name in ("train_dataset", "eval_dataset"):
+        data = sets.get(name)
+        parts = data if isinstance(data, Mapping) else {None: data}
+        if any(holds_label_ids(part) for part in parts.values()):
+            parts = {k: multi_hot_labels(v, num_labels) if holds_label_ids(v) else v for k, v in parts.items()}
+            converted[name] = parts if isinstance(data, Mapping) else parts[None]
+    return converted

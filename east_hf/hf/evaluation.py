@@ -11,7 +11,9 @@ rows (``_CHUNK_ELEMENTS`` entries) for the loss statistics' temporaries, and the
 of the set: the statistics are summed over chunks of ``_CHUNK_ELEMENTS // C`` rows, so ``eval_loss`` may differ from
 that of whole batches in the last bits of its float32 sums (as between two eval batch sizes); the hard metrics do
 not (integer counts, of ``argmax``, which keeps no (batch, C) temporary). ``predict`` and a ``compute_metrics`` of the
-user's receive every logit, gathered once by the Trainer. ``with_logits_on_disk`` (the decision-rule tuner's path)
+user's receive every logit, gathered once by the Trainer; beside a ``compute_metrics`` of the user's the hard metrics
+are counted too and reported under the keys its result leaves free (a key of the user's keeps the user's value), so
+the keys the annealing watches are there whatever the user reports. ``with_logits_on_disk`` (the decision-rule tuner's path)
 writes the gathered logits of each batch to a temporary ``LogitsFile`` on the main process instead of keeping them.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -29,9 +31,20 @@ from east_hf.core.decision_logits import LogitsFile
 from east_hf.core.set_loss import SetLoss
 from east_hf.hf.metrics.inputs import IGNORE_INDEX, CountedMetrics
 
-__all__ = ["CountedEvaluation", "check_best_metric_key", "counts_only", "logits_of", "split_inputs"]
+__all__ = [
+    "CountedEvaluation",
+    "check_monitor_keys",
+    "check_monitors",
+    "evaluation_keys",
+    "evaluation_mode",
+    "logits_of",
+    "split_inputs",
+    "watched_keys",
+]
 
 _CHUNK_ELEMENTS = 1 << 22  # entries of the (rows, C) chunk of logits whose statistics are taken at once: 16 MiB
+# added to an evaluation's metrics after its loop, by evaluate() (timing) and the Trainer (epoch)
+_LATER_KEYS = ("runtime", "samples_per_second", "steps_per_second", "model_preparation_time", "epoch")
 
 
 def _row_chunks(n: int, num_classes: int) -> list[slice]:
@@ -88,24 +101,80 @@ def split_inputs(inputs: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor]:
     return inputs, inputs.pop("labels")
 
 
-def counts_only(description: str, compute_metrics: Any) -> bool:
-    """Whether an evaluation loop scores from counts (keeping no logits): ``evaluate`` (not ``predict``) with east_hf's
-    counted metrics (``CountedMetrics``) or none given (the trainer's own are counted)."""
-    return description != "Prediction" and (compute_metrics is None or isinstance(compute_metrics, CountedMetrics))
+def evaluation_mode(description: str, compute_metrics: Any) -> tuple[bool, bool]:
+    """(count, keep_logits) of an evaluation loop: ``evaluate`` counts the hard metrics (east_hf's ``CountedMetrics``
+    given as ``compute_metrics``, or the trainer's own); the logits are gathered for ``predict`` and for a
+    ``compute_metrics`` of the user's, which needs them and beside which the trainer's own are counted too."""
+    users = compute_metrics is not None and not isinstance(compute_metrics, CountedMetrics)
+    return description != "Prediction" or users, description == "Prediction" or users
 
 
-def check_best_metric_key(metrics: dict[str, float], metric_for_best_model: str | None, selection_key: str | None):
-    """``metric_for_best_model`` must name a key this evaluation reports (the Trainer would raise a KeyError);
-    ``selection_key`` is the key the annealing callback adds (``east_selection_key``)."""
-    name = metric_for_best_model
-    if not name:
-        return
-    key = name if name.startswith("eval_") else f"eval_{name}"
-    later = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "epoch")  # added by evaluate()
-    later += (selection_key,)  # added by the annealing callback
-    if key not in metrics and key not in later:
-        known = ", ".join(k.removeprefix("eval_") for k in sorted(metrics))
-        raise ValueError(f"Expected metric_for_best_model among the evaluation metrics ({known}), got {name!r}")
+def evaluation_keys(eval_dataset: Any, metric_keys: Sequence[str]) -> list[str]:
+    """The keys an evaluation of ``eval_dataset`` reports: the loss and ``metric_keys``, prefixed ``eval_`` (for a
+    mapping of evaluation sets, ``eval_<name>_`` for each set)."""
+    prefixes = [f"eval_{name}" for name in eval_dataset] if isinstance(eval_dataset, Mapping) else ["eval"]
+    return [f"{prefix}_{key}" for prefix in prefixes for key in ("loss", *metric_keys)]
+
+
+def watched_keys(args: Any, annealing: Any, with_annealing: bool) -> tuple[dict[str, str | None], list[str]]:
+    """(the monitors whose keys an evaluation must report, setting -> key; the keys the annealing adds after the
+    loop) of a trainer's ``args`` and annealing callback (None: none): ``metric_for_best_model``, with
+    ``with_annealing`` the annealing's two monitors until it has finished, and its selection key where that is a mean
+    over several evaluations (``east_select_window``)."""
+    monitors = {"metric_for_best_model": args.metric_for_best_model}
+    if annealing is None:
+        return monitors, []
+    if with_annealing and not annealing.schedule.finished:
+        monitors |= {"east_stage_monitor": annealing.stage_monitor, "east_anneal_monitor": annealing.anneal_monitor}
+    return monitors, [annealing.selection_key] if annealing.selection_key != annealing.anneal_monitor else []
+
+
+def check_monitors(
+    args: Any,
+    annealing: Any,
+    metric_keys: Sequence[str],
+    metrics: Mapping[str, float] | None = None,
+    in_train: bool = True,
+    users: bool = False,
+    eval_dataset: Any = None,
+) -> None:
+    """The monitors of a trainer's ``args`` and annealing callback (``watched_keys``; the annealing's ``in_train``
+    only) must name keys an evaluation reports (``check_monitor_keys``): before training (``metrics`` None) the loss
+    and ``metric_keys`` (the counted metrics') of each set of ``eval_dataset``; at a validation evaluation, its
+    ``metrics``, where ``users`` (a ``compute_metrics`` function of the user's) names the user's keys and the
+    trainer's own (the loss and ``metric_keys``) apart."""
+    monitors, also = watched_keys(args, annealing, in_train)
+    if metrics is None:
+        check_monitor_keys(monitors, evaluation_keys(eval_dataset, metric_keys), also)
+    else:
+        check_monitor_keys(monitors, list(metrics), also, evaluation_keys(None, metric_keys) if users else None)
+
+
+def check_monitor_keys(
+    monitors: Mapping[str, str | None],
+    reported: Sequence[str],
+    also: Sequence[str] = (),
+    own: Sequence[str] | None = None,
+) -> None:
+    """Each monitor (a setting's name -> the key it names, with or without ``eval_``; None: unset) must name a key of
+    ``reported`` (an evaluation's keys, or those known before one) or of ``also`` (keys added after the loop, such as
+    the annealing's selection key), else a one-line ``ValueError``. ``own``: the trainer's own keys; the others of
+    ``reported`` came from the user's ``compute_metrics``, and the line names the two sets apart."""
+
+    def shown(keys) -> str:
+        return ", ".join(sorted(k.removeprefix("eval_") for k in keys if k.removeprefix("eval_") not in _LATER_KEYS))
+
+    for setting, name in monitors.items():
+        key = name if not name or name.startswith("eval_") else f"eval_{name}"
+        if not key or key in reported or key in also or key.removeprefix("eval_") in _LATER_KEYS:
+            continue
+        users = [k for k in reported if own is not None and k not in own]
+        if not users:
+            raise ValueError(f"Expected {setting} among the evaluation metrics ({shown(reported)}), got {name!r}")
+        raise ValueError(
+            f"Expected {setting} among the evaluation metrics, got {name!r}: your compute_metrics reported "
+            f"({shown(users)}) and the trainer its own ({shown(k for k in reported if k in own)}); name one of them"
+        )
 
 
 class CountedEvaluation:
@@ -116,7 +185,8 @@ class CountedEvaluation:
         current_loss: ``current_loss(logits)``, the loss of the current stage with its buffers on the logits' device
             (``current_loss()``: on the device they are on).
         hard_metrics: ``hard_metrics(width)``, the counted metrics an evaluation is scored with (``ComputeMetrics``,
-            ``MultiLabelComputeMetrics``): the trainer's ``compute_metrics``, or its own made for ``width`` classes.
+            ``MultiLabelComputeMetrics``): a ``compute_metrics`` of east_hf's, or the trainer's own for ``width``
+            classes (beside a ``compute_metrics`` function of the user's too).
     """
 
     def __init__(
@@ -125,10 +195,10 @@ class CountedEvaluation:
         self.accelerator = accelerator
         self.current_loss = current_loss
         self.hard_metrics = hard_metrics
-        # The running loop's state: whether it scores from counts, the loss statistics and the hard metrics' (3, C)
-        # counts summed over batches, the metrics that count them and the scores they count (the Trainer's
-        # preprocess_logits_for_metrics, or the logits).
-        self._counts_only = False
+        # The running loop's state: whether it counts the hard metrics and whether it keeps the logits, the loss
+        # statistics and the hard metrics' (3, C) counts summed over batches, the metrics that count them and the
+        # scores they count (the Trainer's preprocess_logits_for_metrics, or the logits).
+        self._counting, self._keep_logits = False, True
         self._stats: Any = None
         self._counts: torch.Tensor | None = None
         self._metrics: CountedMetrics | None = None
@@ -149,8 +219,8 @@ class CountedEvaluation:
     def prediction_step(self, model, inputs: dict[str, Any], prediction_loss_only: bool | None, step: int):
         """One evaluation batch (``inputs`` prepared for the model): add this process's loss statistics (and, in
         ``evaluate``, the hard metrics' counts) to the running sums, leaving out the rows ``gather_for_metrics`` drops
-        (the repeats that even out the last batch of several processes). Returns no logits while ``run`` scores from
-        counts; the batch's logits and labels otherwise (``predict``, a ``compute_metrics`` of the user's). The
+        (the repeats that even out the last batch of several processes). Returns no logits while ``run`` keeps none;
+        the batch's logits and labels otherwise (``predict``, a ``compute_metrics`` of the user's). The
         statistics are taken a chunk of rows at a time (``_row_chunks``), so their temporaries stay a chunk whatever
         the batch and C. Under ``with_logits_on_disk`` the batch's logits are gathered, written to the main process's
         file, and nothing is returned. ``step`` (the global step) is named in errors."""
@@ -168,11 +238,11 @@ class CountedEvaluation:
             for rows in _row_chunks(kept, logits.shape[-1]):
                 part = loss_fn.statistics(own_logits[rows], own_labels[rows])
                 stats = part if stats is None else stats.add_(part)
-            loss = None if self._counts_only else loss_fn.loss_from_statistics(stats)
+            loss = loss_fn.loss_from_statistics(stats) if self._keep_logits else None
             self._stats = stats if self._stats is None else self._stats.add_(stats)
-            if self._counts_only and not prediction_loss_only:
+            if self._counting and not prediction_loss_only:
                 self._add_counts(own_logits, own_labels)
-        if self._counts_only or prediction_loss_only:
+        if not self._keep_logits or prediction_loss_only:
             return loss, None, None
         return loss, logits, labels
 
@@ -198,30 +268,36 @@ class CountedEvaluation:
         self._counts = counts if self._counts is None else self._counts.add_(counts)
 
     def run(
-        self, loop: Callable[[], Any], counts_only: bool, metric_key_prefix: str, step: int, preprocess=None
+        self,
+        loop: Callable[[], Any],
+        mode: tuple[bool, bool],
+        metric_key_prefix: str,
+        step: int,
+        preprocess: Callable | None = None,
     ) -> Any:
         """Run the Trainer's evaluation ``loop`` (its ``EvalLoopOutput`` returned) with ``eval_loss`` the loss of the
-        whole set. With ``counts_only`` (``counts_only()``) it keeps no logits: each process sums its batches'
+        whole set. ``mode`` is (count, keep_logits) (``evaluation_mode``). Counting, each process sums its batches'
         loss statistics and (3, C) hard-metric counts (of ``preprocess(logits, labels)`` where given), the sums are
         added across processes once at the end, and the metrics are scored from them, equal to those of the gathered
-        logits. Otherwise (``predict``, a ``compute_metrics`` of the user's, which needs the logits) the loop gathers
-        the logits as the Trainer does. A validation evaluation (``metric_key_prefix="eval"``) scored from counts
-        records its never-predicted classes under ``step`` (``unpredicted_classes``)."""
+        logits; they join the metrics under every key the loop's ``compute_metrics`` left free. Keeping the logits
+        (``predict``, a ``compute_metrics`` of the user's, which needs them) the loop gathers them as the Trainer does.
+        A validation evaluation (``metric_key_prefix="eval"``) that counts records its never-predicted classes under
+        ``step`` (``unpredicted_classes``)."""
         self._stats = self._counts = self._metrics = None
-        self._counts_only, self._preprocess = counts_only, preprocess
+        (self._counting, self._keep_logits), self._preprocess = mode, preprocess
         try:
             output = loop()
         finally:
             stats, counts, metrics = self._stats, self._counts, self._metrics
             self._stats = self._counts = self._metrics = self._preprocess = None
-            self._counts_only = False
+            self._counting, self._keep_logits = False, True
         if self.accelerator.num_processes > 1:  # every process holds its own rows' sums: add them, once
             stats, counts = (None if t is None else self.accelerator.reduce(t, "sum") for t in (stats, counts))
         if stats is not None:
             self._put_loss(output.metrics, stats, metric_key_prefix, step)
-        if counts is not None:  # after the loss, in the order the Trainer leaves compute_metrics' keys
-            scored = metrics.from_counts(counts)
-            output.metrics.update({f"{metric_key_prefix}_{key}": value for key, value in scored.items()})
+        if counts is not None:  # after the loss and the user's keys, which keep their values
+            for key, value in metrics.from_counts(counts).items():
+                output.metrics.setdefault(f"{metric_key_prefix}_{key}", value)
             if metric_key_prefix == "eval":  # single-label (3, C): TP, support, predicted; multi-label (4, L + 1)
                 width = counts.shape[1] - (counts.shape[0] == 4)  # multi-label: column L holds the rows' sums
                 support, predicted = counts[1, :width], counts[2, :width]

@@ -21,10 +21,12 @@ Gradient accumulation
 
 Evaluation
     ``eval_loss`` is the loss of the whole evaluation set and the hard metrics are scored from per-class counts
-    (``east_hf.hf.evaluation``): ``evaluate`` keeps no logits. Without a ``compute_metrics`` the trainer reports the
-    hard metrics of its target (``eval_fbeta``, ``eval_mcc``, ``eval_accuracy``, ``eval_precision``,
-    ``eval_recall``, and per-class keys as ``build_compute_metrics``), so the annealing and the best checkpoint have
-    their metric with no extra wiring.
+    (``east_hf.hf.evaluation``): ``evaluate`` keeps no logits. The trainer reports the hard metrics of its target
+    (``eval_fbeta``, ``eval_mcc``, ``eval_accuracy``, ``eval_precision``, ``eval_recall``, and per-class keys as
+    ``build_compute_metrics``) with or without a ``compute_metrics`` of the user's, whose keys are reported beside
+    them as it returns them (a key of the user's with an own key's name keeps the user's value), so the annealing and
+    the best checkpoint have their metric with no extra wiring. A monitor no evaluation reports is refused before
+    training where the keys are known, else at the first evaluation.
 
 Everything the trainer trains with is built once at ``__init__`` from the config (``east_hf.hf.build``), and control
 flows one way: the annealing callback holds the schedule; the trainer finds the callback in its own callback list and
@@ -50,18 +52,20 @@ from transformers import Trainer, TrainingArguments
 from transformers.utils import logging as hf_logging
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
-from east_hf.core.loss_registry import SetLoss, floored_beta
+from east_hf.core.loss_registry import SetLoss
 from east_hf.hf.build import build_components, build_target_metrics
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.cards import hub_preflight, write_model_card
 from east_hf.hf.config import EASTConfig
 from east_hf.hf.dataset_stats import training_class_counts
-from east_hf.hf.evaluation import CountedEvaluation, check_best_metric_key, counts_only, logits_of, split_inputs
+from east_hf.hf.evaluation import CountedEvaluation, check_monitors, evaluation_mode, logits_of, split_inputs
 from east_hf.hf.kept_model_warnings import warn_near_empty_kept_model, warn_unpredicted_kept_classes
+from east_hf.hf.metrics.inputs import CountedMetrics
 from east_hf.hf.nonfinite import NonFiniteMonitor, check_finite_parameters
 from east_hf.hf.preflight import check_early_stopping, check_even_batches, check_warm_start_length
 from east_hf.hf.process_sum import SumAcrossProcesses
 from east_hf.hf.resume import check_saved_schedule, first_batch_logits, load_renamed_weights, resolve_checkpoint
+from east_hf.hf.trainer_inputs import model_collator, trainer_arguments
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
 
@@ -77,7 +81,9 @@ class EASTTrainer(Trainer):
     ``TemperatureAnnealingCallback`` unless one is passed in ``callbacks``. transformers' ``EarlyStoppingCallback`` is
     refused beside it (in ``callbacks`` or through ``add_callback``): it would end training inside a stage, before the
     annealing's own early stopping (``east_patience``, ``east_stage_patience``); with ``east_annealing=False`` it is
-    allowed. Without ``compute_metrics`` it reports the hard metrics of its target (``east_hf.hf.build``).
+    allowed. It reports the hard metrics of its target (``east_hf.hf.build``), beside the keys of a ``compute_metrics``
+    of the user's. A ``labels`` / ``label`` column of lists of label ids (``Sequence(ClassLabel(...))``) becomes
+    multi-hot rows of the model's labels (``east_hf.hf.data.multi_hot.multi_hot_labels``).
 
     Attributes:
         east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
@@ -107,13 +113,10 @@ class EASTTrainer(Trainer):
                 )
             raise TypeError(f"Expected args as an east_hf.EASTConfig, got {type(args).__name__}")
         hub_preflight(args)  # push_to_hub without network or token fails now, not after training
-        # Trainer's positional order after args: data_collator, train_dataset, eval_dataset, ..., compute_metrics
-        names = ("data_collator", "train_dataset", "eval_dataset", "processing_class", "model_init", "compute_metrics")
-        given = dict(zip(names, pargs)) | kwargs
+        kwargs = trainer_arguments(model, pargs, kwargs)  # by name; lists of label ids as multi-hot rows
         callbacks = list(callbacks or [])
-        parts = build_components(
-            args, model, given.get("train_dataset"), given.get("eval_dataset"), callbacks, given.get("compute_metrics")
-        )
+        train, evaluation = kwargs.get("train_dataset"), kwargs.get("eval_dataset")
+        parts = build_components(args, model, train, evaluation, callbacks, kwargs.get("compute_metrics"))
         self.east_loss: SetLoss = parts.loss
         self.warm_start_loss = parts.ce_loss
         self.east_ce_weight = args.resolved_ce_weight  # w0 of the annealed cross-entropy weight
@@ -125,8 +128,9 @@ class EASTTrainer(Trainer):
         if self.multi_label and config is not None and getattr(config, "problem_type", None) is None:
             # saved with the model: the Auto classes, pipeline() and east-predict then use sigmoid, per label
             config.problem_type = "multi_label_classification"
-        if parts.compute_metrics is not None and len(pargs) < len(names):
+        if parts.compute_metrics is not None:
             kwargs["compute_metrics"] = parts.compute_metrics
+        self._target_metrics = parts.target_metrics  # counted beside a compute_metrics of the user's
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
         self.east_card_info: dict[str, Any] = {}
         self._soft_metric_sum = None
@@ -134,13 +138,13 @@ class EASTTrainer(Trainer):
         self.decision_rule = self.decision_beta = None  # set by tune_decision_rule
         if parts.annealing is not None:
             callbacks.append(parts.annealing)
-        check_warm_start_length(parts.annealing, given.get("train_dataset"))
+        check_warm_start_length(parts.annealing, train)
         check_early_stopping(callbacks)
-        super().__init__(model, args, *pargs, callbacks=callbacks, **kwargs)
+        super().__init__(model, args, callbacks=callbacks, **kwargs)
         check_even_batches(self.accelerator.num_processes, self.accelerator.even_batches)
         losses = (self.east_loss, self.warm_start_loss)
         self._nonfinite = NonFiniteMonitor(losses, self.accelerator.num_processes, self.args.device)
-        self._evaluator = CountedEvaluation(self.accelerator, self._current_loss, self._hard_metrics)
+        self._evaluator = CountedEvaluation(self.accelerator, self._current_loss, self._counted_metrics)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
 
     def add_callback(self, callback) -> None:
@@ -150,13 +154,30 @@ class EASTTrainer(Trainer):
         check_early_stopping([*(handler.callbacks if handler is not None else []), callback])
         super().add_callback(callback)
 
-    def _hard_metrics(self, num_classes: int):
-        """The counted metrics an evaluation is scored with: ``compute_metrics``, set on first use to the hard metrics
-        of the configured target for ``num_classes`` classes when none was given."""
-        if self.compute_metrics is None:
+    def _counted_metrics(self, num_classes: int) -> CountedMetrics:
+        """The metrics an evaluation counts: a ``compute_metrics`` of east_hf's, else the hard metrics of the target
+        (made on first use for ``num_classes`` classes where the model's config does not give them), which are also
+        ``compute_metrics`` when none was given."""
+        if isinstance(self.compute_metrics, CountedMetrics):
+            return self.compute_metrics
+        if self._target_metrics is None:
             id2label = getattr(getattr(self.model, "config", None), "id2label", None)
-            self.compute_metrics = build_target_metrics(self.args, num_classes, id2label, self.multi_label)
-        return self.compute_metrics
+            self._target_metrics = build_target_metrics(self.args, num_classes, id2label, self.multi_label)
+        if self.compute_metrics is None:
+            self.compute_metrics = self._target_metrics
+        return self._target_metrics
+
+    def _check_monitors(self, metrics: dict[str, float] | None = None, num_classes: int | None = None) -> None:
+        """The keys ``metric_for_best_model`` and (in training) the annealing watch must be reported: at a validation
+        evaluation among its ``metrics``, naming a user's ``compute_metrics`` keys and the trainer's own apart; before
+        training (``num_classes``: the logits' width) among the keys known then, unless a user's function may add any."""
+        users = evaluation_mode("", self.compute_metrics)[1]  # a function of the user's: its keys are not known
+        if metrics is not None:
+            keys = self._target_metrics.metric_keys() if users and self._target_metrics is not None else ()
+            check_monitors(self.args, self.annealing, keys, metrics, self.is_in_train, users)
+        elif num_classes is not None and not users and self.args.eval_strategy != "no":
+            keys = self._counted_metrics(num_classes).metric_keys()
+            check_monitors(self.args, self.annealing, keys, eval_dataset=self.eval_dataset)
 
     # ---- the annealing state, pulled from the callback ----
     @property
@@ -260,17 +281,18 @@ class EASTTrainer(Trainer):
         # A model trained on a non-finite loss has non-finite weights: name the training step that caused it before
         # an evaluation reports the non-finite logits as a fault of the evaluation data.
         self._nonfinite.raise_if_flagged()
-        counted = counts_only(description, self.compute_metrics)
-        if counted and self.compute_metrics is None:
+        mode = evaluation_mode(description, self.compute_metrics)
+        if mode[0] and self.compute_metrics is None:
             prediction_loss_only = None  # evaluate() asks for the loss alone without compute_metrics: count anyway
         loop = partial(
             super().evaluation_loop, dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix
         )
-        step, preprocess = self.state.global_step, self.preprocess_logits_for_metrics
-        output = self._evaluator.run(loop, counted, metric_key_prefix, step, preprocess)
+        # preprocess_logits_for_metrics prepares what a user's metrics receive; the trainer's own count the logits
+        users = isinstance(self.compute_metrics, CountedMetrics) and self.compute_metrics is not self._target_metrics
+        preprocess = self.preprocess_logits_for_metrics if users else None
+        output = self._evaluator.run(loop, mode, metric_key_prefix, self.state.global_step, preprocess)
         if metric_key_prefix == "eval":
-            selection_key = getattr(self.args, "east_selection_key", None)
-            check_best_metric_key(output.metrics, self.args.metric_for_best_model, selection_key)
+            self._check_monitors(output.metrics)
         return output
 
     def with_logits_on_disk(self, dataset: Any, fn, metric_key_prefix="test"):
@@ -302,39 +324,16 @@ class EASTTrainer(Trainer):
         than the rule tuned for F1 (the documentation's "Quality" results). ``east_beta_floor=0`` tunes the beta as
         given. ``trainer.decision_beta`` is the beta tuned for.
         """
-        from east_hf.core import resolve_beta
-        from east_hf.core.decision import fold_offsets_into_bias, tune_logit_offsets
-        from east_hf.core.decision_logits import LogitsFile
-        from east_hf.core.decision_multilabel import tune_label_offsets
+        from east_hf.core.decision import fold_offsets_into_bias
+        from east_hf.hf.decision_tuning import tune_rule
         from east_hf.hf.models import classifier_head
 
         dataset = self.eval_dataset if eval_dataset is None else eval_dataset
         if dataset is None:
             raise ValueError("Expected a validation set to tune the decision rule on, got none (pass eval_dataset)")
         head = classifier_head(self.model, self._num_classes)
-        args, config = self.args, getattr(self.model, "config", None)
-
-        def tune(logits, labels):
-            beta = getattr(self.east_loss, "beta", None)
-            if beta is None:  # a baseline: resolve the configured beta as EASTLoss would
-                beta = resolve_beta(args.east_beta, getattr(config, "id2label", None), logits.shape[1])
-            beta = floored_beta(beta.tolist() if isinstance(beta, torch.Tensor) else beta, args.east_beta_floor)
-            if self.multi_label:  # one offset per label, tuned on the (N, L) logits in memory
-                scores = logits.block(0, logits.shape[0]) if isinstance(logits, LogitsFile) else logits
-                settings = dict(
-                    beta=beta, average=args.east_average, zero_division=getattr(self.east_loss, "zero_division", 0.0)
-                )
-                return beta, tune_label_offsets(scores, labels, args.east_metric, **settings)
-            rule = tune_logit_offsets(
-                logits,
-                labels,
-                args.east_metric,
-                beta=beta,
-                average=args.east_average,
-                pos_label=args.east_pos_label,
-            )
-            return beta, rule
-
+        id2label = getattr(getattr(self.model, "config", None), "id2label", None)
+        tune = partial(tune_rule, args=self.args, loss=self.east_loss, id2label=id2label, multi_label=self.multi_label)
         self.decision_beta, rule = self.with_logits_on_disk(dataset, tune, metric_key_prefix="tune")
         fold_offsets_into_bias(head, rule.offsets)
         self.decision_rule = rule
@@ -361,7 +360,7 @@ class EASTTrainer(Trainer):
         if resume_from_checkpoint is not None:
             restores = self.args.restore_callback_states_from_checkpoint
             check_saved_schedule(resume_from_checkpoint, self.annealing, restores)
-        self._preflight()
+        self._check_monitors(num_classes=self._preflight() or self._num_classes)
         model = self.accelerator.unwrap_model(self.model)
         if resume_from_checkpoint is not None:  # the weights the Trainer's load_state_dict cannot name (resume.py)
             load_renamed_weights(model, resume_from_checkpoint)
@@ -394,11 +393,13 @@ class EASTTrainer(Trainer):
             if bars_were_on:
                 hf_logging.enable_progress_bar()
 
-    def _preflight(self) -> None:
-        """Check one collated mini-batch before any step: labels present, logits as wide as the configured classes."""
-        first = first_batch_logits(self.model, self.train_dataset, self.data_collator, self._prepare_inputs)
+    def _preflight(self) -> int | None:
+        """Check one collated mini-batch before any step: labels present, logits as wide as the configured classes.
+        Returns the logits' width (None: a training set that cannot be indexed)."""
+        collate = model_collator(self.model, self.data_collator, self.args.remove_unused_columns, self.label_names)
+        first = first_batch_logits(self.model, self.train_dataset, collate, self._prepare_inputs)
         if first is None:
-            return
+            return None
         logits, labels = first
         C = self._num_classes
         if logits.ndim != 2 or (C is not None and logits.shape[1] != C):
@@ -408,6 +409,7 @@ class EASTTrainer(Trainer):
         if self.east_loss.name == "east":
             self.east_loss.bind_num_classes(logits.shape[1])
         self._current_loss(logits).statistics(logits, labels)  # labels in range, beta length
+        return logits.shape[1]
 
     # ---- model card ----
     def create_model_card(

@@ -57,6 +57,8 @@ SUMMARY_KEYS = (*METRIC_KEYS, "loss")
 class ComputeMetrics(CountedMetrics):
     """The callable ``build_compute_metrics`` returns; see there. ``__call__(eval_pred, compute_result=None)``."""
 
+    KEYS = METRIC_KEYS
+
     def __init__(
         self,
         num_classes: int,

@@ -63,7 +63,17 @@ class CountedMetrics:
     ``EASTTrainer.evaluate`` sums the counts of its batches itself and keeps no logits; called, it scores the gathered
     predictions, or with ``batch_eval_metrics=True`` keeps a running sum (one callable per Trainer)."""
 
+    KEYS: tuple[str, ...] = ()  # the averaged keys ``from_counts`` returns, in order
+    report: dict[int, str]  # the classes reported under their own names, index -> safe name (set by subclasses)
     _counts: torch.Tensor | None = None
+
+    def metric_keys(self) -> list[str]:
+        """The keys ``from_counts`` returns, in order: the averaged ``KEYS``, then each reported class's precision,
+        recall and F-beta; known before any evaluation."""
+        per_class = [
+            f"{metric}_{name}" for name in self.report.values() for metric in ("precision", "recall", "fbeta")
+        ]
+        return [*self.KEYS, *per_class]
 
     def counts(self, predictions: Any, labels: Any, validate_args: bool = True) -> torch.Tensor:
         raise NotImplementedError

@@ -61,6 +61,8 @@ class MultiLabelComputeMetrics(CountedMetrics):
     {'accuracy': 0.3333, 'fbeta': 0.8333, 'mcc': 0.5, 'precision': 0.8333, 'recall': 0.8333, 'jaccard': 0.6667, 'precision_cat': 0.5, 'recall_cat': 1.0, 'fbeta_cat': 0.8333}
     """
 
+    KEYS = MULTILABEL_METRIC_KEYS
+
     def __init__(
         self,
         num_labels: int,
