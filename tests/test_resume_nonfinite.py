@@ -69,3 +69,31 @@ def test_east_train_resuming_a_run_whose_last_checkpoint_holds_nan_names_the_one
         f"{name!r} in {last}: resume from the checkpoint before it with resume_from_checkpoint={out / 'checkpoint-2'} "
         f"(east-train: --resume_from_checkpoint {out / 'checkpoint-2'})"
     )
+
+
+def test_a_checkpoint_removed_while_it_is_checked_is_incomplete_not_an_error(tmp_path, monkeypatch):
+    """The Trainer's save_total_limit deletes an old checkpoint while another process (a resume, a test waiting for
+    a checkpoint) lists and checks the folder: the check says the checkpoint is incomplete."""
+    import shutil
+
+    from east_hf.hf import checkpoints
+
+    path = _checkpoint(tmp_path, 2, 0.5)
+    torch.save({"state": 1}, path / "optimizer.pt")
+    assert checkpoints.checkpoint_problem(path) is None
+    weights_problem = checkpoints._safetensors_problem
+
+    def removed_meanwhile(file):  # the folder goes after its weights are read, before its archives are
+        problem = weights_problem(file)
+        shutil.rmtree(path)
+        return problem
+
+    monkeypatch.setattr(checkpoints, "_safetensors_problem", removed_meanwhile)
+    assert checkpoints.checkpoint_problem(path) == (
+        f"{path / 'optimizer.pt'} is missing (removed while the checkpoint was checked)"
+    )
+    path.mkdir()  # listed again, then removed again while checked
+    (path / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    save_file({"w": torch.ones(2)}, str(path / "model.safetensors"))
+    torch.save({"state": 1}, path / "optimizer.pt")
+    assert checkpoints.complete_checkpoints(tmp_path) == []

@@ -156,8 +156,16 @@ def _index_problem(index: Path) -> str | None:
 
 def checkpoint_problem(path: str | os.PathLike) -> str | None:
     """Why ``path`` is not a complete checkpoint, in a few words naming the file (``.../trainer_state.json is not
-    JSON (...): truncated or corrupt``), or None where it is complete (see the module docstring for the checks)."""
-    path = Path(path)
+    JSON (...): truncated or corrupt``), or None where it is complete (see the module docstring for the checks). A
+    file removed while it is checked (the Trainer's ``save_total_limit`` deleting an old checkpoint) makes the
+    checkpoint incomplete, not an error."""
+    try:
+        return _checkpoint_problem(Path(path))
+    except FileNotFoundError as e:
+        return f"{e.filename} is missing (removed while the checkpoint was checked)"
+
+
+def _checkpoint_problem(path: Path) -> str | None:
     if not path.is_dir():
         return f"{path} is not a folder"
     state = path / "trainer_state.json"
