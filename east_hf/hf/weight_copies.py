@@ -5,11 +5,12 @@ SHA-256 and loaded back only where it matches."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 
 import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from east_hf.hf.data.fingerprint import file_sha256
 
 __all__ = ["CHECKSUM_SUFFIX", "checkpoint_folder", "cpu_state_dict", "load_weights", "save_weights", "swap_weights"]
 
@@ -41,14 +42,6 @@ def checkpoint_folder(args, step: int) -> str:
     return os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def save_weights(weights: dict[str, torch.Tensor], path: str) -> None:
     """``torch.save(weights, path)``, and beside it ``path + CHECKSUM_SUFFIX``: the file's SHA-256 (``sha256sum -c``
     checks it too), which ``load_weights`` compares. An earlier record goes first, so a save cut off leaves no
@@ -59,7 +52,7 @@ def save_weights(weights: dict[str, torch.Tensor], path: str) -> None:
     torch.save(weights, path)
     tmp = f"{record}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
-        f.write(f"{_sha256(path)}  {os.path.basename(path)}\n")
+        f.write(f"{file_sha256(path)}  {os.path.basename(path)}\n")
     os.replace(tmp, record)
 
 
@@ -74,7 +67,7 @@ def _checksum_problem(path: str) -> str | None:
         return None
     except (OSError, UnicodeDecodeError) as e:
         return f"an unreadable checksum record {record} ({type(e).__name__})"
-    actual = _sha256(path)
+    actual = file_sha256(path)
     if actual == expected:
         return None
     return (
