@@ -75,7 +75,7 @@ def test_the_text_classification_example_trains_and_anneals_on_macro_fbeta(tmp_p
     # the user's f1 is scikit-learn's macro F1 of the same predictions: the trainer's own eval_fbeta, from counts
     assert all(e["eval_f1"] == pytest.approx(e["eval_fbeta"], abs=1e-9) for e in seen)
     assert args.metric_for_best_model == "eval_fbeta" and annealer(trainer).anneal_monitor == "eval_fbeta"
-    assert max(e["east_stage"] for e in seen) >= 1  # it annealed
+    assert annealer(trainer).schedule.stage >= 1  # it annealed (the last evaluation may be the one that lowers T)
     best = max(e["eval_fbeta"] for e in seen)
     assert best > 0.6 and trainer.state.best_metric == best  # the checkpoint kept is the best by macro F-beta
     first_best = next(e["step"] for e in seen if e["eval_fbeta"] == best)
