@@ -27,7 +27,15 @@ from east_hf.core.annealing import AnnealingSchedule, Decision
 from east_hf.core.monitor_keys import monitor_mode
 from east_hf.hf.annealing_checks import DEFAULT_EMA_DECAY, check_ema_decay, check_evaluates
 from east_hf.hf.checkpoints import CHECKPOINT_FILES_KEY, EMA_WEIGHTS_NAME, STAGE_BEST_WEIGHTS_NAME
-from east_hf.hf.weight_copies import checkpoint_folder, cpu_state_dict, load_weights, save_weights, swap_weights
+from east_hf.hf.weight_copies import (
+    checkpoint_folder,
+    cpu_state_dict,
+    load_trainable,
+    load_weights,
+    save_weights,
+    swap_weights,
+    trainable_state_dict,
+)
 
 __all__ = ["EMA_WEIGHTS_NAME", "STAGE_BEST_WEIGHTS_NAME", "TemperatureAnnealingCallback"]
 
@@ -64,10 +72,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             ``select_window`` evaluations) is written into each evaluation's metrics during training, for
             ``metric_for_best_model``; None: the anneal monitor itself (a window of 1).
         restore_best_per_stage: before training at a lower temperature, load the ended stage's best weights (by
-            ``stage_monitor``). Costs one CPU copy of the model's ``state_dict`` (the model's size in host memory),
-            taken at each new stage best; a checkpoint saved while the stage best is not the checkpoint's own weights
-            also gets that copy as ``east_stage_best.pt`` (the model's size on disk), so a resumed run restores the
-            same weights. The copy is a plain ``state_dict()``: single device or DDP, not sharded FSDP / ZeRO-3.
+            ``stage_monitor``). Costs one CPU copy of what training changes (``trainable_state_dict``: the
+            parameters that require a gradient, and the buffers; a full fine-tune's is the model's size in host
+            memory, a LoRA model's its adapters and head), taken at each new stage best; a checkpoint saved while the
+            stage best is not the checkpoint's own weights also gets that copy as ``east_stage_best.pt``, so a resumed
+            run restores the same weights. The copy is of the model as this process holds it: single device or DDP,
+            not sharded FSDP / ZeRO-3.
         ema_decay: d in [0, 1): keep an exponential moving average of the weights, w_ema <- d * w_ema + (1 - d) * w
             after every optimiser step (timm's ``ModelEmaV3``, parameters only), and evaluate, checkpoint,
             select and restore the average instead of the training weights (0: none, as the paper). The average
@@ -256,7 +266,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             return
         if not self.restore_pending and schedule.stage_best_step == state.global_step:
             if model is not None:  # the checkpoint's weights are the stage's best
-                self._stage_weights = cpu_state_dict(model)
+                self._stage_weights = trainable_state_dict(model)
             return
         if not self.restore_pending and schedule.stage_best_step is None:
             return
@@ -312,9 +322,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self._scale_learning_rate(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
         if self.restore_pending:
             if self._stage_weights is not None and model is not None:
-                model.load_state_dict(self._stage_weights)
+                load_trainable(model, self._stage_weights)
                 if self._ema is not None:  # the next stage averages from its start
-                    self._ema.module.load_state_dict(self._stage_weights)
+                    self._ema.module.load_state_dict(self._stage_weights, strict=False)
                     self.ema_in_model = False
             self._stage_weights, self.restore_pending = None, False
         if self.ema_in_model and model is not None:  # train the training weights, not the average
@@ -356,7 +366,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             metrics[self.selection_key] = schedule.selection_value
         if decision is Decision.IMPROVED:
             if self.restore_best_per_stage and model is not None:
-                self._stage_weights = cpu_state_dict(model)
+                self._stage_weights = trainable_state_dict(model)
         elif decision is Decision.NEXT_STAGE:
             # Deferred to the next step: this evaluation's checkpoint must hold the weights it evaluated.
             self.restore_pending = (

@@ -158,7 +158,7 @@ def card_metadata(
         model_name=model_name,
         license=check_license(license),
         language=language,
-        library_name="transformers",
+        library_name="peft" if type(model).__module__.startswith("peft.") else "transformers",
         tags=list(dict.fromkeys(all_tags + list(tags or []))),
         base_model=base_model if is_hub_id(base_model) else None,
         datasets=[dataset_name] if dataset_name != "custom" else None,

@@ -201,7 +201,27 @@ def _task_context(trainer) -> dict[str, Any]:
         auto_class="AutoModelForImageClassification" if image_model else "AutoModelForSequenceClassification",
         remote_code=getattr(model, "_auto_class", None) is not None,  # save_pretrained copied the model's code
         architecture=getattr(getattr(model, "config", None), "architecture", None) or type(model).__name__,
+        **_peft_context(model),
     )
+
+
+def _peft_context(model) -> dict[str, Any]:
+    """The card's values for a LoRA run: peft's Auto class, the base checkpoint and the head's keyword arguments."""
+    from east_hf.hf.models.lora import is_peft_model
+
+    if not is_peft_model(model):
+        return {"peft": False}
+    config = model.config
+    kwargs = {"num_labels": config.num_labels, "id2label": dict(config.id2label), "label2id": dict(config.label2id)}
+    if getattr(config, "problem_type", None):
+        kwargs["problem_type"] = config.problem_type
+    text = model_task(model) == "text-classification"
+    return {
+        "peft": True,
+        "peft_auto_class": "AutoPeftModelForSequenceClassification" if text else "AutoPeftModel",
+        "peft_base": model.peft_config[model.active_adapter].base_model_name_or_path,
+        "classifier_kwargs": ", ".join(f"{k}={v!r}" for k, v in kwargs.items()),
+    }
 
 
 def _usage_context(trainer, repo_id: str) -> dict[str, Any]:

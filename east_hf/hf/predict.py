@@ -85,8 +85,8 @@ logger = logging.getLogger(__name__)
 
 
 def check_run_folder(run_dir: str | os.PathLike) -> Path:
-    """``run_dir`` as a ``Path`` where it holds a saved model (``config.json`` and its weights: a run folder of
-    ``east-train`` or one of its checkpoints), else a one-line ``ValueError`` saying what the folder is instead:
+    """``run_dir`` as a ``Path`` where it holds a saved model (``config.json`` and its weights, or a LoRA run's
+    ``adapter_config.json`` and adapter: a run folder of ``east-train`` or one of its checkpoints), else a one-line ``ValueError`` saying what the folder is instead:
     missing, a file, an east-compare table (naming one of its runs), a run that never saved its final model (naming
     its last complete checkpoint) or any other folder (naming what it holds)."""
     from east_hf.hf.checkpoints import WEIGHT_FILES, comparison_files, last_complete_checkpoint
@@ -97,7 +97,7 @@ def check_run_folder(run_dir: str | os.PathLike) -> Path:
         raise ValueError(f"{expected}, which does not exist")
     if not folder.is_dir():
         raise ValueError(f"{expected}, which is a file")
-    has_config = (folder / "config.json").is_file()
+    has_config = (folder / "config.json").is_file() or (folder / "adapter_config.json").is_file()  # LoRA: peft's
     has_weights = any((folder / name).is_file() for name in WEIGHT_FILES)
     if has_config and has_weights:
         return folder

@@ -61,6 +61,7 @@ from east_hf.hf.dataset_stats import training_class_counts
 from east_hf.hf.evaluation import CountedEvaluation, check_monitors, evaluation_mode, logits_of, split_inputs
 from east_hf.hf.kept_model_warnings import warn_near_empty_kept_model, warn_unpredicted_kept_classes
 from east_hf.hf.metrics.inputs import CountedMetrics
+from east_hf.hf.models.lora import adapter_files
 from east_hf.hf.nonfinite import NonFiniteMonitor, check_finite_parameters
 from east_hf.hf.preflight import check_early_stopping, check_even_batches, check_warm_start_length
 from east_hf.hf.process_sum import SumAcrossProcesses
@@ -310,14 +311,13 @@ class EASTTrainer(Trainer):
         bias (``east_hf.hf.models.classifier_head``), so that ``argmax`` of the model's logits applies the tuned rule in
         every later evaluation, ``save_model`` and pipeline. A multi-label model gets one offset per label
         (``east_hf.core.decision_multilabel.tune_label_offsets``), so that ``sigmoid(logits) > 0.5`` of the saved model
-        applies it. Returns the ``east_hf.core.decision.DecisionRule``, also kept
-        as ``trainer.decision_rule``. A head without a bias is a one-line error before any prediction runs.
+        applies it. Returns the ``east_hf.core.decision.DecisionRule``, also kept as ``trainer.decision_rule``. A head
+        without a bias is a one-line error before any prediction runs.
 
         Each batch's validation logits are written to a temporary ``LogitsFile`` under ``output_dir`` (twice their
-        size on disk, removed afterwards), which the main process tunes from (``with_logits_on_disk``); every process
-        folds the same offsets. A single-label rule is tuned from the file a block of rows or a class's column at a
-        time, so its logits are never all in memory; a multi-label rule reads the whole (N, L) logits back into memory
-        and tunes on them there.
+        size, removed afterwards), which the main process tunes from (``with_logits_on_disk``); every process folds
+        the same offsets. A single-label rule reads the file a block of rows or a class's column at a time; a
+        multi-label rule reads the whole (N, L) logits back into memory.
 
         A precision-leaning F-beta is tuned at ``max(beta_k, east_beta_floor)``, as the surrogate trains it: a rule
         tuned for F0.25 on a few dozen validation positives overfits them and scores lower at F0.25 on the test split
@@ -380,15 +380,17 @@ class EASTTrainer(Trainer):
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
         """``Trainer.save_model``, refused (one line, nothing written) after a non-finite loss or with NaN / inf
-        parameters: a model that cannot predict is never saved over a good one. Saves draw no progress bar."""
+        parameters: a model that cannot predict is never saved over a good one. Saves draw no progress bar. A peft
+        model saves its adapter and ``classifier_config.json`` (``east_hf.hf.models.lora.adapter_files``)."""
         self._nonfinite.raise_if_flagged()
         check_finite_parameters(self.model, self.state.global_step)
-        # transformers' save_pretrained draws a "Writing model shards" bar on every save (each checkpoint, the final
-        # model): noise beside the Trainer's own bars, so the switch transformers offers is off while saving.
+        # save_pretrained's "Writing model shards" bar at every save is noise beside the Trainer's own bars: off.
         bars_were_on = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()
         try:
-            return super().save_model(output_dir, _internal_call)
+            model = self.accelerator.unwrap_model(self.model)
+            with adapter_files(model, output_dir or self.args.output_dir, self.args.should_save):
+                return super().save_model(output_dir, _internal_call)
         finally:
             if bars_were_on:
                 hf_logging.enable_progress_bar()
@@ -430,10 +432,7 @@ class EASTTrainer(Trainer):
         ``east_card_info``) gets its model-index from the last validation evaluation in its log.
         """
         info = dict(self.east_card_info)
-        if language is not None:
-            info["language"] = language
-        if license is not None:
-            info["license"] = license
+        info.update({k: v for k, v in (("language", language), ("license", license)) if v is not None})
         if model_name:
             info.setdefault("model_name", model_name)
         if tags:

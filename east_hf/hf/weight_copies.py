@@ -12,7 +12,16 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from east_hf.hf.data.fingerprint import file_sha256
 
-__all__ = ["CHECKSUM_SUFFIX", "checkpoint_folder", "cpu_state_dict", "load_weights", "save_weights", "swap_weights"]
+__all__ = [
+    "CHECKSUM_SUFFIX",
+    "checkpoint_folder",
+    "cpu_state_dict",
+    "load_trainable",
+    "load_weights",
+    "save_weights",
+    "swap_weights",
+    "trainable_state_dict",
+]
 
 CHECKSUM_SUFFIX = ".sha256"  # beside a saved copy: its SHA-256 in sha256sum's format ("<hex>  <name>")
 
@@ -20,6 +29,31 @@ CHECKSUM_SUFFIX = ".sha256"  # beside a saved copy: its SHA-256 in sha256sum's f
 def cpu_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """A copy of ``model``'s ``state_dict`` on the CPU."""
     return {name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+
+
+def trainable_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A copy on the CPU of what training changes in ``model``: the parameters that require a gradient and the buffers
+    (BatchNorm's running statistics). Frozen parameters are left out: a LoRA model's base (``peft``) or a frozen
+    backbone costs nothing here, and a full fine-tune keeps every tensor."""
+    return {
+        name: value.detach().to("cpu", copy=True)
+        for name, value in model.state_dict(keep_vars=True).items()
+        if not isinstance(value, torch.nn.Parameter) or value.requires_grad
+    }
+
+
+def load_trainable(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    """Load ``weights`` (``trainable_state_dict``'s, or a whole ``state_dict``) into ``model``; a ``ValueError`` where
+    they name a tensor ``model`` lacks or lack one of its trainable parameters."""
+    result = model.load_state_dict(weights, strict=False)
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    missing = [name for name in result.missing_keys if name in trainable]
+    if result.unexpected_keys or missing:
+        raise ValueError(
+            f"Expected the weights of {type(model).__name__}'s trainable parameters, got "
+            f"{len(result.unexpected_keys)} unknown names ({', '.join(result.unexpected_keys[:3])}) and "
+            f"{len(missing)} missing ({', '.join(missing[:3])})"
+        )
 
 
 @torch.no_grad()

@@ -169,8 +169,9 @@ def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extr
             lines.append(row + (f"  {metrics[f'test_tuned_{k}']:>8.4f}" if tuned else ""))
         lines.append("")
     out = Path(output_dir)
+    weights = "adapter_model.safetensors" if (out / "adapter_config.json").is_file() else "model.safetensors"  # LoRA
     lines += [
-        f"model:    {out / 'model.safetensors'}",
+        f"model:    {out / weights}",
         f"metrics:  {out / 'test_results.json'} (all: {out / 'all_results.json'})"
         if keys
         else f"metrics:  {out / 'all_results.json'}",

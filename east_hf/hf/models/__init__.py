@@ -143,10 +143,15 @@ def load_pretrained(path: str, **kwargs) -> PreTrainedModel:
 
     An image config (an ``east_darknet`` or any ``TimmWrapper`` folder) loads with
     ``AutoModelForImageClassification``, anything else (an ``east_tabular_mlp``, a text model) with
-    ``AutoModelForSequenceClassification``; ``kwargs`` go to ``from_pretrained``.
+    ``AutoModelForSequenceClassification``; a LoRA run's adapter (``adapter_config.json``) with peft's Auto classes on
+    its base checkpoint (``east_hf.hf.models.lora.load_peft_run``). ``kwargs`` go to ``from_pretrained``.
     """
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING
 
+    from east_hf.hf.models.lora import is_peft_run, load_peft_run
+
+    if is_peft_run(path):
+        return load_peft_run(path, **kwargs)
     config = AutoConfig.from_pretrained(path)
     image = not isinstance(config, TabularMLPConfig) and type(config) in MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING
     auto_cls = AutoModelForImageClassification if image else AutoModelForSequenceClassification
@@ -157,7 +162,8 @@ def classifier_head(model: nn.Module, num_classes: int | None = None) -> nn.Modu
     """The layer whose outputs are the model's logits: an ``nn.Linear`` or a 1x1 ``nn.Conv2d`` with a bias.
 
     Found as timm's ``get_classifier()`` (a ``TimmWrapper`` model or a timm model), else the model's ``classifier``
-    attribute (transformers' convention, and ``TabularMLPForClassification``), else the last such layer. Adding a
+    attribute (transformers' convention, and ``TabularMLPForClassification``), else the last such layer; of a peft
+    model's head trained in full (``modules_to_save``), the copy that trains. Adding a
     vector to its bias adds it to every logit row (for darknet19's 1x1 conv, before the global average pool, which
     commutes with it), which is how a tuned decision rule is folded into a saved model (``east_hf.core.decision``).
 
@@ -173,6 +179,9 @@ def classifier_head(model: nn.Module, num_classes: int | None = None) -> nn.Modu
         head = model.classifier
     else:
         head = model
+    trained = getattr(head, "modules_to_save", None)  # peft's ModulesToSaveWrapper: the copy that trains and saves
+    if isinstance(trained, nn.ModuleDict) and head.active_adapter in trained:
+        head = trained[head.active_adapter]
     if not isinstance(head, (nn.Linear, nn.Conv2d)):  # a container: its last linear or conv layer
         layers = [m for m in head.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
         head = layers[-1] if layers else head

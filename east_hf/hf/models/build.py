@@ -62,10 +62,49 @@ class ModelArguments:
         metadata={"help": "Dropout of tabular_mlp's hidden layers (default 0.25), or timm's drop_rate."},
     )
 
+    # LoRA adapters (peft), named as trl.ModelConfig names them
+    use_peft: bool = field(
+        default=False,
+        metadata={
+            "help": "Fine-tune LoRA adapters of a pretrained checkpoint (and its head in full) instead of every weight; "
+            "needs peft (pip install 'east_hf[peft]')."
+        },
+    )
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(
+        default=32, metadata={"help": "LoRA alpha: the adapters are scaled by lora_alpha / lora_r."}
+    )
+    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA adapters' inputs."})
+    lora_target_modules: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Module names to adapt (e.g. query value); default: peft's for the architecture, else every "
+            "linear layer but the head."
+        },
+    )
+
     def __post_init__(self):
         if self.dropout is not None:
             check_range("dropout", self.dropout, 0, 1, "[)")
         self.model_name_or_path = resolve_timm_prefix(self.model_name_or_path)
+        if self.use_peft:
+            self._check_lora()
+
+    def _check_lora(self) -> None:
+        """LoRA adapts a pretrained checkpoint: refuse the models built from scratch, bad ranks, and a missing peft."""
+        from east_hf.hf.models.lora import require_peft
+
+        if not isinstance(self.lora_r, int) or self.lora_r < 1:
+            raise ValueError(f"Expected lora_r an integer >= 1, got {self.lora_r!r}")
+        check_range("lora_alpha", self.lora_alpha, 0, float("inf"), "()")
+        check_range("lora_dropout", self.lora_dropout, 0, 1, "[)")
+        name = self.model_name_or_path
+        if name is None or name in (TABULAR_MODEL, TEXT_TINY) or _is_timm_architecture(name):
+            raise ValueError(
+                f"Expected a pretrained checkpoint (a Hub id or a folder) with use_peft, got {name or 'the default'!r}, "
+                "which is built from scratch: LoRA adapts pretrained weights"
+            )
+        require_peft()
 
 
 def resolve_timm_prefix(name: str | None) -> str | None:
@@ -152,10 +191,19 @@ def build_model(
     Multi-label data (``data.multi_label``): one logit per label (``num_labels`` = L, ``id2label`` the label names) and
     ``config.problem_type = "multi_label_classification"``, which transformers' models, ``TabularMLPForClassification``,
     ``pipeline()`` (sigmoid scores) and east_hf's trainer read as "a sigmoid per label".
+
+    ``use_peft``: the checkpoint wrapped in LoRA adapters, its head trained in full (``east_hf.hf.models.lora``).
     """
     model, processor, base_model = _build_model(model_args, data, revision, max_length)
     if getattr(data, "multi_label", False):
         model.config.problem_type = MULTI_LABEL
+    if getattr(model_args, "use_peft", False):
+        from east_hf.hf.models.lora import lora_model
+
+        model = lora_model(
+            model, model_args.lora_r, model_args.lora_alpha, model_args.lora_dropout, model_args.lora_target_modules,
+            text=data.modality == "text",
+        )  # fmt: skip
     return model, processor, base_model
 
 
