@@ -5,6 +5,7 @@ east-predict predicts."""
 
 import json
 import random
+import re
 import sys
 
 import pandas as pd
@@ -74,18 +75,13 @@ def test_the_adapter_loads_with_peft_without_east_hf_and_predicts_as_east_predic
     texts = pd.read_csv(csv)["review"].tolist()[:40]
     ours = Predictor(run).predict(texts)["predicted_label"].tolist()
     script = """
-import json
+import json, re
 from pathlib import Path
-from peft import AutoPeftModelForSequenceClassification
-from transformers import AutoTokenizer, pipeline
 run, texts = Path(sys.argv[1]), json.loads(sys.argv[2])
-saved = json.loads((run / "classifier_config.json").read_text())
-id2label = {int(k): v for k, v in saved["id2label"].items()}  # the card's snippet writes these out
-model = AutoPeftModelForSequenceClassification.from_pretrained(
-    run, num_labels=saved["num_labels"], id2label=id2label, label2id=saved["label2id"]
-)
-classifier = pipeline("text-classification", model=model, tokenizer=AutoTokenizer.from_pretrained(run), truncation=True)
-print(json.dumps([p["label"] for p in classifier(texts)]))
+card = (run / "README.md").read_text()  # the card's snippet, run as written
+namespace = {}
+exec(re.search(r"```python\\n(from peft import .*?)```", card, flags=re.S).group(1), namespace)
+print(json.dumps([p["label"] for p in namespace["classifier"](texts)]))
 """
     proc = run_without_east_hf(script, tmp_path, run, json.dumps(texts))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -170,3 +166,52 @@ def test_use_peft_without_peft_names_the_extra(capsys, monkeypatch, tmp_path, pr
     argv = ["--dataset_name", "x.csv", "--model", str(pretrained_bert), "--use_peft", "true"]
     message = one_line_error(capsys, main, argv)
     assert "east_hf[peft]" in message
+
+
+def test_an_image_lora_run_on_a_timm_checkpoint_loads_with_peft_auto_model(tmp_path):
+    import numpy as np
+    import timm
+    from PIL import Image
+    from test_finetune import _image_folder
+    from timm.models import save_for_hf
+
+    from east_hf.hf.predict import Predictor
+
+    images = _image_folder(tmp_path / "images", {"red": 90, "green": 60, "blue": 40, "dark": 20})
+    torch.manual_seed(0)  # "pretrained": a few dozen steps on other images, then a 10-way head as a Hub checkpoint has
+    model = timm.create_model("test_efficientnet", num_classes=4)
+    files = sorted(
+        _image_folder(tmp_path / "pre", dict.fromkeys(["red", "green", "blue", "dark"], 40), seed=1).rglob("*.png")
+    )
+    x = torch.stack([torch.from_numpy(np.array(Image.open(p))).permute(2, 0, 1) for p in files]) / 127.5 - 1
+    y = torch.tensor([["blue", "dark", "green", "red"].index(p.parent.name) for p in files])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(40):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x.float()), y).backward()
+        optimizer.step()
+    model.reset_classifier(10)
+    save_for_hf(model.eval(), str(tmp_path / "ckpt"), safe_serialization=True)
+    run = tmp_path / "run"
+    argv = [
+        "finetune_image", "--model_name_or_path", f"local-dir:{tmp_path / 'ckpt'}", "--dataset_name", images,
+        "--image_size", 24, "--per_device_train_batch_size", 16, "--learning_rate", 3e-3, "--output_dir", run,
+        "--report_to", "none", "--disable_tqdm", "true", "--use_peft", "true", "--lora_r", 4,
+        "--lora_target_modules", "conv_pw", "conv_pwl",  # a convolutional network: its pointwise convolutions
+    ]  # fmt: skip
+    assert main([str(a) for a in argv]) == 0
+    assert json.loads((run / "test_results.json").read_text())["test_fbeta"] > 0.6  # majority alone: 0.18
+    predictor = Predictor(run)
+    test_files = sorted(images.rglob("*.png"))[::7]
+    predicted = predictor.predict([str(p) for p in test_files])["predicted_label"].tolist()
+    assert np.mean([p == f.parent.name for p, f in zip(predicted, test_files)]) > 0.6
+    card = (run / "README.md").read_text()  # its snippet, run as written
+    snippet = re.search(r"```python\n(from peft import AutoPeftModel\n.*?)```", card, flags=re.S).group(1)
+    namespace: dict = {}
+    exec(snippet, namespace)
+    theirs = namespace["model"].eval()
+    batch = torch.stack([predictor.transform(Image.open(p).convert("RGB")) for p in test_files])
+    with torch.no_grad():
+        ours_logits, their_logits = predictor.model(pixel_values=batch).logits, theirs(pixel_values=batch).logits
+    assert torch.allclose(ours_logits, their_logits, atol=1e-5)
+    assert [theirs.config.id2label[int(i)] for i in their_logits.argmax(1)] == predicted

@@ -207,20 +207,20 @@ def _task_context(trainer) -> dict[str, Any]:
 
 def _peft_context(model) -> dict[str, Any]:
     """The card's values for a LoRA run: peft's Auto class, the base checkpoint and the head's keyword arguments."""
-    from east_hf.hf.models.lora import is_peft_model
+    from transformers import AutoConfig
+
+    from east_hf.hf.models.lora import classifier_config, is_peft_model, loading_kwargs
 
     if not is_peft_model(model):
         return {"peft": False}
-    config = model.config
-    kwargs = {"num_labels": config.num_labels, "id2label": dict(config.id2label), "label2id": dict(config.label2id)}
-    if getattr(config, "problem_type", None):
-        kwargs["problem_type"] = config.problem_type
+    base = model.peft_config[model.active_adapter].base_model_name_or_path
+    kwargs = loading_kwargs(classifier_config(model), AutoConfig.from_pretrained(base))
     text = model_task(model) == "text-classification"
     return {
         "peft": True,
         "peft_auto_class": "AutoPeftModelForSequenceClassification" if text else "AutoPeftModel",
-        "peft_base": model.peft_config[model.active_adapter].base_model_name_or_path,
-        "classifier_kwargs": ", ".join(f"{k}={v!r}" for k, v in kwargs.items()),
+        "peft_base": base,
+        "classifier_kwargs": ",\n    ".join(f"{k}={v!r}" for k, v in kwargs.items()),
     }
 
 

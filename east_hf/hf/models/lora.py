@@ -11,10 +11,11 @@ The Trainer saves a peft model as peft does: ``adapter_config.json`` (which name
 adapter would make transformers read the folder as a whole model. What the run changed in the base checkpoint's
 config (the number of labels, their names, the problem type, the folded decision offsets, the text columns) is
 written to ``CLASSIFIER_CONFIG_NAME`` instead. Its keys that the base config has (``num_labels``, ``id2label``,
-``label2id``, ``problem_type``) are the keyword arguments that rebuild the run's classifier from the base,
-``AutoPeftModelForSequenceClassification.from_pretrained(run, num_labels=3, id2label=..., label2id=...)`` (the card
-writes them out); the ``east_*`` keys are east_hf's records, which ``load_peft_run``
-(``east_hf.hf.models.load_pretrained``) sets on the loaded model's config.
+``label2id``, ``problem_type``, a timm model's ``model_args``) are the keyword arguments that rebuild the run's
+classifier from the base (``loading_kwargs``), ``AutoPeftModelForSequenceClassification.from_pretrained(run,
+num_labels=3, id2label=..., label2id=..., ignore_mismatched_sizes=True)`` (the card writes them out); the ``east_*``
+keys are east_hf's records, which ``load_peft_run`` (``east_hf.hf.models.load_pretrained``) sets on the loaded
+model's config.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "is_peft_model",
     "is_peft_run",
     "load_peft_run",
+    "loading_kwargs",
     "lora_model",
     "require_peft",
     "write_classifier_config",
@@ -127,7 +129,8 @@ def classifier_config(model: nn.Module) -> dict[str, Any]:
     except OSError:  # the base is out of reach: everything but the bookkeeping
         original = {}
     changed = {k: v for k, v in config.to_dict().items() if k not in _BOOKKEEPING and original.get(k, object()) != v}
-    return {"num_labels": config.num_labels, **changed}
+    labels = {"num_labels": config.num_labels, "id2label": config.id2label, "label2id": config.label2id}
+    return {**json.loads(json.dumps(labels)), **changed}  # the labels always (a timm config writes label_names)
 
 
 def write_classifier_config(model: nn.Module, folder: str | os.PathLike) -> Path:
@@ -174,13 +177,21 @@ def load_peft_run(folder: str | os.PathLike, **kwargs) -> nn.Module:
     folder = Path(folder)
     path = folder / CLASSIFIER_CONFIG_NAME
     overrides = json.loads(path.read_text()) if path.is_file() else {}
-    if "id2label" in overrides:  # JSON's string keys, as transformers' own config.json reading turns them back
-        overrides["id2label"] = {int(k): v for k, v in overrides["id2label"].items()}
     peft_config = PeftConfig.from_pretrained(folder)
-    base = AutoConfig.from_pretrained(peft_config.base_model_name_or_path)
-    known = {k: v for k, v in overrides.items() if k == "num_labels" or hasattr(base, k)}  # from_pretrained's kwargs
+    known = loading_kwargs(overrides, AutoConfig.from_pretrained(peft_config.base_model_name_or_path))
     auto = AutoPeftModelForSequenceClassification if peft_config.task_type == "SEQ_CLS" else AutoPeftModel
-    model = auto.from_pretrained(folder, **known, **kwargs)
+    model = auto.from_pretrained(folder, **{**known, **kwargs})
     for key in overrides.keys() - known.keys():  # east_hf's records (text columns, folded offsets): on the config
         setattr(model.config, key, overrides[key])
     return model
+
+
+def loading_kwargs(classifier: dict[str, Any], base_config: Any) -> dict[str, Any]:
+    """The keyword arguments of ``from_pretrained`` that rebuild a run's classifier from its base checkpoint: the
+    keys of its ``classifier_config`` that the base config has (``num_labels``, the labels, a timm model's
+    ``model_args``; not east_hf's records), and ``ignore_mismatched_sizes`` (a head of another size in the base
+    checkpoint is replaced by the adapter's)."""
+    known = {k: v for k, v in classifier.items() if k == "num_labels" or hasattr(base_config, k)}
+    if "id2label" in known:  # JSON's string keys, as transformers' own reading of a config.json turns them back
+        known["id2label"] = {int(k): v for k, v in known["id2label"].items()}
+    return {**known, "ignore_mismatched_sizes": True}
