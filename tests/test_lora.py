@@ -215,3 +215,18 @@ def test_an_image_lora_run_on_a_timm_checkpoint_loads_with_peft_auto_model(tmp_p
         ours_logits, their_logits = predictor.model(pixel_values=batch).logits, theirs(pixel_values=batch).logits
     assert torch.allclose(ours_logits, their_logits, atol=1e-5)
     assert [theirs.config.id2label[int(i)] for i in their_logits.argmax(1)] == predicted
+
+
+def test_a_lora_run_resumes_from_its_checkpoint(pretrained_bert, tmp_path):  # noqa: F811
+    csv = tmp_path / "texts.csv"
+    pd.DataFrame(_noisy_texts({"sport": 120, "money": 60, "food": 40}, seed=1)).to_csv(csv, index=False)
+    argv = [
+        "finetune_text", "--model_name_or_path", pretrained_bert, "--dataset_name", csv, "--text_column", "review",
+        "--max_length", 16, "--per_device_train_batch_size", 16, "--output_dir", tmp_path / "run", "--report_to", "none",
+        "--disable_tqdm", "true", "--use_peft", "true", "--lora_r", 4, "--model_card", "false", "--eval_steps", 4,
+    ]  # fmt: skip
+    assert main([str(a) for a in [*argv, "--max_steps", 8]]) == 0
+    assert (tmp_path / "run" / "checkpoint-8" / "adapter_model.safetensors").is_file()
+    assert main([str(a) for a in [*argv, "--max_steps", 16, "--resume_from_checkpoint", "true"]]) == 0
+    state = json.loads((tmp_path / "run" / "trainer_state.json").read_text())
+    assert state["global_step"] == 16 and [h["step"] for h in state["log_history"] if "eval_loss" in h][:2] == [4, 8]

@@ -74,12 +74,13 @@ TOKENIZER_FILES = (
     "sentencepiece.bpe.model",
     "spm.model",
 )
-# What a run saves beside its results: the model, its processor, feature extractor or tokenizer and their code (copied
-# for trust_remote_code), the model card and its plot, the tuned decision rule. These are also the names of a user's
+# What a run saves beside its results: the model (or a LoRA adapter), its processor, feature extractor or tokenizer and
+# their code (copied for trust_remote_code), the model card and its plot, the tuned decision rule. These are also the names of a user's
 # own files (README.md, config.json), so they count as a run's only in a folder that holds a run.
 _BESIDE_A_RUN = frozenset(
     {"config.json", "generation_config.json", "preprocessor_config.json", "processor_config.json", "README.md"}
     | {"annealing.png", "decision_rule.json", *WEIGHT_FILES, *TOKENIZER_FILES}
+    | {"adapter_config.json", "classifier_config.json"}  # a LoRA run's (peft's, and east_hf.hf.models.lora's)
     | {p.name for p in (Path(__file__).parent / "models").glob("*.py") if p.name != "__init__.py"}
     | {"tabular_features.py"}  # the tabular feature extractor's code (east_hf.hf.data.tabular_features)
 )
