@@ -48,6 +48,20 @@ TEXTS = {
         0,
         {"Twitter Web Client": 2200, "Twitter for Android": 150, "Twitter for iPhone": 100, "TweetDeck": 50},
     ),
+    # the same shape at the size of a real report set: 12,158 texts, 5 labels, 88 % majority, the rarest 0.7 %
+    "tweet_apps_long_tail": (
+        (("dslabs", "trump_tweets"),),
+        "text",
+        "source",
+        0,
+        {
+            "Twitter Web Client": 10718,
+            "Twitter for Android": 700,
+            "Twitter for iPhone": 450,
+            "TweetDeck": 200,
+            "Instagram": 90,
+        },
+    ),
 }
 LONG_TAIL = {
     # name: (R package, item, label column, fewest rows a class keeps, columns dropped)
