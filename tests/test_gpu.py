@@ -1,7 +1,8 @@
 """The CUDA paths the CPU machines never run: the fused Function's values and gradients on the device against the plain
 composition in float64, gradcheck, bf16 autocast for every metric, the differentiable all-reduce under NCCL (one
 rank), an EASTTrainer epoch in bf16, and ``east-train`` end to end on the device (text in bf16 and fp16, multi-label,
-the binary default with an EMA, LDAM-DRW), each run reloaded on the device and on the CPU.
+the binary default with an EMA, LDAM-DRW), each run reloaded on the device and on the CPU; FSDP (one rank per GPU):
+the refusal of the annealing's weight copies, and without them the metrics of DDP.
 
 Every test is skipped without a CUDA device (CI has none). On a GPU: ``bash benchmarks/gpu_check.sh`` runs this file
 and the speed measurements; ``pytest -q tests/test_gpu.py`` alone takes about two minutes on one H200.
@@ -386,3 +387,29 @@ def test_torch_compile_gradients_match_eager(n, c):
         grads[name] = z.grad
     assert rel(grads["module"], grads["eager"]) < 1e-4
     assert rel(grads["core"], grads["eager"]) < 1e-4
+
+
+def _torchrun_fsdp_check(mode: str, tmp_path: Path):
+    import shutil
+    import subprocess
+
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    out = tmp_path / f"{mode}.json"
+    gpus = str(min(torch.cuda.device_count(), 2))
+    env = {**os.environ, "EAST_DIST_CHECK_GPU": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", gpus, str(REPO / "tests" / "dist_fsdp_check.py"), mode, str(out)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    return proc, (json.loads(out.read_text()) if out.is_file() else None)
+
+
+def test_fsdp_refuses_the_weight_copies_and_trains_as_ddp_without_them(tmp_path):
+    proc, _ = _torchrun_fsdp_check("fsdp", tmp_path)
+    assert proc.returncode != 0 and "east_restore_best_per_stage" in proc.stderr and "FSDP" in proc.stderr
+    proc, fsdp = _torchrun_fsdp_check("fsdp_norestore", tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc, ddp = _torchrun_fsdp_check("ddp_norestore", tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "FullyShardedDataParallel" in fsdp["wrapper"] or fsdp["wrapper"].startswith("FSDP")
+    assert fsdp["metrics"] == pytest.approx(ddp["metrics"], abs=1e-4)

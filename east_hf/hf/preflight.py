@@ -1,12 +1,14 @@
 """Settings ``EASTTrainer`` refuses when it is made, each in one line, before training.
 
 A warm start in epochs on a training set without a length, transformers' ``EarlyStoppingCallback`` beside the
-annealing callback, and uneven batch counts across processes. (The checks of the first batch and of a resumed
+annealing callback, uneven batch counts across processes, and a sharded model (FSDP, DeepSpeed ZeRO-3) with the
+annealing's weight copies; ``fsdp`` asked for where accelerate does not shard is one warning line. (The checks of the first batch and of a resumed
 checkpoint's schedule are in ``east_hf.hf.resume``.)
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from transformers import EarlyStoppingCallback
@@ -14,7 +16,17 @@ from transformers import EarlyStoppingCallback
 from east_hf.hf.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.dataset_stats import dataset_length
 
-__all__ = ["check_early_stopping", "check_even_batches", "check_warm_start_length"]
+__all__ = [
+    "check_distributed",
+    "check_early_stopping",
+    "check_even_batches",
+    "check_sharding",
+    "check_unsharded",
+    "check_warm_start_length",
+    "sharding",
+]
+
+logger = logging.getLogger(__name__)
 
 
 def check_warm_start_length(annealing: TemperatureAnnealingCallback | None, train_dataset: Any) -> None:
@@ -58,3 +70,61 @@ def check_early_stopping(callbacks: list) -> None:
             f"within a stage and east_stage_patience across stages), got {name}; remove it, or set "
             "east_annealing=False to make it the only early stopping"
         )
+
+
+def sharding(accelerator) -> str | None:
+    """How ``accelerator`` shards the model across processes: ``"FSDP"``, ``"DeepSpeed ZeRO-3"``, or None (each
+    process holds the whole model: one device, DDP, ZeRO-1/2)."""
+    kind = str(getattr(accelerator.state, "distributed_type", ""))
+    if kind.endswith("FSDP"):
+        return "FSDP"
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    if kind.endswith("DEEPSPEED") and getattr(plugin, "zero_stage", None) == 3:
+        return "DeepSpeed ZeRO-3"
+    return None
+
+
+def check_sharding(args: Any, accelerator, annealing: TemperatureAnnealingCallback | None) -> None:
+    """Refuse a sharded model (``sharding``) with the annealing's copies of the weights: a stage's best weights
+    (``east_restore_best_per_stage``) and the moving average (``east_ema_decay``) are copies of the model as one
+    process holds it, which under sharding is a full gather on every process (FSDP's full state dict) or empty
+    placeholders (ZeRO-3), restored as if whole; neither has been verified on a sharded run. ``fsdp`` asked for where
+    accelerate does not shard (on CPUs: its FSDP plugin needs GPUs; training is DDP, a whole model per process) is one
+    warning line, since nothing is sharded and the run is otherwise correct."""
+    kind = sharding(accelerator)
+    if getattr(args, "fsdp", None) and kind != "FSDP":
+        logger.warning(
+            f"fsdp={args.fsdp!r} is set, but accelerate runs {accelerator.state.distributed_type}: the model is not "
+            "sharded (accelerate's FSDP needs GPUs); each process trains a whole copy, as DDP"
+        )
+    if kind is None or annealing is None:
+        return
+    copies = [
+        name
+        for name, kept in (
+            ("east_restore_best_per_stage", annealing.restore_best_per_stage),
+            ("east_ema_decay", annealing.ema_decay),
+        )
+        if kept
+    ]
+    if copies:
+        raise ValueError(
+            f"Expected {' and '.join(copies)} off with a model sharded by {kind} (the annealing's weight copies are "
+            f"of the model as one process holds it, unverified under sharding), got {', '.join(copies)} on; set "
+            "east_restore_best_per_stage=False and east_ema_decay=0, or train with DDP"
+        )
+
+
+def check_unsharded(accelerator, what: str) -> None:
+    """Refuse ``what`` (an edit of the weights in place, e.g. a decision rule folded into the head's bias) on a model
+    sharded across processes, where no process holds the whole head."""
+    kind = sharding(accelerator)
+    if kind is not None:
+        raise ValueError(f"Expected an unsharded model for {what}, got one sharded by {kind}")
+
+
+def check_distributed(args: Any, accelerator, annealing: TemperatureAnnealingCallback | None) -> None:
+    """The checks of a run across processes, once the accelerator is made: ``check_even_batches`` and
+    ``check_sharding``."""
+    check_even_batches(accelerator.num_processes, accelerator.even_batches)
+    check_sharding(args, accelerator, annealing)

@@ -63,7 +63,7 @@ from east_hf.hf.kept_model_warnings import warn_near_empty_kept_model, warn_unpr
 from east_hf.hf.metrics.inputs import CountedMetrics
 from east_hf.hf.models.lora import adapter_files
 from east_hf.hf.nonfinite import NonFiniteMonitor, check_finite_parameters
-from east_hf.hf.preflight import check_early_stopping, check_even_batches, check_warm_start_length
+from east_hf.hf.preflight import check_distributed, check_early_stopping, check_unsharded, check_warm_start_length
 from east_hf.hf.process_sum import SumAcrossProcesses
 from east_hf.hf.resume import check_saved_schedule, first_batch_logits, load_renamed_weights, resolve_checkpoint
 from east_hf.hf.trainer_inputs import model_collator, trainer_arguments
@@ -142,7 +142,7 @@ class EASTTrainer(Trainer):
         check_warm_start_length(parts.annealing, train)
         check_early_stopping(callbacks)
         super().__init__(model, args, callbacks=callbacks, **kwargs)
-        check_even_batches(self.accelerator.num_processes, self.accelerator.even_batches)
+        check_distributed(self.args, self.accelerator, parts.annealing)
         losses = (self.east_loss, self.warm_start_loss)
         self._nonfinite = NonFiniteMonitor(losses, self.accelerator.num_processes, self.args.device)
         self._evaluator = CountedEvaluation(self.accelerator, self._current_loss, self._counted_metrics)
@@ -331,6 +331,7 @@ class EASTTrainer(Trainer):
         dataset = self.eval_dataset if eval_dataset is None else eval_dataset
         if dataset is None:
             raise ValueError("Expected a validation set to tune the decision rule on, got none (pass eval_dataset)")
+        check_unsharded(self.accelerator, "a decision rule folded into the head's bias")
         head = classifier_head(self.model, self._num_classes)
         id2label = getattr(getattr(self.model, "config", None), "id2label", None)
         tune = partial(tune_rule, args=self.args, loss=self.east_loss, id2label=id2label, multi_label=self.multi_label)

@@ -1,0 +1,75 @@
+"""Sharded models (FSDP, DeepSpeed ZeRO-3): the annealing's weight copies and the decision rule folded into the head
+are refused on a sharded model in one line before training; the Trainer's FSDP settings on CPU processes, where
+accelerate does not shard, are one warning line and train exactly as DDP (two gloo processes, the same seed)."""
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from east_hf.hf.preflight import check_sharding, check_unsharded, sharding
+
+HERE = Path(__file__).parent
+
+
+def _accelerator(kind: str, zero_stage: int | None = None):
+    plugin = SimpleNamespace(zero_stage=zero_stage) if zero_stage else None
+    return SimpleNamespace(state=SimpleNamespace(distributed_type=f"DistributedType.{kind}", deepspeed_plugin=plugin))
+
+
+def _annealing(restore: bool = True, ema: float = 0.0):
+    return SimpleNamespace(restore_best_per_stage=restore, ema_decay=ema)
+
+
+@pytest.mark.parametrize(("kind", "stage"), [("FSDP", None), ("DEEPSPEED", 3)])
+def test_a_sharded_model_with_the_annealings_weight_copies_is_refused_in_one_line(kind, stage):
+    accelerator = _accelerator(kind, stage)
+    with pytest.raises(ValueError, match="east_restore_best_per_stage") as error:
+        check_sharding(SimpleNamespace(fsdp=kind == "FSDP"), accelerator, _annealing())
+    assert "\n" not in str(error.value) and sharding(accelerator) in str(error.value)
+    with pytest.raises(ValueError, match="east_ema_decay"):
+        check_sharding(SimpleNamespace(fsdp=False), accelerator, _annealing(restore=False, ema=0.9))
+    check_sharding(SimpleNamespace(fsdp=False), accelerator, _annealing(restore=False))  # no copies: allowed
+    with pytest.raises(ValueError, match="unsharded model for a decision rule"):
+        check_unsharded(accelerator, "a decision rule")
+
+
+def test_unsharded_runs_pass():
+    for kind, stage in (("MULTI_GPU", None), ("MULTI_CPU", None), ("NO", None), ("DEEPSPEED", 2)):
+        accelerator = _accelerator(kind, stage)
+        assert sharding(accelerator) is None
+        check_sharding(SimpleNamespace(fsdp=False), accelerator, _annealing(ema=0.9))
+        check_unsharded(accelerator, "a decision rule")
+
+
+def test_fsdp_asked_for_where_accelerate_does_not_shard_is_one_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.preflight"):
+        check_sharding(SimpleNamespace(fsdp="full_shard"), _accelerator("MULTI_CPU"), _annealing())
+    (record,) = caplog.records
+    assert "not sharded" in record.message and "\n" not in record.message
+
+
+def _run(mode: str, tmp_path: Path) -> dict:
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    out = tmp_path / f"{mode}.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)])}
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", str(HERE / "dist_fsdp_check.py"), mode, str(out)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {**json.loads(out.read_text()), "stderr": proc.stderr}
+
+
+def test_fsdp_settings_on_cpu_processes_train_as_ddp_with_the_same_metrics(tmp_path):
+    ddp, fsdp = _run("ddp", tmp_path), _run("fsdp", tmp_path)
+    assert ddp["world_size"] == fsdp["world_size"] == 2 and fsdp["wrapper"] == ddp["wrapper"]  # not sharded on CPUs
+    assert fsdp["stage"] == ddp["stage"] >= 1  # annealed, stage bests restored
+    assert fsdp["metrics"] == pytest.approx(ddp["metrics"], abs=1e-6)
+    assert "not sharded" in fsdp["stderr"] and "not sharded" not in ddp["stderr"]
