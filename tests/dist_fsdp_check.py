@@ -1,6 +1,6 @@
-"""Run under `torchrun --nproc_per_node N` with argv[1] "ddp" or "fsdp" (either + "_norestore": without the
-per-stage restore): EASTTrainer with annealing on N processes, "fsdp" asking for the Trainer's FSDP settings
-(FSDP2); rank 0 writes the final evaluation, the wrapper class and the annealing's last stage as JSON to argv[2].
+"""Run under `torchrun --nproc_per_node N` with argv[1] "ddp", "fsdp" (FSDP2) or "fsdp1" (any + "_norestore":
+without the per-stage restore): EASTTrainer with annealing on N processes, the FSDP ones asking for the Trainer's
+FSDP settings; rank 0 writes the final evaluation, the wrapper class and the annealing's last stage as JSON to argv[2].
 On CPU processes (gloo) by default, as tests/test_sharding.py runs it; with ``EAST_DIST_CHECK_GPU=1`` each rank on
 its own GPU (tests/test_gpu.py)."""
 
@@ -20,7 +20,8 @@ GPU = os.environ.get("EAST_DIST_CHECK_GPU") == "1"
 
 def main(mode: str, out_path: str) -> None:
     torch.manual_seed(0)
-    fsdp = {"fsdp": "full_shard", "fsdp_config": {"fsdp_version": 2, "min_num_params": 0}} if "fsdp" in mode else {}
+    version = {"fsdp_version": 1} if "fsdp1" in mode else {"fsdp_version": 2}
+    fsdp = {"fsdp": "full_shard", "fsdp_config": {**version, "min_num_params": 0}} if "fsdp" in mode else {}
     args = east_args(
         out_path + ".run", east_annealing=True, eval_strategy="steps", eval_steps=4, save_strategy="no", max_steps=60,
         learning_rate=3e-2, east_patience=1, east_warm_start="none", use_cpu=not GPU,

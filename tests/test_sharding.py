@@ -1,6 +1,8 @@
-"""Sharded models (FSDP, DeepSpeed ZeRO-3): the annealing's weight copies and the decision rule folded into the head
-are refused on a sharded model in one line before training; the Trainer's FSDP settings on CPU processes, where
-accelerate does not shard, are one warning line and train exactly as DDP (two gloo processes, the same seed)."""
+"""Sharded models: under FSDP2 the per-stage copy is each process's own shard and restores it (two gloo processes);
+the copies that would be whole on every process or empty (FSDP1, DeepSpeed ZeRO-3), the moving average and the
+decision rule folded into the head are refused on a sharded model in one line before training; the Trainer's FSDP
+settings on CPU processes, where accelerate does not shard, are one warning line and train exactly as DDP (two gloo
+processes, the same seed)."""
 
 import json
 import logging
@@ -18,13 +20,26 @@ from east_hf.hf.preflight import check_sharding, check_unsharded, sharding
 HERE = Path(__file__).parent
 
 
-def _accelerator(kind: str, zero_stage: int | None = None):
+def _accelerator(kind: str, zero_stage: int | None = None, fsdp_version: int = 1):
     plugin = SimpleNamespace(zero_stage=zero_stage) if zero_stage else None
-    return SimpleNamespace(state=SimpleNamespace(distributed_type=f"DistributedType.{kind}", deepspeed_plugin=plugin))
+    state = SimpleNamespace(
+        distributed_type=f"DistributedType.{kind}",
+        deepspeed_plugin=plugin,
+        fsdp_plugin=SimpleNamespace(fsdp_version=fsdp_version) if kind == "FSDP" else None,
+    )
+    return SimpleNamespace(state=state)
 
 
 def _annealing(restore: bool = True, ema: float = 0.0):
     return SimpleNamespace(restore_best_per_stage=restore, ema_decay=ema)
+
+
+def test_fsdp2_keeps_each_stage_copy_as_the_shards_and_refuses_only_the_average():
+    accelerator = _accelerator("FSDP", fsdp_version=2)
+    assert sharding(accelerator) == "FSDP2"
+    check_sharding(SimpleNamespace(fsdp=True), accelerator, _annealing())  # the stage copy: each process's shard
+    with pytest.raises(ValueError, match="east_ema_decay"):
+        check_sharding(SimpleNamespace(fsdp=True), accelerator, _annealing(ema=0.9))
 
 
 @pytest.mark.parametrize(("kind", "stage"), [("FSDP", None), ("DEEPSPEED", 3)])
@@ -53,6 +68,20 @@ def test_fsdp_asked_for_where_accelerate_does_not_shard_is_one_warning(caplog):
         check_sharding(SimpleNamespace(fsdp="full_shard"), _accelerator("MULTI_CPU"), _annealing())
     (record,) = caplog.records
     assert "not sharded" in record.message and "\n" not in record.message
+
+
+def test_the_stage_copy_of_an_fsdp2_model_is_each_processs_shard_and_restores(tmp_path):
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    out = tmp_path / "copies.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)])}
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", str(HERE / "dist_fsdp2_copies.py"), str(out)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["types"] == ["DTensor"] and result["kept_per_rank"] == [result["total"] // 2] * 2  # its share
+    assert result["moved"] > 1e-3 and result["restored"] < 1e-6  # the step moved it; the restore undid it
 
 
 def _run(mode: str, tmp_path: Path) -> dict:

@@ -76,8 +76,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             parameters that require a gradient, and the buffers; a full fine-tune's is the model's size in host
             memory, a LoRA model's its adapters and head), taken at each new stage best; a checkpoint saved while the
             stage best is not the checkpoint's own weights also gets that copy as ``east_stage_best.pt``, so a resumed
-            run restores the same weights. The copy is of the model as this process holds it: single device or DDP,
-            not sharded FSDP / ZeRO-3.
+            run restores the same weights. The copy is of the model as this process holds it: the whole model on one
+            device or under DDP, this process's shard under FSDP2 (FSDP1 and ZeRO-3 are refused:
+            ``east_hf.hf.preflight.check_sharding``).
         ema_decay: d in [0, 1): keep an exponential moving average of the weights, w_ema <- d * w_ema + (1 - d) * w
             after every optimiser step (timm's ``ModelEmaV3``, parameters only), and evaluate, checkpoint,
             select and restore the average instead of the training weights (0: none, as the paper). The average

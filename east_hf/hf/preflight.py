@@ -1,9 +1,9 @@
 """Settings ``EASTTrainer`` refuses when it is made, each in one line, before training.
 
 A warm start in epochs on a training set without a length, transformers' ``EarlyStoppingCallback`` beside the
-annealing callback, uneven batch counts across processes, and a sharded model (FSDP, DeepSpeed ZeRO-3) with the
-annealing's weight copies; ``fsdp`` asked for where accelerate does not shard is one warning line. (The checks of the first batch and of a resumed
-checkpoint's schedule are in ``east_hf.hf.resume``.)
+annealing callback, uneven batch counts across processes, and a sharded model (FSDP1, DeepSpeed ZeRO-3) with the
+annealing's weight copies; ``fsdp`` asked for where accelerate does not shard is one warning line. (The checks of the
+first batch and of a resumed checkpoint's schedule are in ``east_hf.hf.resume``.)
 """
 
 from __future__ import annotations
@@ -73,45 +73,46 @@ def check_early_stopping(callbacks: list) -> None:
 
 
 def sharding(accelerator) -> str | None:
-    """How ``accelerator`` shards the model across processes: ``"FSDP"``, ``"DeepSpeed ZeRO-3"``, or None (each
-    process holds the whole model: one device, DDP, ZeRO-1/2)."""
-    kind = str(getattr(accelerator.state, "distributed_type", ""))
+    """How ``accelerator`` shards the model across processes: ``"FSDP2"``, ``"FSDP"`` (version 1),
+    ``"DeepSpeed ZeRO-3"``, or None (each process holds the whole model: one device, DDP, ZeRO-1/2)."""
+    state = accelerator.state
+    kind = str(getattr(state, "distributed_type", ""))
     if kind.endswith("FSDP"):
-        return "FSDP"
-    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+        return "FSDP2" if getattr(getattr(state, "fsdp_plugin", None), "fsdp_version", 1) == 2 else "FSDP"
+    plugin = getattr(state, "deepspeed_plugin", None)
     if kind.endswith("DEEPSPEED") and getattr(plugin, "zero_stage", None) == 3:
         return "DeepSpeed ZeRO-3"
     return None
 
 
 def check_sharding(args: Any, accelerator, annealing: TemperatureAnnealingCallback | None) -> None:
-    """Refuse a sharded model (``sharding``) with the annealing's copies of the weights: a stage's best weights
-    (``east_restore_best_per_stage``) and the moving average (``east_ema_decay``) are copies of the model as one
-    process holds it, which under sharding is a full gather on every process (FSDP's full state dict) or empty
-    placeholders (ZeRO-3), restored as if whole; neither has been verified on a sharded run. ``fsdp`` asked for where
-    accelerate does not shard (on CPUs: its FSDP plugin needs GPUs; training is DDP, a whole model per process) is one
-    warning line, since nothing is sharded and the run is otherwise correct."""
+    """Refuse the annealing's weight copies where a sharded model makes them wrong or whole on every process.
+
+    A stage's best weights (``east_restore_best_per_stage``) are ``trainable_state_dict`` of the model as each
+    process holds it: under FSDP2 that is the process's own shard of each parameter (``DTensor``), copied and
+    restored as such (measured with two gloo processes: each keeps half the parameters, and a restore gives back the
+    forward pass of the copied weights); under FSDP1 a full state dict gathered on every process, and under ZeRO-3
+    empty placeholders: both refused. The moving average (``east_ema_decay``, a deep copy updated in place) is
+    refused under any sharding. ``fsdp`` asked for where accelerate does not shard (on CPUs: its FSDP needs GPUs;
+    training is DDP, a whole model per process) is one warning line, since nothing is sharded and the run is
+    otherwise correct."""
     kind = sharding(accelerator)
-    if getattr(args, "fsdp", None) and kind != "FSDP":
+    if getattr(args, "fsdp", None) and kind not in ("FSDP", "FSDP2"):
         logger.warning(
             f"fsdp={args.fsdp!r} is set, but accelerate runs {accelerator.state.distributed_type}: the model is not "
             "sharded (accelerate's FSDP needs GPUs); each process trains a whole copy, as DDP"
         )
     if kind is None or annealing is None:
         return
+    restore = annealing.restore_best_per_stage and kind != "FSDP2"
     copies = [
-        name
-        for name, kept in (
-            ("east_restore_best_per_stage", annealing.restore_best_per_stage),
-            ("east_ema_decay", annealing.ema_decay),
-        )
-        if kept
+        name for name, on in (("east_restore_best_per_stage", restore), ("east_ema_decay", annealing.ema_decay)) if on
     ]
     if copies:
+        fix = "fsdp_version 2 (each process keeps its shard)" if restore and kind == "FSDP" else "DDP"
         raise ValueError(
-            f"Expected {' and '.join(copies)} off with a model sharded by {kind} (the annealing's weight copies are "
-            f"of the model as one process holds it, unverified under sharding), got {', '.join(copies)} on; set "
-            "east_restore_best_per_stage=False and east_ema_decay=0, or train with DDP"
+            f"Expected {' and '.join(copies)} off with a model sharded by {kind} (the annealing's weight copies would "
+            f"be whole on every process or empty), got {', '.join(copies)} on; turn them off, or train with {fix}"
         )
 
 
