@@ -230,3 +230,20 @@ def test_a_lora_run_resumes_from_its_checkpoint(pretrained_bert, tmp_path):  # n
     assert main([str(a) for a in [*argv, "--max_steps", 16, "--resume_from_checkpoint", "true"]]) == 0
     state = json.loads((tmp_path / "run" / "trainer_state.json").read_text())
     assert state["global_step"] == 16 and [h["step"] for h in state["log_history"] if "eval_loss" in h][:2] == [4, 8]
+
+
+def test_loading_kwargs_keep_what_the_base_config_takes_and_the_labels_without_it():
+    from types import SimpleNamespace
+
+    from east_hf.hf.models.lora import loading_kwargs
+
+    saved = {"num_labels": 2, "id2label": {"0": "a", "1": "b"}, "model_args": {"in_chans": 3}, "east_text_columns": []}
+    timm_like = SimpleNamespace(model_args=None, id2label=None)  # a base config with model_args
+    assert loading_kwargs(saved, timm_like) == {
+        "num_labels": 2, "id2label": {0: "a", 1: "b"}, "model_args": {"in_chans": 3}, "ignore_mismatched_sizes": True,
+    }  # fmt: skip
+    assert loading_kwargs(saved, None) == {
+        "num_labels": 2,
+        "id2label": {0: "a", 1: "b"},
+        "ignore_mismatched_sizes": True,
+    }

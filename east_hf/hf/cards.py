@@ -214,7 +214,11 @@ def _peft_context(model) -> dict[str, Any]:
     if not is_peft_model(model):
         return {"peft": False}
     base = model.peft_config[model.active_adapter].base_model_name_or_path
-    kwargs = loading_kwargs(classifier_config(model), AutoConfig.from_pretrained(base))
+    try:
+        base_config = AutoConfig.from_pretrained(base)
+    except OSError:  # out of reach here: the labels alone
+        base_config = None
+    kwargs = loading_kwargs(classifier_config(model), base_config)
     text = model_task(model) == "text-classification"
     return {
         "peft": True,

@@ -117,9 +117,9 @@ def lora_model(
 
 
 def classifier_config(model: nn.Module) -> dict[str, Any]:
-    """The values of ``model``'s config (a peft model's base) that differ from its base checkpoint's config: the
-    keyword arguments that make ``from_pretrained(base)`` build this classifier. Read from the base checkpoint named
-    in the adapter's config (a local folder or the Hub cache)."""
+    """The values of ``model``'s config (a peft model's base) that differ from its base checkpoint's config, and the
+    labels always: what makes ``from_pretrained(base)`` build this classifier (``loading_kwargs`` picks the keys it
+    takes). The base checkpoint is the one named in the adapter's config (a local folder or the Hub cache)."""
     from transformers import AutoConfig
 
     config = model.config
@@ -191,7 +191,10 @@ def loading_kwargs(classifier: dict[str, Any], base_config: Any) -> dict[str, An
     keys of its ``classifier_config`` that the base config has (``num_labels``, the labels, a timm model's
     ``model_args``; not east_hf's records), and ``ignore_mismatched_sizes`` (a head of another size in the base
     checkpoint is replaced by the adapter's)."""
-    known = {k: v for k, v in classifier.items() if k == "num_labels" or hasattr(base_config, k)}
+    labels = ("num_labels", "id2label", "label2id", "problem_type")  # what any config takes, its base's out of reach
+    known = {
+        k: v for k, v in classifier.items() if k in labels or (base_config is not None and hasattr(base_config, k))
+    }
     if "id2label" in known:  # JSON's string keys, as transformers' own reading of a config.json turns them back
         known["id2label"] = {int(k): v for k, v in known["id2label"].items()}
     return {**known, "ignore_mismatched_sizes": True}
