@@ -247,3 +247,44 @@ def test_loading_kwargs_keep_what_the_base_config_takes_and_the_labels_without_i
         "id2label": {0: "a", 1: "b"},
         "ignore_mismatched_sizes": True,
     }
+
+
+def test_a_multi_label_lora_model_trains_tunes_saves_and_predicts(pretrained_bert, tmp_path):  # noqa: F811
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
+
+    from east_hf.hf.predict import Predictor
+
+    tokenizer = AutoTokenizer.from_pretrained(pretrained_bert)
+    rows = _texts({"sport": 60, "money": 40, "food": 30}, seed=4)
+    names = list(WORDS)
+
+    def encoded(part):  # each text's own topic, and "food" also wherever "the" appears
+        batch = tokenizer([r["review"] for r in part], truncation=True, max_length=16)
+        hot = [[float(n == r["label"] or (n == "food" and "the" in r["review"].split())) for n in names] for r in part]
+        return [{**{k: v[i] for k, v in batch.items()}, "labels": hot[i]} for i in range(len(part))]
+
+    torch.manual_seed(0)
+    base = AutoModelForSequenceClassification.from_pretrained(
+        pretrained_bert, num_labels=3, problem_type="multi_label_classification",
+        id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)},
+    )  # fmt: skip
+    args = east_args(
+        tmp_path / "out", east_annealing=True, eval_strategy="steps", eval_steps=4, save_strategy="no", max_steps=24,
+        learning_rate=3e-3, east_warm_start_epochs=1,
+    )  # fmt: skip
+    trainer = EASTTrainer(
+        model=lora_model(base, r=4, alpha=8, dropout=0.0, text=True), args=args, train_dataset=encoded(rows[:100]),
+        eval_dataset=encoded(rows[100:]), data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+    )  # fmt: skip
+    assert trainer.multi_label
+    trainer.train()
+    rule = trainer.tune_decision_rule()
+    assert len(rule.offsets) == 3
+    run = tmp_path / "run"
+    trainer.save_model(str(run))
+    saved = json.loads((run / CLASSIFIER_CONFIG_NAME).read_text())
+    assert saved["problem_type"] == "multi_label_classification" and saved["num_labels"] == 3
+    predictor = Predictor(run)
+    assert predictor.multi_label and predictor.label_names == names
+    frame = predictor.predict([r["review"] for r in rows[100:]], probabilities=True)
+    assert {"predicted_label", "probability_food"} <= set(frame.columns) and len(frame) == 30
