@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -260,3 +261,14 @@ def loss_spy():
             self.weights.append((self.trainer.east_stage, getattr(loss, "weight", None)))
 
     return LossSpy()
+
+
+def run_two_processes(script: Path, *args) -> subprocess.CompletedProcess:
+    """``torchrun --standalone --nproc_per_node 2 script args`` on the CPU (gloo, one thread each), with tests/ and the
+    repository on the path; its return code, stdout and stderr. (``accelerate launch --cpu --num_processes 2`` runs
+    one process on these machines; torchrun does not.)"""
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    here = Path(__file__).parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}
+    command = [torchrun, "--standalone", "--nproc_per_node", "2", str(script), *map(str, args)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

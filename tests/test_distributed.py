@@ -8,22 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_two_processes
 
 HERE = Path(__file__).parent
 
 
 def test_two_process_gradient_equals_single_process_on_global_batch(tmp_path):
-    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
     out = tmp_path / "result.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)])}
-    # NB: `accelerate launch --cpu --num_processes 2` silently runs one process on these machines; torchrun does not.
-    proc = subprocess.run(
-        [torchrun, "--standalone", "--nproc_per_node", "2", str(HERE / "dist_grad_check.py"), str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_two_processes(HERE / "dist_grad_check.py", out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["backend"] == "gloo"

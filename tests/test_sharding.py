@@ -6,14 +6,11 @@ processes, the same seed)."""
 
 import json
 import logging
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers import run_two_processes
 
 from east_hf.hf.preflight import check_sharding, check_unsharded, sharding
 
@@ -71,13 +68,8 @@ def test_fsdp_asked_for_where_accelerate_does_not_shard_is_one_warning(caplog):
 
 
 def test_the_stage_copy_of_an_fsdp2_model_is_each_processs_shard_and_restores(tmp_path):
-    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
     out = tmp_path / "copies.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)])}
-    proc = subprocess.run(
-        [torchrun, "--standalone", "--nproc_per_node", "2", str(HERE / "dist_fsdp2_copies.py"), str(out)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = run_two_processes(HERE / "dist_fsdp2_copies.py", out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["types"] == ["DTensor"] and result["kept_per_rank"] == [result["total"] // 2] * 2  # its share
@@ -85,13 +77,8 @@ def test_the_stage_copy_of_an_fsdp2_model_is_each_processs_shard_and_restores(tm
 
 
 def _run(mode: str, tmp_path: Path) -> dict:
-    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
     out = tmp_path / f"{mode}.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)])}
-    proc = subprocess.run(
-        [torchrun, "--standalone", "--nproc_per_node", "2", str(HERE / "dist_fsdp_check.py"), mode, str(out)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    proc = run_two_processes(HERE / "dist_fsdp_check.py", mode, out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {**json.loads(out.read_text()), "stderr": proc.stderr}
 
