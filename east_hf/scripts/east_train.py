@@ -254,7 +254,9 @@ def _claim_and_run(
             parser.error(refused)
         if refused is not None:  # the other processes stop too, leaving the one line to the main one
             parser.exit(2)
-        return _run(parser, parsed)
+        status = _run(parser, parsed)
+        _end_process_group(wait=True)
+        return status
     except KeyboardInterrupt:
         if training.process_index == 0:
             line = interrupted or interrupted_line(parser.prog, args, training.output_dir)
@@ -265,13 +267,21 @@ def _claim_and_run(
         _end_process_group()
 
 
-def _end_process_group() -> None:
+def _end_process_group(wait: bool = False) -> None:
     """Ends the launch's process group, if there is one: a process that exits with gloo's group alive aborts now
-    and then at interpreter shutdown (``terminate called without an active exception``), failing the launch."""
+    and then at interpreter shutdown (``terminate called without an active exception``), failing the launch.
+    ``wait``: after a run that ended normally, every process first waits for the others (a barrier), so none tears
+    its group down while another still talks to it; the group's objects are then freed while the interpreter is
+    whole. A run that failed or was interrupted ends its group without waiting: another process may never arrive."""
+    import gc
+
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        if wait:
+            dist.barrier()
         dist.destroy_process_group()
+        gc.collect()
 
 
 def _from_main_process(value: Any, world_size: int) -> Any:
