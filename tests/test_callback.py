@@ -264,3 +264,35 @@ def test_callback_state_lists_the_stage_best_file_exactly_when_on_save_writes_it
     for name, value in callback.state()["attributes"].items():
         setattr(fresh, name, value)
     assert fresh.checkpoint_files == []
+
+
+@pytest.mark.parametrize(
+    "notes, falls_back",
+    [
+        ([True] * 5, True),  # every evaluation predicted one class: a second warm start instead of the stop
+        ([True] * 4 + [False], False),  # the last one told classes apart
+        ([True, None, True, True, True], False),  # one left unsaid (a Trainer of transformers' own says nothing)
+    ],
+    ids=["one class throughout", "told apart once", "unsaid once"],
+)
+def test_ce_fallback_goes_on_only_where_every_evaluation_predicted_one_class(notes, falls_back):
+    """Warm start of 1 step, then stages of patience 1 whose values never improve: the annealing would stop at the
+    5th evaluation. With ce_fallback it goes on in a warm start (stage -1) where the trainer noted one class at every
+    evaluation; once per run."""
+    callback = TemperatureAnnealingCallback(
+        decay=0.5, patience=1, stage_patience=2, warm_start="ce", warm_start_steps=1, ce_fallback=True
+    )
+    driver = Driver(callback).begin()
+    for note in notes:
+        if note is not None:
+            callback.note_predicted_classes(note)
+        driver.evaluate(1.0, 0.2)
+    assert driver.control.should_training_stop is not falls_back
+    assert callback.schedule.fell_back is falls_back and callback.schedule.in_warm_start is falls_back
+    if falls_back:
+        for _ in range(6):  # its warm start (its own early stopping), then two stages without improvement: stop
+            callback.note_predicted_classes(True)
+            driver.evaluate(1.0, 0.2)
+        assert driver.control.should_training_stop and callback.schedule.finished
+    with pytest.raises(ValueError, match="ce_fallback"):
+        TemperatureAnnealingCallback(ce_fallback=True)  # no warm start to fall back to

@@ -261,3 +261,35 @@ def test_select_window_judges_stages_by_the_mean_of_the_last_evaluations():
     assert fresh.recent_anneal == [] and fresh.selection_value is None
     with pytest.raises(ValueError, match="select_window"):
         AnnealingSchedule(select_window=0)
+
+
+def test_fall_back_starts_a_stopped_schedule_over_from_a_warm_start_of_its_own_early_stopping():
+    """A warm start of 2 steps, then stages of patience 1 that never improve: stopped at step 4. Fallen back, the
+    warm start ignores warm_start_steps (it ends on its own early stopping), the best anneal value so far stays the
+    one to beat, the annealing starts again at T0, and the state survives a round trip; once per schedule."""
+    s = AnnealingSchedule(decay=0.5, patience=1, stage_patience=1, warm_start="ce", warm_start_steps=2)
+    assert run(s, [(1.0, 0.2), (0.9, 0.2), (1.0, 0.2), (1.0, 0.2)]) == [BEST, NEXT, BEST, STOP]
+    assert (s.stop_reason, s.best_anneal) == ("stage_patience", 0.2)
+    s.fall_back()
+    assert (s.in_warm_start, s.finished, s.stop_reason, s.fell_back) == (True, False, None, True)
+    assert s.stages_without_improvement == 0
+    assert s.update(0.8, 0.3, step=5) is BEST  # past warm_start_steps: a fixed length would have ended it here
+    assert s.update(0.7, 0.5, step=6) is BEST
+    restored = AnnealingSchedule(**s.settings())
+    restored.load_state_dict(json.loads(json.dumps(s.state_dict())))
+    assert restored.fell_back and restored.in_warm_start
+    assert restored.update(0.75, 0.4, step=7) is NEXT  # its own early stopping (patience 1)
+    assert (restored.stage, restored.temperature, restored.best_anneal) == (0, 0.2, 0.5)
+    assert restored.update(0.6, 0.4, step=8) is BEST and restored.update(0.6, 0.4, step=9) is STOP
+    with pytest.raises(ValueError, match="not fallen back yet"):
+        restored.fall_back()
+    with pytest.raises(ValueError, match="Expected a stopped schedule"):
+        AnnealingSchedule(warm_start="ce").fall_back()
+    cold = AnnealingSchedule(patience=1, stage_patience=1)
+    assert run(cold, [(1.0, 0.2), (1.0, 0.2), (1.0, 0.2), (1.0, 0.2)])[-1] is STOP
+    with pytest.raises(ValueError, match="with a warm start"):
+        cold.fall_back()
+    old = {k: v for k, v in s.state_dict().items() if k != "fell_back"}  # a state saved before the fallback existed
+    fresh = AnnealingSchedule(**s.settings())
+    fresh.load_state_dict(old)
+    assert fresh.fell_back is False

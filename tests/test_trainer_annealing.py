@@ -425,3 +425,65 @@ def test_ema_decay_is_checked_and_needs_the_annealing_callback(tmp_path):
     assert build_annealing_callback(EASTConfig(output_dir=str(tmp_path), report_to=[])).ema_decay == 0.0
     averaged = EASTConfig(output_dir=str(tmp_path), report_to=[], east_loss="la", east_ema_decay=0.9)
     assert build_annealing_callback(averaged).ema_decay == 0.9  # a baseline can average its weights too
+
+
+class LossNames(TrainerCallback):
+    """Records (stage, the name of the loss in use, the name of its cross-entropy term) at every optimizer step."""
+
+    def __init__(self):
+        self.trainer, self.steps = None, []
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        loss = self.trainer._current_loss()
+        term = getattr(getattr(loss, "cross_entropy", None), "name", None)
+        self.steps.append((self.trainer.east_stage, loss.name, term))
+
+
+def _wrong_priors_trainer(tmp_path, **overrides):
+    """The default EAST (logit-adjusted warm start and mix) told that class 0 is a millionth of the data: its
+    logit-adjusted cross-entropy drives every row to class 0, through the warm start and every stage."""
+    spy = LossNames()
+    trainer = annealing_trainer(
+        tmp_path,
+        callbacks=[spy],
+        east_warm_start="ce",
+        east_warm_start_epochs=2,
+        east_ce_weight=None,
+        east_ce_loss=None,
+        east_class_priors=[1e-6, 1, 1],
+        **overrides,
+    )
+    spy.trainer = trainer
+    return trainer, spy
+
+
+def test_a_run_that_tells_no_classes_apart_falls_back_to_plain_cross_entropy_and_learns(tmp_path, caplog):
+    trainer, spy = _wrong_priors_trainer(tmp_path)
+    with caplog.at_level("WARNING", logger="east_hf.hf.callbacks"):
+        trainer.train()
+    evals = evaluations(trainer)
+    stages = [h["east_stage"] for h in evals]
+    back = next(i for i in range(1, len(stages)) if stages[i] == -1 and stages[i - 1] >= 0)  # the second warm start
+    one_class = evals[0]["eval_fbeta"]
+    assert all(h["eval_fbeta"] == one_class for h in evals[:back]) and one_class < 0.25  # one class for every row
+    assert max(h["eval_fbeta"] for h in evals[back:]) > 0.6  # plain cross-entropy learned
+    warned = [r.getMessage() for r in caplog.records if "every validation evaluation so far predicted" in r.message]
+    assert len(warned) == 1 and f"stop at step {evals[back - 1]['step']}" in warned[0]
+    trained = set(spy.steps)
+    assert (-1, "la", None) in trained and (0, "east", "la") in trained  # before the fallback
+    assert (-1, "ce", None) in trained and (0, "east", "ce") in trained  # after it: the plain cross-entropy
+    schedule = annealer(trainer).schedule
+    assert schedule.fell_back and schedule.finished and trainer.state.global_step < trainer.args.max_steps
+    assert trainer.state.best_metric > 0.6  # the model kept is one that learned
+    saved = json.loads((tmp_path / f"checkpoint-{trainer.state.global_step}" / "trainer_state.json").read_text())
+    attributes = saved["stateful_callbacks"]["TemperatureAnnealingCallback"]["attributes"]
+    assert attributes["schedule_state"]["fell_back"] is True and attributes["one_class_so_far"] is False
+
+
+def test_east_ce_fallback_false_stops_where_the_annealing_stops(tmp_path):
+    trainer, spy = _wrong_priors_trainer(tmp_path, east_ce_fallback=False)
+    trainer.train()
+    evals = evaluations(trainer)
+    assert [h["east_stage"] for h in evals] == sorted(h["east_stage"] for h in evals)  # no second warm start
+    assert max(h["eval_fbeta"] for h in evals) < 0.25 and not annealer(trainer).schedule.fell_back
+    assert {(name, term) for _, name, term in spy.steps} == {("la", None), ("east", "la")}

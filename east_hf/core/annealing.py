@@ -91,6 +91,7 @@ _STATE_KEYS = (
     "finished",
     "stop_reason",
     "recent_anneal",
+    "fell_back",
 )
 
 
@@ -156,9 +157,8 @@ class AnnealingSchedule:
         patience: evaluations without improvement of the stage monitor before a stage ends (fast early stopping).
         stage_patience: finished stages in a row whose best anneal value did not improve on the best so far
             before annealing stops (the paper's "stops improving across a number of temperature decreases").
-        min_temperature: annealing stops after the stage whose temperature is at or below it. A guard rail
-            (``stage_patience`` usually stops first): with T0 = 0.2 the default 0.005 ends annealing at the latest
-            after stage 36 (T = 0.0045) at r = 0.9, or after stage 6 (T = 0.0031) at r = 0.5.
+        min_temperature: annealing stops after the stage whose temperature is at or below it; a guard rail
+            (``stage_patience`` usually stops first): the default 0.005 ends at stage 36 at most at r = 0.9.
         max_stages: at most this many EAST stages (the warm start not counted); None for no bound.
         threshold: an improvement of the stage monitor must exceed it (within a stage and in the warm start).
         threshold_mode: ``"rel"`` (default): the threshold is a fraction of the best value so far, as
@@ -178,12 +178,10 @@ class AnnealingSchedule:
         ce_weight: w0 of an annealed cross-entropy weight, w_k = w0 * ce_weight_decay^k in EAST stage k, that the
             Trainer layer adds to EAST's loss (``MixedSetLoss``); 0 (default): EAST alone, as the paper.
         ce_weight_decay: the factor in [0, 1] the cross-entropy weight is multiplied by at each temperature decrease.
-        lr_decay: the factor in (0, 1] the learning rate is multiplied by at each temperature decrease, lr_k = lr *
-            lr_decay^k in EAST stage k (``lr_scale``; the warm start and stage 0 train at the optimiser's own rate);
-            the Trainer layer applies it to the optimiser and its scheduler. 1 (default): one learning rate, as the
-            paper. Why: as T falls the surrogate's gradient comes from the few samples near the threshold, so steps
-            of one size move the decision point further from batch to batch, and the validation metric over a few
-            dozen rare-class samples jumps from epoch to epoch.
+        lr_decay: the factor in (0, 1] on the learning rate at each temperature decrease, lr_k = lr * lr_decay^k in
+            EAST stage k (``lr_scale``, applied by the Trainer layer); 1 (default): one rate, as the paper. Why: as T
+            falls the gradient comes from the few samples near the threshold, and steps of one size move the
+            decision point further from batch to batch.
         select_window: how many evaluations the across-stage value is the mean of: the anneal value of an evaluation
             is replaced by the mean of the last ``select_window`` anneal values (``selection_value``), which is what
             the stages' bests are judged on and what the best model is chosen by. 1 (default): each evaluation's own
@@ -195,10 +193,9 @@ class AnnealingSchedule:
     The warm start's best anneal value is the reference the first EAST stage must beat.
 
     State (read it, do not set it): ``stage``, ``temperature`` and ``ce_weight`` (the stage's values),
-    ``stage_best`` / ``stage_best_step`` /
-    ``bad_evaluations`` (within the stage), ``stage_best_anneal``, ``best_anneal`` / ``best_anneal_stage`` /
+    ``stage_best`` / ``stage_best_step`` / ``bad_evaluations`` (within the stage), ``stage_best_anneal``, ``best_anneal`` / ``best_anneal_stage`` /
     ``stages_without_improvement`` (across stages), ``finished`` and ``stop_reason`` (``"stage_patience"``,
-    ``"min_temperature"`` or ``"max_stages"``). ``last_improved`` tells whether the last update was a new
+    ``"min_temperature"`` or ``"max_stages"``), ``fell_back``. ``last_improved`` tells whether the last update was a new
     stage best, also when it ended the stage.
     """
 
@@ -308,6 +305,7 @@ class AnnealingSchedule:
         self.finished = False
         self.stop_reason: str | None = None
         self.recent_anneal: list[float] = []  # the last select_window anneal values, oldest first
+        self.fell_back = False
         self._reset_stage()
 
     def _reset_stage(self) -> None:
@@ -363,7 +361,7 @@ class AnnealingSchedule:
         anneal_value = _as_float(anneal_value, "anneal_value")
         self.recent_anneal = [*self.recent_anneal, anneal_value][-self.select_window :]
         anneal_value = self.selection_value
-        if self.in_warm_start and self.warm_start_steps is not None and step is None:
+        if self.in_warm_start and self.warm_start_steps is not None and not self.fell_back and step is None:
             raise ValueError(
                 f"Expected the step of the evaluation to end the warm start after {self.warm_start_steps} steps, got None"
             )
@@ -379,7 +377,7 @@ class AnnealingSchedule:
             self.bad_evaluations += 1
         self.stage_best_anneal = _better(anneal_value, self.stage_best_anneal, self.anneal_mode)
 
-        if self.in_warm_start and self.warm_start_steps is not None:
+        if self.in_warm_start and self.warm_start_steps is not None and not self.fell_back:
             stage_over = step >= self.warm_start_steps  # a fixed length: its own early stopping does not apply
         else:
             stage_over = self.bad_evaluations >= self.patience
@@ -411,13 +409,26 @@ class AnnealingSchedule:
         self._reset_stage()
         return Decision.NEXT_STAGE
 
+    def fall_back(self) -> None:
+        """Start a stopped schedule over, once, from a warm start that ends on its own early stopping (whatever
+        ``warm_start_steps`` says), then anneal from T0; the best anneal value so far stays the one to beat. The
+        Trainer layer's fallback (``east_ce_fallback``) for a run that has told no classes apart."""
+        if not (self.finished and self.has_warm_start and not self.fell_back):
+            raise ValueError(
+                "Expected a stopped schedule with a warm start that has not fallen back yet, got "
+                f"finished={self.finished}, warm_start={self.warm_start!r}, fell_back={self.fell_back}"
+            )
+        self.stage, self.finished, self.stop_reason, self.fell_back = WARM_START_STAGE, False, None, True
+        self.stages_without_improvement = 0
+        self._reset_stage()
+
     def state_dict(self) -> dict[str, Any]:
         """The mutable state as a JSON-serialisable dict (the hyperparameters are the constructor's arguments)."""
         return {key: getattr(self, key) for key in _STATE_KEYS}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned."""
-        state = {"recent_anneal": [], **state}  # a state saved without the window starts it empty
+        state = {"recent_anneal": [], "fell_back": False, **state}  # keys a state may lack: their start values
         missing = [key for key in _STATE_KEYS if key not in state]
         if missing:
             raise ValueError(f"Expected an AnnealingSchedule state with keys {list(_STATE_KEYS)}, missing {missing}")

@@ -58,6 +58,7 @@ __all__ = [
     "build_schedule",
     "class_counts",
     "class_priors",
+    "falls_back",
     "is_multi_label",
     "label_priors",
     "multi_hot_datasets",
@@ -86,6 +87,8 @@ class EASTComponents:
         multi_label: whether the task is multi-label (``is_multi_label``).
         target_metrics: the hard metrics of the configured target whatever the caller passed (counted beside a
             ``compute_metrics`` of the user's), or None where the number of classes is unknown.
+        fallback_loss, fallback_mixed_loss: what a run trains after falling back (``east_ce_fallback``): the plain
+            cross-entropy and EAST's mix with it; where it cannot fall back, ``ce_loss`` and ``mixed_loss``.
     """
 
     loss: SetLoss
@@ -96,6 +99,12 @@ class EASTComponents:
     num_classes: int | None
     multi_label: bool = False
     target_metrics: ComputeMetrics | MultiLabelComputeMetrics | None = None
+    fallback_loss: SetLoss | None = None  # None: ce_loss
+    fallback_mixed_loss: MixedSetLoss | None = None  # None: mixed_loss
+
+    def __post_init__(self):
+        self.fallback_loss = self.ce_loss if self.fallback_loss is None else self.fallback_loss
+        self.fallback_mixed_loss = self.mixed_loss if self.fallback_mixed_loss is None else self.fallback_mixed_loss
 
 
 def trains_cross_entropy(args: EASTConfig) -> bool:
@@ -312,10 +321,11 @@ def build_schedule(args: EASTConfig, eval_size: int | None = None, streamed: boo
 
 
 def build_annealing_callback(
-    args: EASTConfig, eval_size: int | None = None, streamed: bool = False
+    args: EASTConfig, eval_size: int | None = None, streamed: bool = False, multi_label: bool = False
 ) -> TemperatureAnnealingCallback:
     """The ``TemperatureAnnealingCallback`` of ``build_schedule(args, eval_size, streamed)``; it reports a
-    temperature where the loss anneals one (``LossSpec.anneals_temperature``)."""
+    temperature where the loss anneals one (``LossSpec.anneals_temperature``) and falls back to plain cross-entropy
+    where ``falls_back``."""
     return TemperatureAnnealingCallback(
         build_schedule(args, eval_size, streamed),
         stage_monitor=args.east_stage_monitor,
@@ -324,6 +334,7 @@ def build_annealing_callback(
         restore_best_per_stage=args.east_restore_best_per_stage,
         ema_decay=args.east_ema_decay,
         reports_temperature=loss_spec(args.east_loss).anneals_temperature,
+        ce_fallback=falls_back(args, multi_label),
     )
 
 
@@ -375,13 +386,28 @@ def build_components(
     else:
         ce_loss = build_ce_loss(args, counts, train_dataset is not None, multi_label)  # no training set: none trains
     mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if spec.anneals_temperature else None
+    fallback, fallback_mixed = ce_loss, mixed
+    if falls_back(args, multi_label) and ce_loss.name != "ce":
+        fallback = build_loss("ce", **_priors(None, multi_label))
+        fallback_mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=fallback)
     annealing = None
     if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
         streamed = train_dataset is not None and dataset_length(train_dataset) is None
-        annealing = build_annealing_callback(args, validation_size(eval_dataset, args.east_anneal_key), streamed)
+        eval_size = validation_size(eval_dataset, args.east_anneal_key)
+        annealing = build_annealing_callback(args, eval_size, streamed, multi_label)
     metrics = None if num_classes is None else build_target_metrics(args, num_classes, id2label, multi_label)
     mine = metrics if compute_metrics is None else None
-    return EASTComponents(loss, ce_loss, mixed, annealing, mine, num_classes, multi_label, metrics)
+    return EASTComponents(
+        loss, ce_loss, mixed, annealing, mine, num_classes, multi_label, metrics, fallback, fallback_mixed
+    )
+
+
+def falls_back(args: EASTConfig, multi_label: bool = False) -> bool:
+    """Whether a run of ``args`` falls back to plain cross-entropy when its model has told no classes apart
+    (``east_ce_fallback``, ``TemperatureAnnealingCallback.ce_fallback``): single-label EAST with a warm start."""
+    spec = loss_spec(args.east_loss, multi_label)
+    with_warm_start = spec.warm_start and args.east_warm_start != "none"
+    return bool(args.east_ce_fallback) and not multi_label and spec.anneals_temperature and with_warm_start
 
 
 def multi_hot_datasets(model: Any, sets: Mapping[str, Any]) -> dict[str, Any]:

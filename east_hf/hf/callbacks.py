@@ -85,19 +85,20 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             holds about 1 / (1 - d) steps, so it is a setting in steps: 0.95 is ~20 steps, one to three epochs of the
             evidence tables. Why: a hard metric over a few dozen validation positives jumps from epoch to epoch, and
             the checkpoint kept is partly the best jump; the average moves less from one evaluation to the next.
-            Buffers (BatchNorm's running statistics) are the training model's, not averaged: they are a moving
-            average already, and averaging them again lags them so far behind the weights that a BatchNorm network
-            early in training can predict one class for longer than a stage's patience.
-            ``EASTTrainer.evaluate`` swaps the average into the model for each evaluation during training (in place:
-            the copy holds the training weights meanwhile), and the next step swaps it out, so a checkpoint saved
-            after an evaluation holds the weights that were evaluated, as ``load_best_model_at_end`` assumes. A
-            stage's best weights are then an average; restoring them at the end of a stage starts both the training
-            weights and the average from them. Costs one copy of the model on its device; checkpoints carry the copy
-            as ``east_ema.pt`` (the model's size on disk), so a resume continues the same average. With
-            ``load_best_model_at_end=False`` training ends with the average. Single device or DDP, as the stage copy.
+            Buffers (BatchNorm's statistics) are the training model's: averaged again, they lag so far behind the
+            weights that a BatchNorm network early in training can predict one class for longer than a stage.
+            ``EASTTrainer.evaluate`` swaps the average into the model for each evaluation in training (the copy holds
+            the training weights meanwhile) and the next step swaps it out, so a checkpoint holds the weights that
+            were evaluated; a stage's best weights are an average, and restoring them starts both from them. Costs
+            one copy of the model on its device, in checkpoints ``east_ema.pt``, so a resume continues the average;
+            ``load_best_model_at_end=False`` ends with the average. Single device or DDP, as the stage copy.
         reports_temperature: whether the trained loss has a temperature (EAST; the builder asks the loss's
             ``LossSpec.anneals_temperature``); False for a baseline, whose messages then name no stage or temperature.
             Saved with a checkpoint, so a resumed callback reports as the one it replaces.
+        ce_fallback: where the annealing would stop and every validation evaluation so far predicted one class for
+            every row (the trainer's ``note_predicted_classes``; without notes nothing falls back), train on: plain
+            cross-entropy until its own early stopping, then anneal again from T0 (``AnnealingSchedule.fall_back``),
+            once per run. Needs a warm start. Why: ``EASTConfig``'s ``east_ce_fallback``.
 
     A warm start (``schedule.warm_start == "ce"``) is stage -1: the trainer trains it with cross-entropy, for
     ``warm_start_steps`` optimiser steps, or ``warm_start_epochs`` epochs (turned into steps from the length of the
@@ -106,15 +107,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     stage 0 must beat.
 
     The schedule's ``lr_scale`` (``lr_decay``^stage) multiplies the optimiser's learning rates from the step after a
-    stage ends: each parameter group's rate and the scheduler's base rates (transformers' schedules are ``LambdaLR``s,
-    rate = base * factor(step)), so it composes with any ``lr_scheduler_type``. The factor the rates carry is saved
-    with a checkpoint (``lr_scale``), whose scheduler holds the scaled base rates, so a resume goes on at them.
+    stage ends: each parameter group's rate and the scheduler's base rates (transformers' ``LambdaLR``s), so it
+    composes with any ``lr_scheduler_type``; a checkpoint saves the factor (``lr_scale``), so a resume goes on at it.
 
-    The best model at the end is the Trainer's job: ``load_best_model_at_end=True`` with ``metric_for_best_model``
-    set to the anneal monitor (``greater_is_better=True`` for a hard metric) and ``save_steps`` equal to (or a
-    multiple of) ``eval_steps``. The callback warns when those differ. Restoring a stage's best weights is deferred to
-    the next step so that the checkpoint of the evaluation that ended a stage holds the weights that were evaluated,
-    as ``load_best_model_at_end`` assumes.
+    The best model at the end is the Trainer's job: ``load_best_model_at_end=True``, ``metric_for_best_model`` the
+    anneal monitor and ``save_steps`` a multiple of ``eval_steps`` (warned otherwise). Restoring a stage's best weights
+    waits for the next step: the checkpoint of the evaluation that ended a stage holds the weights it evaluated.
 
     Resuming looks for ``east_stage_best.pt`` in ``{output_dir}/checkpoint-{global_step}`` (where
     ``resume_from_checkpoint=True`` resumes from); a checkpoint moved elsewhere resumes without it, with a warning,
@@ -136,6 +134,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         restore_best_per_stage: bool = True,
         ema_decay: float = DEFAULT_EMA_DECAY,
         reports_temperature: bool = True,
+        ce_fallback: bool = False,
         **schedule_kwargs: Any,
     ):
         for name, key in (("stage_monitor", stage_monitor), ("anneal_monitor", anneal_monitor)):
@@ -158,6 +157,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"Expected schedule as an AnnealingSchedule or its settings, got {type(schedule).__name__}"
             )
         self.schedule = schedule
+        if ce_fallback and not schedule.has_warm_start:
+            raise ValueError("Expected a schedule with a warm start (warm_start='ce') for ce_fallback, got 'none'")
+        self.ce_fallback = bool(ce_fallback)
+        # True while every evaluation in training was noted as one class, False from the first that was not. Saved.
+        self.one_class_so_far: bool | None = None
+        self._noted_one_class: bool | None = None  # the note for the evaluation whose on_evaluate comes next
         self.restore_best_per_stage = bool(restore_best_per_stage)
         self.ema_decay = check_ema_decay(ema_decay)
         self._ema = None  # timm's ModelEmaV3 of the training model, made when training begins (ema_decay > 0)
@@ -211,6 +216,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "selection_key": self.selection_key,
                 "restore_best_per_stage": self.restore_best_per_stage,
                 "ema_decay": self.ema_decay,
+                "ce_fallback": self.ce_fallback,
             },
             "attributes": {
                 "schedule_state": self.schedule.state_dict(),
@@ -218,9 +224,15 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "ema_in_model": self.ema_in_model,
                 "lr_scale": self.lr_scale,
                 "reports_temperature": self.reports_temperature,  # set on the resumed instance, as a constructor would
+                "one_class_so_far": self.one_class_so_far,
                 CHECKPOINT_FILES_KEY: self.checkpoint_files,
             },
         }
+
+    def note_predicted_classes(self, one_class: bool | None) -> None:
+        """The trainer's note on the validation evaluation whose ``on_evaluate`` comes next: whether it predicted one
+        class for every row while the validation set holds others (None: not known); read by ``ce_fallback``."""
+        self._noted_one_class = one_class
 
     # ---- events ----
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -340,6 +352,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if (
             schedule.in_warm_start
             and schedule.warm_start_steps is not None
+            and not schedule.fell_back  # the fallback's warm start ends on its own early stopping
             and state.global_step >= schedule.warm_start_steps
         ):
             # End the warm start on the step it is due, not at the next evaluation; an epoch's last step under
@@ -360,6 +373,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"{sorted(metrics)}; set east_stage_monitor / east_anneal_monitor to one of them (hard metrics need "
                 "compute_metrics)"
             )
+        noted, self._noted_one_class = self._noted_one_class, None
+        self.one_class_so_far = bool(noted) and self.one_class_so_far is not False
         schedule = self.schedule
         stage, temperature = schedule.stage, schedule.temperature
         decision = schedule.update(metrics[self.stage_monitor], metrics[self.anneal_monitor], step=state.global_step)
@@ -378,6 +393,14 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             logger.info(
                 f"EAST stage {stage} (T={temperature:.4g}) ended at step {state.global_step}; "
                 f"stage {schedule.stage} at T={schedule.temperature:.4g}"
+            )
+        elif decision is Decision.STOP and self.ce_fallback and self.one_class_so_far and not schedule.fell_back:
+            schedule.fall_back()
+            self._stage_weights, self.restore_pending = None, False
+            logger.warning(
+                f"Annealing would stop at step {state.global_step}, but every validation evaluation so far predicted one "
+                "class for every row: plain cross-entropy until its own early stopping, then annealing again from T0 "
+                "(east_ce_fallback false: stop here instead)"
             )
         elif decision is Decision.STOP:
             control.should_training_stop = True

@@ -132,6 +132,13 @@ class EASTConfig(TrainingArguments):
             class, the logit-adjusted one does not. The paper's loss is ``east_ce_weight=0`` (with
             ``east_warm_start="none"`` for its cold start). Without class priors (a training set that cannot be
             counted and no ``east_class_priors``), ``"la"`` and ``"wce"`` fall back to ``"ce"`` with a warning.
+        east_ce_fallback (`bool`, defaults to `True`): when the annealing would stop and every validation evaluation
+            of the run predicted one class for every row (the validation set holding others), train on instead: a
+            second warm start of plain cross-entropy (whatever ``east_ce_loss`` says) until its own early stopping,
+            then the annealing again from T0, with plain cross-entropy as the annealed weight's term; once per run
+            (``TemperatureAnnealingCallback.ce_fallback``). Why: a logit-adjusted start can leave a model that tells
+            no class apart on a heavily skewed set where plain cross-entropy learns, and the annealing then stops on
+            a flat validation metric with budget left. Single-label EAST with a warm start; ``False``: stop there.
         east_class_priors (`list[float]`, `dict[str, float]` or `str`, defaults to `None`): the class counts or
             priors of ``wce``, ``la`` and ``east_ce_loss`` ``wce`` / ``la``, instead of counting the training split:
             a list by class index, a mapping from class name (``id2label``) to value naming every class, or a
@@ -305,6 +312,14 @@ class EASTConfig(TrainingArguments):
     east_ce_weight_decay: float = field(
         default=core_default(AnnealingSchedule, "ce_weight_decay"),
         metadata={"help": "Factor the cross-entropy weight is multiplied by at each temperature decrease."},
+    )
+    east_ce_fallback: bool = field(
+        default=True,
+        metadata={
+            "help": "When annealing would stop while every validation evaluation predicted one class for every row, "
+            "train on with plain cross-entropy until its early stopping, then anneal again (single-label EAST "
+            "with a warm start; false: stop there)."
+        },
     )
     east_ce_loss: str | None = field(
         default=None,

@@ -209,12 +209,22 @@ class CountedEvaluation:
         # validation samples.
         self._unpredicted: dict[int, list[tuple[int, float]]] = {}
         self._supported: dict[int, int] = {}
+        self._multi_label_steps: dict[int, bool] = {}
 
     def unpredicted_classes(self) -> tuple[dict[int, list[tuple[int, float]]], dict[int, int]]:
         """Per validation evaluation (its global step) with the counted metrics: the classes (multi-label: labels) with
         validation samples that the model never predicted, as (index, samples) pairs; and how many classes have
         validation samples (``east_hf.hf.kept_model_warnings.warn_unpredicted_kept_classes`` reads both)."""
         return dict(self._unpredicted), dict(self._supported)
+
+    def predicted_one_class(self, step: int) -> bool | None:
+        """Whether the single-label validation evaluation counted at ``step`` predicted one class for every row while
+        the validation set holds samples of two or more classes; None where it was not counted (or is
+        multi-label)."""
+        if step not in self._supported or self._multi_label_steps.get(step, False):
+            return None
+        supported = self._supported[step]
+        return supported >= 2 and len(self._unpredicted[step]) == supported - 1
 
     def prediction_step(self, model, inputs: dict[str, Any], prediction_loss_only: bool | None, step: int):
         """One evaluation batch (``inputs`` prepared for the model): add this process's loss statistics (and, in
@@ -304,6 +314,7 @@ class CountedEvaluation:
                 never = ((support > 0) & (predicted == 0)).nonzero().flatten()
                 self._unpredicted[step] = list(zip(never.tolist(), support[never].tolist()))
                 self._supported[step] = int((support > 0).sum())
+                self._multi_label_steps[step] = counts.shape[0] == 4
         return output
 
     def _put_loss(self, metrics: dict[str, float], stats: Any, prefix: str, step: int) -> None:

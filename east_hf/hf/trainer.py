@@ -76,9 +76,8 @@ logger = logging.getLogger(__name__)
 class EASTTrainer(Trainer):
     """``Trainer`` that optimises 1 - M(C_T), the EAST surrogate of a confusion-matrix metric M (or a baseline loss).
 
-    Takes an ``EASTConfig`` as ``args``. Works with any model whose output has ``.logits`` (transformers image
-    classifiers, ``TimmWrapperForImageClassification``) or that returns a logits tensor; the model's own
-    cross-entropy is not computed (``labels`` are not passed to it). Installs the config's
+    Takes an ``EASTConfig`` as ``args``. Works with any model whose output has ``.logits`` or that returns a logits
+    tensor; the model's own cross-entropy is not computed (``labels`` are not passed to it). Installs the config's
     ``TemperatureAnnealingCallback`` unless one is passed in ``callbacks``. transformers' ``EarlyStoppingCallback`` is
     refused beside it (in ``callbacks`` or through ``add_callback``): it would end training inside a stage, before the
     annealing's own early stopping (``east_patience``, ``east_stage_patience``); with ``east_annealing=False`` it is
@@ -88,11 +87,9 @@ class EASTTrainer(Trainer):
 
     Attributes:
         east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
-        warm_start_loss: the cross-entropy trained during the annealing's warm start, and the annealed weight's term
-            (``args.east_ce_loss``: plain, class-weighted or logit-adjusted).
-        east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone)
-            that the installed annealing schedule applies stage by stage (``AnnealingSchedule.ce_weight``; with
-            ``east_annealing=False`` the loss is EAST alone).
+        warm_start_loss: the cross-entropy of the warm start and the annealed weight's term (``args.east_ce_loss``).
+        east_ce_weight: w0 of the annealed cross-entropy weight (``EASTConfig.resolved_ce_weight``; 0: EAST alone),
+            applied stage by stage by the annealing schedule (``AnnealingSchedule.ce_weight``).
         annealing: the annealing callback in this trainer's callback list, or None (read-only).
         east_stage, east_temperature, use_cross_entropy: the current stage, its temperature and whether the loss is
             cross-entropy (the warm start, or ``east_loss="ce"``), read from ``annealing.schedule`` (read-only).
@@ -122,6 +119,7 @@ class EASTTrainer(Trainer):
         self.warm_start_loss = parts.ce_loss
         self.east_ce_weight = args.resolved_ce_weight  # w0 of the annealed cross-entropy weight
         self._mixed_loss = parts.mixed_loss  # EAST plus the annealed cross-entropy, in the stages with a weight > 0
+        self._fallback_losses = (parts.fallback_loss, parts.fallback_mixed_loss)  # after falling back (plain ce)
         self._loss_device: torch.device | None = None  # where the losses' buffers are: the last logits' device
         self._num_classes = parts.num_classes
         self.multi_label = parts.multi_label
@@ -143,7 +141,7 @@ class EASTTrainer(Trainer):
         check_early_stopping(callbacks)
         super().__init__(model, args, callbacks=callbacks, **kwargs)
         check_distributed(self.args, self.accelerator, parts.annealing)
-        losses = (self.east_loss, self.warm_start_loss)
+        losses = tuple(dict.fromkeys((self.east_loss, self.warm_start_loss, self._fallback_losses[0])))
         self._nonfinite = NonFiniteMonitor(losses, self.accelerator.num_processes, self.args.device)
         self._evaluator = CountedEvaluation(self.accelerator, self._current_loss, self._counted_metrics)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
@@ -209,7 +207,7 @@ class EASTTrainer(Trainer):
         cross-entropy where the stage has a weight) at the values the annealing schedule gives the stage. Given the
         ``logits`` it scores, the losses' buffers (class weights, logit adjustments, margins) are on their device."""
         if logits is not None and logits.device != self._loss_device:
-            for loss in (self.east_loss, self.warm_start_loss, self._mixed_loss):
+            for loss in (self.east_loss, self.warm_start_loss, self._mixed_loss, *self._fallback_losses):
                 if loss is not None:
                     loss.to(logits.device)
             self._loss_device = logits.device
@@ -217,9 +215,10 @@ class EASTTrainer(Trainer):
         if annealing is None:
             return self.east_loss
         schedule = annealing.schedule
+        warm, mixed = self._fallback_losses if schedule.fell_back else (self.warm_start_loss, self._mixed_loss)
         if schedule.in_warm_start:
-            return self.warm_start_loss
-        loss = self._mixed_loss if self._mixed_loss is not None and schedule.ce_weight > 0 else self.east_loss
+            return warm
+        loss = mixed if mixed is not None and schedule.ce_weight > 0 else self.east_loss
         loss.set_stage(schedule.temperature, schedule.ce_weight)
         return loss
 
@@ -294,6 +293,8 @@ class EASTTrainer(Trainer):
         output = self._evaluator.run(loop, mode, metric_key_prefix, self.state.global_step, preprocess)
         if metric_key_prefix == "eval":
             self._check_monitors(output.metrics)
+            if self.annealing is not None:  # what the evaluation predicted, for its ce_fallback
+                self.annealing.note_predicted_classes(self._evaluator.predicted_one_class(self.state.global_step))
         return output
 
     def with_logits_on_disk(self, dataset: Any, fn, metric_key_prefix="test"):
