@@ -4,13 +4,13 @@ JSON to argv[1], each rank's kept elements against the model's, and whether a re
 back the forward pass of the copied weights."""
 
 import json
-import os
 import sys
 
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 
+from east_hf.hf.devices import leave_launched_process
 from east_hf.hf.weight_copies import load_trainable, trainable_state_dict
 
 
@@ -45,12 +45,8 @@ def main(out_path: str) -> None:
         }
         with open(out_path, "w") as f:
             json.dump(result, f)
-    dist.barrier()
-    dist.destroy_process_group()
+    leave_launched_process(0)  # the launch's exit, as east-train's
 
 
 if __name__ == "__main__":
     main(sys.argv[1])
-    # FSDP2's gloo threads can abort the interpreter's teardown now and then ("terminate called without an active
-    # exception"): the work is done and written, so leave without it.
-    os._exit(0)

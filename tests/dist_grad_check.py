@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from helpers import PlainClassifier, TinyTabular, east_args  # noqa: E402
 
 from east_hf import EASTTrainer  # noqa: E402
+from east_hf.hf.devices import leave_launched_process  # noqa: E402
 
 GPU = os.environ.get("EAST_DIST_CHECK_GPU") == "1"
 
@@ -71,7 +72,7 @@ def main(out_path: str) -> None:
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump(result, f)
-    torch.distributed.destroy_process_group()  # exiting with gloo's group alive aborts now and then at shutdown
+    leave_launched_process(0)  # the launch's exit, as east-train's
 
 
 if __name__ == "__main__":

@@ -11,12 +11,19 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 import torch
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 
-__all__ = ["launch_advice", "resolve_devices", "resolve_unused_parameters"]
+__all__ = [
+    "end_process_group",
+    "launch_advice",
+    "leave_launched_process",
+    "resolve_devices",
+    "resolve_unused_parameters",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -84,3 +91,28 @@ def resolve_unused_parameters(args: Any, every_parameter_used: bool) -> None:
     step of a transformers model, and torch warns in every process when it finds none."""
     if every_parameter_used and args.ddp_find_unused_parameters is None:
         args.ddp_find_unused_parameters = False
+
+
+def end_process_group(wait: bool = False) -> None:
+    """End the launch's process group, if there is one. ``wait``: after a run that ended normally, every process
+    first waits for the others (a barrier), so none tears its group down while another still talks to it; a run that
+    failed or was interrupted ends its group without waiting, since another process may never arrive."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        if wait:
+            dist.barrier()
+        dist.destroy_process_group()
+
+
+def leave_launched_process(status: int = 0) -> NoReturn:
+    """End a process of a torchrun / accelerate launch whose work is done: wait for the others, end the process group,
+    flush the output and exit with ``status`` at once (``os._exit``), without the interpreter's shutdown. Why: a
+    process of a gloo launch aborts now and then in that shutdown (``terminate called without an active
+    exception``, after its last line of Python ran, more often on a loaded machine), which fails a launch whose run
+    succeeded."""
+    end_process_group(wait=True)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)

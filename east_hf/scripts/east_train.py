@@ -232,11 +232,14 @@ def _claim_and_run(
     parser: EASTArgumentParser, parsed: ParsedArguments, lock: OutputDirLock, args: list[str], interrupted: str | None
 ) -> int:
     """Claim ``output_dir`` under ``lock`` and run; a Ctrl-C from here on ends in the line naming the last complete
-    checkpoint and the command that resumes it (``east_hf.scripts.interruptions``), exit status 130."""
+    checkpoint and the command that resumes it (``east_hf.scripts.interruptions``), exit status 130. A process of a
+    launch that ran to its end leaves through ``east_hf.hf.devices.leave_launched_process``."""
     from east_hf.hf.checkpoints import run_files
+    from east_hf.hf.devices import end_process_group, leave_launched_process
     from east_hf.scripts.run_record import check_resumed_record
 
     script, training = parsed.script, parsed.training
+    done = False
     try:
         refused = None
         if training.process_index == 0:  # the other processes of a torchrun / accelerate launch write beside it
@@ -254,9 +257,7 @@ def _claim_and_run(
             parser.error(refused)
         if refused is not None:  # the other processes stop too, leaving the one line to the main one
             parser.exit(2)
-        status = _run(parser, parsed)
-        _end_process_group(wait=True)
-        return status
+        status, done = _run(parser, parsed), True
     except KeyboardInterrupt:
         if training.process_index == 0:
             line = interrupted or interrupted_line(parser.prog, args, training.output_dir)
@@ -264,24 +265,11 @@ def _claim_and_run(
         raise SystemExit(130) from None
     finally:
         lock.release()
-        _end_process_group()
-
-
-def _end_process_group(wait: bool = False) -> None:
-    """Ends the launch's process group, if there is one: a process that exits with gloo's group alive aborts now
-    and then at interpreter shutdown (``terminate called without an active exception``), failing the launch.
-    ``wait``: after a run that ended normally, every process first waits for the others (a barrier), so none tears
-    its group down while another still talks to it; the group's objects are then freed while the interpreter is
-    whole. A run that failed or was interrupted ends its group without waiting: another process may never arrive."""
-    import gc
-
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        if wait:
-            dist.barrier()
-        dist.destroy_process_group()
-        gc.collect()
+        if not done:  # failed or interrupted: another process may never arrive at a barrier
+            end_process_group()
+    if training.world_size > 1:
+        leave_launched_process(status)  # waits for the others and exits past the interpreter's shutdown
+    return status
 
 
 def _from_main_process(value: Any, world_size: int) -> Any:
