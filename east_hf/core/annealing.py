@@ -192,11 +192,11 @@ class AnnealingSchedule:
 
     The warm start's best anneal value is the reference the first EAST stage must beat.
 
-    State (read it, do not set it): ``stage``, ``temperature`` and ``ce_weight`` (the stage's values),
-    ``stage_best`` / ``stage_best_step`` / ``bad_evaluations`` (within the stage), ``stage_best_anneal``, ``best_anneal`` / ``best_anneal_stage`` /
-    ``stages_without_improvement`` (across stages), ``finished`` and ``stop_reason`` (``"stage_patience"``,
-    ``"min_temperature"`` or ``"max_stages"``), ``fell_back``. ``last_improved`` tells whether the last update was a new
-    stage best, also when it ended the stage.
+    State (read it, do not set it): ``stage``, ``temperature`` and ``ce_weight`` (the stage's values), ``stage_best`` /
+    ``stage_best_step`` / ``bad_evaluations`` (within the stage), ``stage_best_anneal``, ``best_anneal`` /
+    ``best_anneal_stage`` / ``stages_without_improvement`` (across stages), ``finished`` and ``stop_reason``
+    (``"stage_patience"``, ``"min_temperature"`` or ``"max_stages"``), ``fell_back`` (``fall_back`` ran).
+    ``last_improved`` tells whether the last update was a new stage best, also when it ended the stage.
     """
 
     def __init__(

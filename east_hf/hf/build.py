@@ -386,7 +386,7 @@ def build_components(
     else:
         ce_loss = build_ce_loss(args, counts, train_dataset is not None, multi_label)  # no training set: none trains
     mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if spec.anneals_temperature else None
-    fallback, fallback_mixed = ce_loss, mixed
+    fallback = fallback_mixed = None  # EASTComponents then uses ce_loss and mixed
     if falls_back(args, multi_label) and ce_loss.name != "ce":
         fallback = build_loss("ce", **_priors(None, multi_label))
         fallback_mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=fallback)

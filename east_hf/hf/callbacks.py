@@ -398,9 +398,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             schedule.fall_back()
             self._stage_weights, self.restore_pending = None, False
             logger.warning(
-                f"Annealing would stop at step {state.global_step}, but every validation evaluation so far predicted one "
-                "class for every row: plain cross-entropy until its own early stopping, then annealing again from T0 "
-                "(east_ce_fallback false: stop here instead)"
+                f"Annealing would stop at step {state.global_step}, but every validation evaluation so far predicted "
+                "one class for every row: plain cross-entropy until its own early stopping, then annealing again from "
+                "T0 (east_ce_fallback false: stop here instead)"
             )
         elif decision is Decision.STOP:
             control.should_training_stop = True

@@ -209,7 +209,7 @@ class CountedEvaluation:
         # validation samples.
         self._unpredicted: dict[int, list[tuple[int, float]]] = {}
         self._supported: dict[int, int] = {}
-        self._multi_label_steps: dict[int, bool] = {}
+        self._one_class: dict[int, bool] = {}
 
     def unpredicted_classes(self) -> tuple[dict[int, list[tuple[int, float]]], dict[int, int]]:
         """Per validation evaluation (its global step) with the counted metrics: the classes (multi-label: labels) with
@@ -221,10 +221,7 @@ class CountedEvaluation:
         """Whether the single-label validation evaluation counted at ``step`` predicted one class for every row while
         the validation set holds samples of two or more classes; None where it was not counted (or is
         multi-label)."""
-        if step not in self._supported or self._multi_label_steps.get(step, False):
-            return None
-        supported = self._supported[step]
-        return supported >= 2 and len(self._unpredicted[step]) == supported - 1
+        return self._one_class.get(step)
 
     def prediction_step(self, model, inputs: dict[str, Any], prediction_loss_only: bool | None, step: int):
         """One evaluation batch (``inputs`` prepared for the model): add this process's loss statistics (and, in
@@ -314,7 +311,8 @@ class CountedEvaluation:
                 never = ((support > 0) & (predicted == 0)).nonzero().flatten()
                 self._unpredicted[step] = list(zip(never.tolist(), support[never].tolist()))
                 self._supported[step] = int((support > 0).sum())
-                self._multi_label_steps[step] = counts.shape[0] == 4
+                if counts.shape[0] == 3:  # single-label: one class predicted, others with samples
+                    self._one_class[step] = self._supported[step] >= 2 and len(never) == self._supported[step] - 1
         return output
 
     def _put_loss(self, metrics: dict[str, float], stats: Any, prefix: str, step: int) -> None:
