@@ -10,7 +10,7 @@ one warm-up call on the smallest size; the table gives seconds, rounds, and the 
 in ``EASTTrainer.tune_decision_rule``): ``file s`` its seconds (the transposition of the file included), ``same``
 whether its offsets, scores and rounds equal the in-memory tuner's bit for bit.
 
-``--reference`` also times the previous tuner (``east_hf/core/decision.py`` at commit ``--reference-commit``, read with
+``--reference`` also times the previous tuner (``east_hf/core/decision/rule.py`` at commit ``--reference-commit``, read with
 ``git show``), which scores (K, 2C) states per candidate batch, O(N C^2) a round. A reference run stops after
 ``--reference-budget`` seconds; its row then gives the coordinates it finished and the seconds a round would take at
 that pace. On a shared machine ``--threads 1`` gives steadier numbers: two threads on a busy core wait for each other.
@@ -38,8 +38,8 @@ from pathlib import Path
 
 import torch
 
-from east_hf.core import decision
-from east_hf.core.decision import LogitsFile, tune_logit_offsets
+from east_hf.core.decision import rule as decision
+from east_hf.core.decision.rule import LogitsFile, tune_logit_offsets
 
 REFERENCE_COMMIT = "1a31261"  # the last commit with the batched-state tuner
 
@@ -55,10 +55,10 @@ def make_inputs(n: int, c: int, device: str, seed: int = 0) -> tuple[torch.Tenso
 
 
 def load_reference(commit: str):
-    """The module ``east_hf.core.decision`` as it was at ``commit``, imported under another name."""
+    """The module ``east_hf.core.decision.rule`` as it was at ``commit``, imported under another name."""
     root = Path(__file__).resolve().parents[1]
     source = subprocess.run(
-        ["git", "show", f"{commit}:east_hf/core/decision.py"], cwd=root, check=True, capture_output=True, text=True
+        ["git", "show", f"{commit}:east_hf/core/decision/rule.py"], cwd=root, check=True, capture_output=True, text=True
     ).stdout
     path = Path(tempfile.mkdtemp()) / "decision_reference.py"
     path.write_text(source)
@@ -137,7 +137,7 @@ def main() -> None:
     stops = []  # the tuner's one-line work-bound messages
     handler = logging.Handler()
     handler.emit = lambda record: stops.append(record.getMessage()) if "work bound" in record.getMessage() else None
-    logging.getLogger("east_hf.core.decision").addHandler(handler)
+    logging.getLogger("east_hf.core.decision.rule").addHandler(handler)
     header = f"{'N':>8} {'C':>5} {'metric':>7} {'seconds':>8} {'rounds':>6} {'argmax':>8} {'tuned':>8}"
     header += f" {'bound':>5} {'RSS GB':>6}"
     header += f" | {'file s':>8} {'same':>4}" if args.file else ""

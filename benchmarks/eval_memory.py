@@ -57,7 +57,7 @@ def child(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     C, d = args.classes, 32
     if args.max_work is not None:  # the tuner's work bound: a fixed number of its rounds, whatever the machine's load
-        from east_hf.core import decision
+        from east_hf.core.decision import rule as decision
 
         decision._MAX_WORK = int(args.max_work)
 
@@ -120,7 +120,7 @@ def child(args: argparse.Namespace) -> None:
             stops = []  # the tuner's one-line message where it stops at its work bound
             handler = logging.Handler()
             handler.emit = lambda record: stops.append("work bound" in record.getMessage())
-            logging.getLogger("east_hf.core.decision").addHandler(handler)
+            logging.getLogger("east_hf.core.decision.rule").addHandler(handler)
             rule = trainer.tune_decision_rule()
         else:
             metrics = trainer.evaluate()

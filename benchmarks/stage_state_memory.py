@@ -16,7 +16,7 @@ import argparse
 from transformers import AutoModelForSequenceClassification
 
 from east_hf.hf.models.lora import lora_model
-from east_hf.hf.weight_copies import trainable_state_dict
+from east_hf.hf.training.weight_copies import trainable_state_dict
 
 
 def _bytes(tensors) -> int:

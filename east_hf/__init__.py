@@ -13,7 +13,7 @@ Three layers, each importing only from the ones before it:
 The names below are loaded on first access, so ``import east_hf`` imports nothing heavy (torch loads with the first
 core name, transformers with the first name of the Hugging Face layer): the console scripts, whose modules import
 ``east_hf`` first, answer a Ctrl-C while torch loads in one line. Everything else is imported from its layer
-(``east_hf.hf.trainer``, ``east_hf.core.loss_registry``, ...).
+(``east_hf.hf.training.trainer``, ``east_hf.core.loss_registry``, ...).
 
 Our architectures are registered where they are defined: importing ``east_hf.hf.models`` (which the trainer and
 ``east-train`` do) registers ``darknet19`` / ``darknet19_tiny`` in timm's registry and the tabular MLP with
@@ -44,17 +44,17 @@ _LAZY = {
         "east_hf.core",
     ),
     **dict.fromkeys(["AnnealingSchedule", "Decision", "temperature_at"], "east_hf.core.annealing"),
-    **dict.fromkeys(["DecisionRule", "tune_logit_offsets"], "east_hf.core.decision"),
+    **dict.fromkeys(["DecisionRule", "tune_logit_offsets"], "east_hf.core.decision.rule"),
     **dict.fromkeys(
         ["CrossEntropySetLoss", "EASTLoss", "SetLoss", "SoftDiceLoss", "build_loss"], "east_hf.core.loss_registry"
     ),
-    "EASTConfig": "east_hf.hf.config",
-    "EASTTrainer": "east_hf.hf.trainer",
-    "TemperatureAnnealingCallback": "east_hf.hf.callbacks",
+    "EASTConfig": "east_hf.hf.config.east_config",
+    "EASTTrainer": "east_hf.hf.training.trainer",
+    "TemperatureAnnealingCallback": "east_hf.hf.training.callbacks",
     "build_compute_metrics": "east_hf.hf.metrics",
     "load_metric": "east_hf.hf.metrics",
-    "Predictor": "east_hf.hf.predict",
-    "predict": "east_hf.hf.predict",
+    "Predictor": "east_hf.hf.predict.predictor",
+    "predict": "east_hf.hf.predict.predictor",
 }
 
 __all__ = [

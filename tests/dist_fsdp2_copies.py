@@ -10,8 +10,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 
-from east_hf.hf.devices import leave_launched_process
-from east_hf.hf.weight_copies import load_trainable, trainable_state_dict
+from east_hf.hf.training.weight_copies import load_trainable, trainable_state_dict
+from east_hf.scripts.launch_exit import end_launched_process
 
 
 def main(out_path: str) -> None:
@@ -45,7 +45,7 @@ def main(out_path: str) -> None:
         }
         with open(out_path, "w") as f:
             json.dump(result, f)
-    leave_launched_process(0)  # the launch's exit, as east-train's
+    end_launched_process(0)  # the launch's exit, as east-train's
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from helpers import PlainClassifier, annealer, blobs, east_args  # noqa: E402
 
 from east_hf import EASTTrainer  # noqa: E402
-from east_hf.hf.devices import leave_launched_process  # noqa: E402
+from east_hf.scripts.launch_exit import end_launched_process  # noqa: E402
 
 GPU = os.environ.get("EAST_DIST_CHECK_GPU") == "1"
 
@@ -40,7 +40,7 @@ def main(mode: str, out_path: str) -> None:
         }
         with open(out_path, "w") as f:
             json.dump(result, f)
-    leave_launched_process(0)  # the launch's exit, as east-train's
+    end_launched_process(0)  # the launch's exit, as east-train's
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Writes rank 0's findings as JSON to argv[1]. On CPU (gloo) by default, as tests/
 ``EAST_DIST_CHECK_GPU=1`` on a machine with 2 GPUs, each rank on its own GPU over NCCL (the README's GPU check).
 """
 
+import atexit
 import copy
 import json
 import os
@@ -16,7 +17,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from helpers import PlainClassifier, TinyTabular, east_args  # noqa: E402
 
 from east_hf import EASTTrainer  # noqa: E402
-from east_hf.hf.devices import leave_launched_process  # noqa: E402
+from east_hf.scripts.launch_exit import end_launched_process  # noqa: E402
 
 GPU = os.environ.get("EAST_DIST_CHECK_GPU") == "1"
 
@@ -72,7 +73,9 @@ def main(out_path: str) -> None:
     if rank == 0:
         with open(out_path, "w") as f:
             json.dump(result, f)
-    leave_launched_process(0)  # the launch's exit, as east-train's
+    # a handler the run registers (as a Trainer integration or a user does) runs before the process ends
+    atexit.register(lambda: open(f"{out_path}.exit-{rank}", "w").close())
+    end_launched_process(0)  # the launch's exit, as east-train's
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ def annealing_trainer(output_dir, callbacks=None, model=None, **overrides):
     """An EASTTrainer that anneals: PlainClassifier on blobs(64, 0), evaluated on blobs(48, 1) every 2 steps, a
     checkpoint at each evaluation, annealing EAST alone without a warm start (the warm-start and mix tests ask for
     theirs; with a weight, the plain cross-entropy unless a test asks for another)."""
-    from east_hf.hf.trainer import EASTTrainer
+    from east_hf.hf.training.trainer import EASTTrainer
 
     kwargs = dict(
         learning_rate=0.05,
@@ -181,7 +181,7 @@ def annealing_trainer(output_dir, callbacks=None, model=None, **overrides):
 
 def annealer(trainer):
     """The trainer's TemperatureAnnealingCallback."""
-    from east_hf.hf.callbacks import TemperatureAnnealingCallback
+    from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
 
     (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, TemperatureAnnealingCallback)]
     return callback

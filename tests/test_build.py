@@ -1,4 +1,4 @@
-"""The builder (east_hf.hf.build) and the config as data: one home for every default, nothing built by the config,
+"""The builder (east_hf.hf.config.build) and the config as data: one home for every default, nothing built by the config,
 and a bare EASTTrainer that evaluates, anneals and keeps the best model with no extra wiring."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from east_hf import EASTConfig, EASTLoss, EASTTrainer
 from east_hf.core.annealing import AnnealingSchedule
-from east_hf.hf.build import build_components
-from east_hf.hf.config_fields import LOSS_FIELDS, OWN_DEFAULTS, SCHEDULE_FIELDS
+from east_hf.hf.config.build import build_components
+from east_hf.hf.config.fields import LOSS_FIELDS, OWN_DEFAULTS, SCHEDULE_FIELDS
 
 
 def _config_default(name: str):
@@ -77,7 +77,7 @@ def test_load_best_model_at_end_follows_the_strategies_unless_set(tmp_path, capl
     out = str(tmp_path)
     default = EASTConfig(output_dir=out, report_to=[])
     assert default.load_best_model_at_end and default.metric_for_best_model == "eval_fbeta"
-    with caplog.at_level(logging.INFO, logger="east_hf.hf.config"):
+    with caplog.at_level(logging.INFO, logger="east_hf.hf.config.east_config"):
         no_saves = EASTConfig(output_dir=out, report_to=[], eval_strategy="steps", eval_steps=5, save_strategy="no")
     assert no_saves.load_best_model_at_end is False and no_saves.metric_for_best_model is None
     assert "load_best_model_at_end=False" in caplog.text

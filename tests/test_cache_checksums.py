@@ -11,9 +11,9 @@ from helpers import east_args
 from transformers import TrainerControl, TrainerState
 
 from east_hf.core.annealing import AnnealingSchedule
-from east_hf.hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
 from east_hf.hf.data import cache_store
 from east_hf.hf.models.text import TOKENIZER_RECORD, train_wordpiece_tokenizer
+from east_hf.hf.training.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
 
 TEXTS = ["a red apple", "a green pear", "red and green", "an apple and a pear", "green apples"] * 4
 

@@ -12,8 +12,8 @@ from torch import nn
 from transformers import TrainerControl, TrainerState
 
 from east_hf.core.annealing import AnnealingSchedule
-from east_hf.hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
-from east_hf.hf.config import EASTConfig
+from east_hf.hf.config.east_config import EASTConfig
+from east_hf.hf.training.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
 
 
 def fake_args(tmp_path=None, **overrides):
@@ -128,7 +128,7 @@ def test_callback_warns_when_the_budget_ends_training_before_the_annealing(caplo
     driver = Driver(callback).begin()
     driver.state.max_steps = 4
     driver.run(STAGES + STAGES[:1])  # stage 0 ends at step 3; the budget ends stage 1 at step 4
-    with caplog.at_level(logging.WARNING, logger="east_hf.hf.callbacks"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.training.callbacks"):
         callback.on_train_end(driver.args, driver.state, driver.control)
     assert "whole budget (max_steps=4) in stage 1 (T=0.1), before the annealing's stopping" in caplog.text
     caplog.clear()
@@ -136,7 +136,7 @@ def test_callback_warns_when_the_budget_ends_training_before_the_annealing(caplo
     driver = Driver(finished).begin()
     driver.run(STAGES * 4)  # ends on the annealing criterion at step 9
     driver.state.max_steps = 9
-    with caplog.at_level(logging.WARNING, logger="east_hf.hf.callbacks"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.training.callbacks"):
         finished.on_train_end(driver.args, driver.state, driver.control)
     assert finished.schedule.finished and "budget" not in caplog.text
 
@@ -148,7 +148,7 @@ def test_the_budget_warning_of_a_baseline_names_no_stage_or_temperature(caplog):
     driver = Driver(callback).begin()
     driver.state.max_steps = 2
     driver.run(STAGES[:2])
-    with caplog.at_level(logging.WARNING, logger="east_hf.hf.callbacks"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.training.callbacks"):
         callback.on_train_end(driver.args, driver.state, driver.control)
     assert "whole budget (max_steps=2) in training, before its early stopping" in caplog.text
     assert "T=" not in caplog.text

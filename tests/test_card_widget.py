@@ -115,7 +115,7 @@ def test_a_multi_label_card_gives_thresholds_as_probabilities_with_validation_su
     from helpers import east_args
 
     from east_hf import EASTTrainer
-    from east_hf.hf.cards import write_model_card
+    from east_hf.hf.cards.model_card import write_model_card
     from east_hf.hf.models import TabularMLPConfig, TabularMLPForClassification
 
     config = TabularMLPConfig(
@@ -144,7 +144,7 @@ def test_a_darknet_card_shows_timm_local_dir_loading(tmp_path):
     from helpers import TinyImages, east_args
 
     from east_hf import EASTTrainer
-    from east_hf.hf.cards import write_model_card
+    from east_hf.hf.cards.model_card import write_model_card
     from east_hf.hf.models import create_image_model
 
     torch.manual_seed(0)

@@ -138,7 +138,7 @@ def test_push_uploads_weights_card_and_plot_without_leaking_the_token(tmp_path, 
 
 
 def test_one_masking_covers_argument_lists_commands_records_and_the_card_recipe(monkeypatch):
-    from east_hf.hf.cards import _clean_recipe
+    from east_hf.hf.cards.model_card import _clean_recipe
     from east_hf.hf.secret_masking import mask_secrets
 
     monkeypatch.setenv("HF_TOKEN", "hf_FROM_ENV")
@@ -172,7 +172,7 @@ def test_push_fails_before_training_when_offline_or_without_token(tmp_path):
 
 
 def test_trajectory_names_the_warm_start_rows():
-    from east_hf.hf.cards import annealing_trajectory
+    from east_hf.hf.cards.model_card import annealing_trajectory
 
     history = [
         {"step": 8, "east_stage": -1, "east_temperature": 0.2, "eval_loss": 2.29, "eval_fbeta": 0.1},
@@ -251,7 +251,7 @@ def _full_disk(write_part):
 
 
 def test_a_full_disk_leaves_no_partial_plot_or_card(tmp_path, monkeypatch):
-    from east_hf.hf.cards import write_model_card
+    from east_hf.hf.cards.model_card import write_model_card
 
     trainer = _run(tmp_path)
     earlier = write_model_card(trainer, tmp_path).read_bytes()
@@ -298,7 +298,7 @@ def test_east_train_license_is_in_the_card_and_in_the_card_push_to_hub_writes(tm
 
 
 def test_a_license_the_hub_would_refuse_is_one_line_before_training(tmp_path):
-    from east_hf.hf.cards import check_license
+    from east_hf.hf.cards.model_card import check_license
 
     assert check_license("apache-2.0") == "apache-2.0" and check_license(None) is None
     with pytest.raises(
@@ -315,7 +315,7 @@ def test_annealing_plot_draws_the_loss_and_the_metric_on_separate_axes(tmp_path,
     """A 10-class cross-entropy (~3.2) beside an F-beta in [0, 1]: on one axis the metric would be a flat line."""
     from matplotlib.figure import Figure
 
-    from east_hf.hf.cards import plot_annealing
+    from east_hf.hf.cards.model_card import plot_annealing
 
     figures = []
     savefig = Figure.savefig
@@ -352,11 +352,11 @@ def test_a_readme_the_user_wrote_or_edited_stays_and_the_card_goes_beside_it(tmp
     path), and a README.east_hf.md the user edited too is kept as well."""
     import logging
 
-    from east_hf.hf.cards import CARD_BESIDE_README, is_unchanged_card, write_model_card
+    from east_hf.hf.cards.model_card import CARD_BESIDE_README, is_unchanged_card, write_model_card
 
     trainer = _run(tmp_path)
     readme = tmp_path / "README.md"
-    with caplog.at_level(logging.WARNING, logger="east_hf.hf.cards"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.cards.model_card"):
         assert write_model_card(trainer, tmp_path) == readme
         assert is_unchanged_card(readme)
         last = readme.read_text().rstrip("\n").rsplit("\n", 1)[1]
@@ -388,4 +388,4 @@ def test_a_readme_the_user_wrote_or_edited_stays_and_the_card_goes_beside_it(tmp
 
 
 def _warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.cards" and r.levelname == "WARNING"]
+    return [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.cards.model_card" and r.levelname == "WARNING"]

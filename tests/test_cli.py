@@ -556,7 +556,7 @@ def test_a_card_east_train_cannot_write_is_one_warning_line_and_leaves_no_partia
 def test_overwrite_keeps_a_readme_the_user_edited_and_writes_the_card_beside_it(capsys, caplog, tmp_path):
     """--overwrite_output_dir replaces the run, never the README.md the user edited beside it: the new card goes to
     README.east_hf.md with one warning line, and the folder stays a run east-train resumes or replaces."""
-    from east_hf.hf.checkpoints import foreign_files
+    from east_hf.hf.training.checkpoints import foreign_files
 
     out = tmp_path / "run"
     recipe = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
@@ -570,7 +570,7 @@ def test_overwrite_keeps_a_readme_the_user_edited_and_writes_the_card_beside_it(
         assert main([*argv, "--overwrite_output_dir", "true"]) == 0
     assert readme.read_text() == edited and beside.is_file()
     assert f"card:     {beside}" in capsys.readouterr().out
-    assert [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.cards"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.cards.model_card"] == [
         f"{readme} was written or edited by hand (it is not the card east_hf wrote): it stays as it is, and the "
         f"model card is written to {beside}"
     ]

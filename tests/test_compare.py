@@ -182,12 +182,12 @@ def _fake_run(calls: list):
 
 
 def _change_default(monkeypatch, name: str, value) -> None:
-    """Change ``EASTConfig``'s default of ``name`` as an edit of ``east_hf/hf/config.py`` would: the parser's default
+    """Change ``EASTConfig``'s default of ``name`` as an edit of ``east_hf/hf/config/east_config.py`` would: the parser's default
     and the defaults a record is compared against."""
     import dataclasses
 
     import east_hf.scripts.run_record as run_record
-    from east_hf.hf.config import EASTConfig
+    from east_hf.hf.config.east_config import EASTConfig
 
     field = next(f for f in dataclasses.fields(EASTConfig) if f.name == name)
     monkeypatch.setattr(field, "default", value)

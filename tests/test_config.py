@@ -1,5 +1,5 @@
-"""EASTConfig (east_hf.hf.config): its TrainingArguments defaults (the same as east-train's), the east_* fields' checks
-and defaults, and the loss and callback the builder (east_hf.hf.build) makes of them."""
+"""EASTConfig (east_hf.hf.config.east_config): its TrainingArguments defaults (the same as east-train's), the east_* fields' checks
+and defaults, and the loss and callback the builder (east_hf.hf.config.build) makes of them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 from helpers import PlainClassifier, TinyImages, TinyTabular, east_args, tiny_vit
 
 from east_hf import EASTConfig, EASTTrainer
-from east_hf.hf.build import build_annealing_callback, build_east_loss, build_schedule, class_priors
+from east_hf.hf.config.build import build_annealing_callback, build_east_loss, build_schedule, class_priors
 from east_hf.scripts.arguments import EASTArgumentParser, load_recipe
 
 BETA = [1.0, 0.25]  # F0.25 of class 1: precision weighs 16 times recall

@@ -4,8 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-from east_hf.core import METRICS, beta_vector, decision, hard_confusion_matrix
-from east_hf.core.decision import DecisionRule, fold_offsets_into_bias, tune_logit_offsets
+from east_hf.core import METRICS, beta_vector, hard_confusion_matrix
+from east_hf.core.decision import rule as decision
+from east_hf.core.decision.rule import DecisionRule, fold_offsets_into_bias, tune_logit_offsets
 
 
 def library_score(logits, labels, metric="fbeta", beta=1.0, ignore_index=-100, **kwargs):
@@ -305,7 +306,7 @@ def test_work_bound_stops_with_the_best_rule_so_far(monkeypatch, caplog):
     logits, labels = imbalanced(15, 400, 6)
     N, C = logits.shape
     monkeypatch.setattr(decision, "_MAX_WORK", 3 * (2 * N + C))  # three sweeps or so
-    with caplog.at_level("WARNING", logger="east_hf.core.decision"):
+    with caplog.at_level("WARNING", logger="east_hf.core.decision.rule"):
         rule = tune_logit_offsets(logits, labels, "fbeta")
     assert len(caplog.records) == 1 and "\n" not in caplog.records[0].message
     assert "work bound" in caplog.text and "in round 1" in caplog.text and "a subsample of about" in caplog.text
@@ -314,7 +315,7 @@ def test_work_bound_stops_with_the_best_rule_so_far(monkeypatch, caplog):
     assert (rule.offsets[3:] == 0).all()  # classes 3.. never swept
     caplog.clear()
     monkeypatch.setattr(decision, "_MAX_WORK", C * (3 * N + 2 * C) + 1)  # more than any first round takes
-    with caplog.at_level("WARNING", logger="east_hf.core.decision"):
+    with caplog.at_level("WARNING", logger="east_hf.core.decision.rule"):
         rule = tune_logit_offsets(logits, labels, "fbeta")
     assert rule.rounds >= 2 and f"max_rounds={rule.rounds - 1} fits it" in caplog.text
     assert rule.score == library_score(logits + rule.offsets, labels, "fbeta") > rule.baseline_score
@@ -344,7 +345,7 @@ def test_many_classes_notice_and_refusal(monkeypatch, caplog):
     """Very many classes: a one-line notice naming a cheaper setting; a callable metric is refused in one line."""
     logits, labels = imbalanced(12, 100, 4)
     monkeypatch.setattr(decision, "_NOTICE_ELEMENTS", 100)
-    with caplog.at_level("WARNING", logger="east_hf.core.decision"):
+    with caplog.at_level("WARNING", logger="east_hf.core.decision.rule"):
         tune_logit_offsets(logits, labels, max_rounds=1)
     assert len(caplog.records) == 1 and "max_rounds=1" in caplog.text and "\n" not in caplog.records[0].message
     monkeypatch.setattr(decision, "_MAX_CALLABLE_CLASSES", 3)

@@ -5,9 +5,9 @@ import pytest
 import torch
 from test_decision import imbalanced, library_score
 
-from east_hf.core import decision
-from east_hf.core.decision import LogitsFile, tune_logit_offsets
-from east_hf.core.decision_logits import TensorLogits
+from east_hf.core.decision import rule as decision
+from east_hf.core.decision.logits import TensorLogits
+from east_hf.core.decision.rule import LogitsFile, tune_logit_offsets
 
 
 def written(folder, logits, batch=7, dtype=torch.float32):
@@ -33,7 +33,7 @@ def test_reads_equal_the_tensor(tmp_path):
 
 def test_small_transposition_blocks(tmp_path, monkeypatch):
     """The transposed file is written a block of rows at a time: blocks of one row give the same columns."""
-    from east_hf.core import decision_logits
+    from east_hf.core.decision import logits as decision_logits
 
     monkeypatch.setattr(decision_logits, "_TRANSPOSE_ELEMENTS", 1)
     logits = torch.randn(11, 4, dtype=torch.float64)

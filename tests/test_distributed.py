@@ -19,6 +19,8 @@ def test_two_process_gradient_equals_single_process_on_global_batch(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["backend"] == "gloo"
+    # each process ran the exit handler its run registered before it ended
+    assert (tmp_path / "result.json.exit-0").is_file() and (tmp_path / "result.json.exit-1").is_file()
     for task in ("multiclass", "multilabel"):
         for key in (f"{task} sync=True", f"{task} sync=False"):
             assert result[key]["world_size"] == 2  # really two processes
@@ -40,7 +42,7 @@ def test_torchrun_without_use_cpu_on_a_machine_without_accelerator_is_one_distri
     script = tmp_path / "probe.py"
     script.write_text(
         "import json, os, sys\n"
-        "from east_hf.hf.config import EASTConfig\n"
+        "from east_hf.hf.config.east_config import EASTConfig\n"
         "args = EASTConfig(output_dir=sys.argv[1], report_to=[])\n"
         "import torch\n"
         "from east_hf import EASTTrainer\n"

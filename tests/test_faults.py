@@ -24,7 +24,8 @@ from transformers import TrainerCallback
 from east_hf import EASTLoss, EASTTrainer
 from east_hf.core import hard_confusion_matrix, soft_confusion_matrix
 from east_hf.core.loss_registry import CrossEntropySetLoss
-from east_hf.hf.checkpoints import (
+from east_hf.hf.data import DataArguments, DataError, load_data
+from east_hf.hf.training.checkpoints import (
     LOCK_NAME,
     STAGE_BEST_WEIGHTS_NAME,
     WEIGHT_FILES,
@@ -33,7 +34,6 @@ from east_hf.hf.checkpoints import (
     is_complete_checkpoint,
     last_complete_checkpoint,
 )
-from east_hf.hf.data import DataArguments, DataError, load_data
 from east_hf.scripts.east_train import _data_line
 from east_hf.scripts.east_train import main as east_train
 
@@ -626,7 +626,7 @@ def test_a_corrupt_last_checkpoint_is_skipped_by_resume_true_and_refused_by_path
 def test_checkpoint_problem_reads_shards_bins_and_state_without_loading_tensors(tmp_path):
     from safetensors.torch import save_file
 
-    from east_hf.hf.checkpoints import checkpoint_problem
+    from east_hf.hf.training.checkpoints import checkpoint_problem
 
     folder = tmp_path / "checkpoint-1"
     folder.mkdir()
@@ -735,7 +735,7 @@ def test_a_stage_best_file_damaged_after_the_check_is_one_line_not_a_traceback(t
     from transformers import TrainerControl, TrainerState
 
     from east_hf.core.annealing import AnnealingSchedule
-    from east_hf.hf.callbacks import TemperatureAnnealingCallback
+    from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
 
     callback = TemperatureAnnealingCallback(AnnealingSchedule(patience=3))
     callback.schedule.update(1.0, 0.5, step=2)  # the stage best is step 2; the checkpoint is step 4

@@ -41,7 +41,7 @@ def _batch(data, start, size=16):
 
 
 def _east_alone(tmp_path):
-    from east_hf.hf.trainer import EASTTrainer
+    from east_hf.hf.training.trainer import EASTTrainer
 
     data = TinyTabular(64)
     return EASTTrainer(model=PlainClassifier(), args=east_args(tmp_path), train_dataset=data), data

@@ -52,7 +52,7 @@ def test_the_launch_advice_is_printed_once_per_run_by_the_main_process(one_proce
 def test_the_whole_budget_line_is_the_main_process_s(caplog):
     from test_callback import STAGES, Driver
 
-    from east_hf.hf.callbacks import TemperatureAnnealingCallback
+    from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
 
     callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
     driver = Driver(callback).begin()

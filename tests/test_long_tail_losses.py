@@ -10,7 +10,7 @@ from torchvision.ops import sigmoid_focal_loss
 
 from east_hf.core.long_tail_losses import effective_number_weights, ldam_margins
 from east_hf.core.loss_registry import FocalLoss, LDAMLoss, build_loss
-from east_hf.hf.trainer import EASTTrainer
+from east_hf.hf.training.trainer import EASTTrainer
 from east_hf.scripts.compare_plan import parse_variants
 
 

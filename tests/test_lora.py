@@ -69,7 +69,7 @@ def test_a_lora_run_ends_on_the_annealing_criterion_and_saves_an_adapter(lora_ru
 
 
 def test_the_adapter_loads_with_peft_without_east_hf_and_predicts_as_east_predict(lora_run, tmp_path):
-    from east_hf.hf.predict import Predictor
+    from east_hf.hf.predict.predictor import Predictor
 
     run, csv = lora_run
     texts = pd.read_csv(csv)["review"].tolist()[:40]
@@ -175,7 +175,7 @@ def test_an_image_lora_run_on_a_timm_checkpoint_loads_with_peft_auto_model(tmp_p
     from test_finetune import _image_folder
     from timm.models import save_for_hf
 
-    from east_hf.hf.predict import Predictor
+    from east_hf.hf.predict.predictor import Predictor
 
     images = _image_folder(tmp_path / "images", {"red": 90, "green": 60, "blue": 40, "dark": 20})
     torch.manual_seed(0)  # "pretrained": a few dozen steps on other images, then a 10-way head as a Hub checkpoint has
@@ -252,7 +252,7 @@ def test_loading_kwargs_keep_what_the_base_config_takes_and_the_labels_without_i
 def test_a_multi_label_lora_model_trains_tunes_saves_and_predicts(pretrained_bert, tmp_path):  # noqa: F811
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
 
-    from east_hf.hf.predict import Predictor
+    from east_hf.hf.predict.predictor import Predictor
 
     tokenizer = AutoTokenizer.from_pretrained(pretrained_bert)
     rows = _texts({"sport": 60, "money": 40, "food": 30}, seed=4)

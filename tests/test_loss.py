@@ -292,7 +292,7 @@ def test_the_config_and_the_builder_ask_a_registered_loss_its_rules(tmp_path, mo
     """A loss registered with a warm start and without a temperature is trained as its spec says: after the
     cross-entropy warm start, in one stage, its callback naming no temperature, without a cross-entropy weight."""
     from east_hf.core.loss_registry import LOSSES, LossSpec, loss_spec
-    from east_hf.hf.build import build_annealing_callback
+    from east_hf.hf.config.build import build_annealing_callback
 
     spec = LossSpec("warm_focal", LOSSES["focal"].builder, "focal loss after a warm start", warm_start=True)
     monkeypatch.setitem(LOSSES, "warm_focal", spec)

@@ -20,7 +20,7 @@ from sklearn.metrics import (
     recall_score,
 )
 
-from east_hf.core.decision_multilabel import tune_label_offsets
+from east_hf.core.decision.multilabel import tune_label_offsets
 from east_hf.core.loss_registry import MULTILABEL_LOSSES, MixedSetLoss, build_loss
 from east_hf.core.multilabel import (
     multilabel_metric_from_statistics,

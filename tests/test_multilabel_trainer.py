@@ -15,9 +15,9 @@ from helpers import run_without_east_hf
 from sklearn.metrics import f1_score
 
 from east_hf.core.multilabel_losses import AsymmetricLoss, BinaryCrossEntropySetLoss, MultiLabelEASTLoss
-from east_hf.hf.config import EASTConfig
+from east_hf.hf.config.east_config import EASTConfig
 from east_hf.hf.models import TabularMLPConfig, TabularMLPForClassification
-from east_hf.hf.trainer import EASTTrainer
+from east_hf.hf.training.trainer import EASTTrainer
 from east_hf.scripts import east_predict
 from east_hf.scripts.east_train import main
 
@@ -188,7 +188,7 @@ def test_east_train_tunes_per_label_thresholds_and_saves_a_multi_label_model(tab
 
 def test_east_predict_writes_label_sets_that_apply_the_folded_thresholds(table_run, table_csv, tmp_path):
     from east_hf.hf.models import load_pretrained
-    from east_hf.hf.predict import Predictor
+    from east_hf.hf.predict.predictor import Predictor
 
     rows = pd.read_csv(table_csv).head(50)
     out = tmp_path / "pred.csv"
@@ -290,7 +290,7 @@ print(json.dumps([sorted(r["label"] for r in row if r["score"] > 0.5) for row in
     assert (
         labels[0] == ["sport"] and labels[1] == ["food", "money"] and "food" in labels[2] and "sport" not in labels[2]
     )
-    from east_hf.hf.predict import Predictor
+    from east_hf.hf.predict.predictor import Predictor
 
     predicted = Predictor(text_run).predict(texts)["predicted_label"].tolist()
     assert [sorted(p.split("|")) if p else [] for p in predicted] == labels
@@ -332,7 +332,7 @@ def test_an_image_folder_with_a_labels_file_trains_and_predicts_label_sets(tmp_p
 
 
 def east_predict_frame(run: Path, images: list[Path]):
-    from east_hf.hf.predict import Predictor
+    from east_hf.hf.predict.predictor import Predictor
 
     return Predictor(run).predict([str(p) for p in images], probabilities=True)
 

@@ -52,7 +52,7 @@ def test_a_warning_while_a_bar_is_drawn_starts_its_own_line(capsys, monkeypatch)
     with lines_above_bars():
         bar = tqdm(total=4, file=sys.stderr, ascii=True)
         bar.update(1)
-        logging.getLogger("east_hf.hf.callbacks").warning("a line of east_hf's")
+        logging.getLogger("east_hf.hf.training.callbacks").warning("a line of east_hf's")
         bar.close()
     err = capsys.readouterr().err
     pieces = [p.strip() for line in err.split("\n") for p in line.split("\r")]

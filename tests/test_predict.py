@@ -334,7 +334,7 @@ def test_an_edited_decision_rule_file_is_not_applied_and_one_warning_says_so(tab
     other offsets. The same offsets written otherwise, or a run saved without the record, warn nothing."""
     import logging
 
-    from east_hf.hf.predict import FOLDED_OFFSETS_KEY
+    from east_hf.hf.predict.predictor import FOLDED_OFFSETS_KEY
 
     run, data = tabular_run
     rule = json.loads((run / "decision_rule.json").read_text())
@@ -345,11 +345,11 @@ def test_an_edited_decision_rule_file_is_not_applied_and_one_warning_says_so(tab
     as_saved = east_hf.predict(run, pd.read_csv(csv), probabilities=True, device="cpu")
 
     (copy / "decision_rule.json").write_text(json.dumps(rule) + "\n")  # the same offsets on one line: not an edit
-    with caplog.at_level(logging.WARNING, logger="east_hf.hf.predict"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.predict.predictor"):
         assert main([str(copy), csv, "-o", str(tmp_path / "same.csv")]) == 0
         assert "the decision rule tuned on validation is in the saved model" in capsys.readouterr().err
         assert not east_hf.Predictor(copy, device="cpu").decision_rule_edited
-        assert [r for r in caplog.records if r.name == "east_hf.hf.predict"] == []
+        assert [r for r in caplog.records if r.name == "east_hf.hf.predict.predictor"] == []
 
         edited = {**rule, "offsets": {**rule["offsets"], "yes": rule["offsets"]["yes"] + 2.0}}
         (copy / "decision_rule.json").write_text(json.dumps(edited, indent=2) + "\n")
@@ -357,13 +357,13 @@ def test_an_edited_decision_rule_file_is_not_applied_and_one_warning_says_so(tab
         assert main([str(copy), csv, "-o", str(out), "--probabilities"]) == 0
         summary = capsys.readouterr().err.strip().splitlines()[-1]
         assert "decision rule" not in summary and summary.startswith("east-predict: 60 predictions")
-        warnings = [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.predict"]
+        warnings = [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.predict.predictor"]
         offsets = ", ".join(f"{name} {value:g}" for name, value in rule["offsets"].items())
         assert warnings == [
             f"{copy / 'decision_rule.json'} was edited: its offsets are not applied; predictions use the rule "
             f"east-train folded into the model's output bias ({offsets}, recorded in config.json as "
             f"{FOLDED_OFFSETS_KEY}). To predict with other offsets, add their difference to the bias "
-            "(east_hf.core.decision.fold_offsets_into_bias) and save the model, or train again with "
+            "(east_hf.core.decision.rule.fold_offsets_into_bias) and save the model, or train again with "
             "--tune_decision_rule true"
         ]
     pd.testing.assert_frame_equal(pd.read_csv(out), as_saved, check_dtype=False, atol=1e-6)  # the edit not applied
@@ -419,7 +419,7 @@ def test_an_output_that_is_a_directory_or_a_file_of_the_run_is_refused_before_th
     def no_model(*args, **kwargs):
         pytest.fail("the model loaded before --output was checked")
 
-    monkeypatch.setattr(importlib.import_module("east_hf.hf.predict"), "Predictor", no_model)
+    monkeypatch.setattr(importlib.import_module("east_hf.hf.predict.predictor"), "Predictor", no_model)
     for output, run_dir, folder in [
         (copy / "config.json", copy, copy),
         (checkpoint / "model.safetensors", copy, copy),
@@ -483,11 +483,11 @@ def test_missing_and_blank_texts_are_kept_and_counted_in_one_warning(text_run, c
     columns = ["probability_food", "probability_money", "probability_sport"]
 
     def warnings():
-        found = [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.predict"]
+        found = [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.predict.predictor"]
         caplog.clear()
         return found
 
-    with caplog.at_level(logging.WARNING, logger="east_hf.hf.predict"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.predict.predictor"):
         empty = predictor.predict([""], probabilities=True)
         assert warnings() == [
             "1 of 1 rows has no text in text (missing, empty or blank): its prediction comes from an empty input"

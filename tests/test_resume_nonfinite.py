@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from east_hf.hf.resume import resolve_checkpoint
+from east_hf.hf.training.resume import resolve_checkpoint
 
 
 def _checkpoint(folder, step: int, value: float):
@@ -76,7 +76,7 @@ def test_a_checkpoint_removed_while_it_is_checked_is_incomplete_not_an_error(tmp
     a checkpoint) lists and checks the folder: the check says the checkpoint is incomplete."""
     import shutil
 
-    from east_hf.hf import checkpoints
+    from east_hf.hf.training import checkpoints
 
     path = _checkpoint(tmp_path, 2, 0.5)
     torch.save({"state": 1}, path / "optimizer.pt")

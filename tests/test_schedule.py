@@ -10,7 +10,7 @@ import pytest
 
 from east_hf.core.annealing import DEFAULT_DECAY, DEFAULT_TEMPERATURE, AnnealingSchedule, Decision, temperature_at
 from east_hf.core.east_loss import EASTLoss
-from east_hf.hf.config import EASTConfig
+from east_hf.hf.config.east_config import EASTConfig
 
 CONT, BEST, NEXT, STOP = Decision.CONTINUE, Decision.IMPROVED, Decision.NEXT_STAGE, Decision.STOP
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from helpers import run_two_processes
 
-from east_hf.hf.preflight import check_sharding, check_unsharded, sharding
+from east_hf.hf.training.inputs import check_sharding, check_unsharded, sharding
 
 HERE = Path(__file__).parent
 
@@ -61,7 +61,7 @@ def test_unsharded_runs_pass():
 
 
 def test_fsdp_asked_for_where_accelerate_does_not_shard_is_one_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger="east_hf.hf.preflight"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.training.inputs"):
         check_sharding(SimpleNamespace(fsdp="full_shard"), _accelerator("MULTI_CPU"), _annealing())
     (record,) = caplog.records
     assert "not sharded" in record.message and "\n" not in record.message

@@ -14,7 +14,7 @@ from helpers import one_line_error, run_without_east_hf
 from east_hf.hf.data import DataArguments, DataError, load_data
 from east_hf.hf.data.text import ensure_pad_token, tokenize_splits
 from east_hf.hf.models.text import text_tiny_model, train_wordpiece_tokenizer
-from east_hf.hf.predict import FOLDED_OFFSETS_KEY
+from east_hf.hf.predict.predictor import FOLDED_OFFSETS_KEY
 from east_hf.scripts import east_predict
 from east_hf.scripts.east_train import main
 
@@ -63,7 +63,7 @@ def text_run(text_csv, tmp_path_factory) -> Path:
 
 
 def east_predict_labels(run: Path, texts: list[str]) -> list[str]:
-    from east_hf.hf.predict import Predictor
+    from east_hf.hf.predict.predictor import Predictor
 
     return Predictor(run).predict(texts)["predicted_label"].tolist()
 
@@ -272,7 +272,7 @@ def test_a_pair_column_needs_a_tokenizer_that_takes_pairs(tmp_path):
     tokenize_splits(data, bert, text_tiny_model(bert, {0: "a", 1: "b", 2: "c"}, max_length=32))
     assert 1 in data.train[0]["token_type_ids"]  # the second text is marked
     # a saved pair model predicts from rows holding both columns, as east-predict reads them from a file
-    from east_hf.hf.predict import TEXT_COLUMNS_KEY, Predictor
+    from east_hf.hf.predict.predictor import TEXT_COLUMNS_KEY, Predictor
 
     model = text_tiny_model(bert, {0: "food", 1: "money", 2: "sport"}, max_length=32)
     setattr(model.config, TEXT_COLUMNS_KEY, ["text", "other"])

@@ -26,7 +26,7 @@ def _surrogate(model, dataset, loss_fn, key="pixel_values"):
         x = torch.stack([dataset[i][key] for i in range(len(dataset))])
         y = torch.stack([dataset[i]["labels"] for i in range(len(dataset))])
         out = model(**{key: x})
-        return loss_fn(east_hf.hf.trainer.logits_of(out), y).item()
+        return loss_fn(east_hf.hf.training.trainer.logits_of(out), y).item()
 
 
 @pytest.mark.parametrize("make_model", [tiny_vit, tiny_timm], ids=["vit", "timm"])
@@ -108,7 +108,7 @@ def test_bf16_autocast_matches_fp32(tmp_path):
 
 def test_baseline_losses_run(tmp_path):
     from east_hf.core.loss_registry import build_loss
-    from east_hf.hf.trainer import training_class_counts
+    from east_hf.hf.training.trainer import training_class_counts
 
     data = TinyTabular(32)
     counts = training_class_counts(data, None)
@@ -219,7 +219,7 @@ def test_saving_draws_no_progress_bar_and_leaves_bars_on(tmp_path, capfd):
 def test_a_precision_leaning_beta_is_tuned_at_the_beta_floor(tmp_path, floor):
     """F0.25 on a small validation set: the rule is tuned at max(0.25, east_beta_floor), as the surrogate trains;
     with the floor at 0, at 0.25 itself. The offsets equal tune_logit_offsets' on the same validation logits."""
-    from east_hf.core.decision import tune_logit_offsets
+    from east_hf.core.decision.rule import tune_logit_offsets
 
     torch.manual_seed(0)
     model = tiny_vit(num_labels=2)
@@ -245,7 +245,7 @@ def _same_weights(model, checkpoint) -> bool:
 def test_the_best_model_and_a_resume_load_every_weight_of_a_renamed_checkpoint(tmp_path):
     from safetensors import safe_open
 
-    from east_hf.hf.resume import load_renamed_weights
+    from east_hf.hf.training.resume import load_renamed_weights
 
     args = dict(
         max_steps=6, eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2, learning_rate=5e-2,

@@ -19,9 +19,9 @@ from transformers import TrainerCallback
 
 from east_hf import EASTLoss, EASTTrainer
 from east_hf.core.annealing import AnnealingSchedule, Decision
-from east_hf.hf.build import anneal_threshold, build_annealing_callback, needs_class_counts
-from east_hf.hf.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
-from east_hf.hf.config import EASTConfig
+from east_hf.hf.config.build import anneal_threshold, build_annealing_callback, needs_class_counts
+from east_hf.hf.config.east_config import EASTConfig
+from east_hf.hf.training.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAnnealingCallback
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -389,7 +389,7 @@ def test_trainer_moving_average_restarts_from_a_restored_stage_best(tmp_path):
     """With the stage restore, the step after a stage ends starts the training weights and the average from the
     ended stage's best evaluated average; the run resumed from a checkpoint (east_ema.pt) follows the
     uninterrupted one, and a checkpoint missing the file is incomplete."""
-    from east_hf.hf.checkpoints import EMA_WEIGHTS_NAME, checkpoint_problem
+    from east_hf.hf.training.checkpoints import EMA_WEIGHTS_NAME, checkpoint_problem
 
     spy = Spy()
     trainer = annealing_trainer(tmp_path, callbacks=[spy], east_ema_decay=0.8)
@@ -459,7 +459,7 @@ def _wrong_priors_trainer(tmp_path, **overrides):
 
 def test_a_run_that_tells_no_classes_apart_falls_back_to_plain_cross_entropy_and_learns(tmp_path, caplog):
     trainer, spy = _wrong_priors_trainer(tmp_path)
-    with caplog.at_level("WARNING", logger="east_hf.hf.callbacks"):
+    with caplog.at_level("WARNING", logger="east_hf.hf.training.callbacks"):
         trainer.train()
     evals = evaluations(trainer)
     stages = [h["east_stage"] for h in evals]

@@ -177,7 +177,7 @@ def test_two_process_evaluation_from_counts_equals_the_full_gather(tmp_path, los
 def test_evaluation_in_chunks_of_rows_equals_whole_batches(tmp_path, monkeypatch, loss):
     """One row a chunk (``_CHUNK_ELEMENTS`` below C) against whole batches: every hard metric exactly, eval_loss up to
     float32 summation order; the loss never sees more than a chunk of rows at once."""
-    from east_hf.hf import evaluation
+    from east_hf.hf.training import evaluation
 
     counted, _ = _two_trainers(tmp_path, loss, 3, "macro")
     whole = counted.evaluate()
@@ -201,7 +201,7 @@ def test_evaluation_in_chunks_of_rows_equals_whole_batches(tmp_path, monkeypatch
 
 def test_evaluation_finiteness_check_in_chunks(tmp_path, monkeypatch):
     """A NaN row is found whichever chunk holds it, with the count of the whole batch."""
-    from east_hf.hf import evaluation
+    from east_hf.hf.training import evaluation
 
     counted, _ = _two_trainers(tmp_path, "ce", 3, "macro")
     monkeypatch.setattr(evaluation, "_CHUNK_ELEMENTS", 6)  # two rows a chunk
@@ -225,7 +225,7 @@ def _tuning_trainer(tmp_path, **more):
 def test_tune_decision_rule_reads_a_file_and_removes_it(tmp_path, monkeypatch):
     """The rule tuned from the file equals the rule of the gathered logits bit for bit; the file lives under
     output_dir while the tuner runs and is gone afterwards."""
-    from east_hf.core import decision
+    from east_hf.core.decision import rule as decision
 
     trainer, data = _tuning_trainer(tmp_path)
     predicted = trainer.predict(data)
@@ -249,7 +249,7 @@ def test_tune_decision_rule_reads_a_file_and_removes_it(tmp_path, monkeypatch):
 
 
 def test_tune_decision_rule_removes_the_file_after_an_error(tmp_path, monkeypatch):
-    from east_hf.core import decision
+    from east_hf.core.decision import rule as decision
 
     trainer, _ = _tuning_trainer(tmp_path)
 
@@ -268,7 +268,7 @@ import json, sys
 import torch
 from helpers import IgnoredRows, PlainClassifier, TinyTabular, east_args
 from east_hf import EASTTrainer
-from east_hf.core.decision import tune_logit_offsets
+from east_hf.core.decision.rule import tune_logit_offsets
 
 out = sys.argv[1]
 torch.manual_seed(0)

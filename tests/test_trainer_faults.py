@@ -20,7 +20,7 @@ from helpers import (
 from transformers import EarlyStoppingCallback
 
 from east_hf import EASTTrainer
-from east_hf.hf.config import EASTConfig
+from east_hf.hf.config.east_config import EASTConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -186,7 +186,7 @@ def test_a_kept_model_that_finds_almost_none_of_a_scored_class_is_warned_about(c
     """The best checkpoint's validation recall of the positive class (binary) or of a class reported by name below
     0.05 warns in one line naming the step and the recall; a healthy recall, another average or a step without an
     evaluation does not."""
-    from east_hf.hf.kept_model_warnings import warn_near_empty_kept_model
+    from east_hf.hf.training.kept_model_warnings import warn_near_empty_kept_model
 
     history = [
         {"loss": 0.5, "step": 10},
@@ -252,7 +252,7 @@ def test_a_kept_model_that_never_predicts_a_class_is_warned_about(tmp_path, capl
 
 
 def test_the_unpredicted_classes_warning_names_ten_classes_and_counts_the_rest():
-    from east_hf.hf.kept_model_warnings import UNPREDICTED_NAMED, warn_unpredicted_kept_classes
+    from east_hf.hf.training.kept_model_warnings import UNPREDICTED_NAMED, warn_unpredicted_kept_classes
 
     record = {8: [(k, 2) for k in range(25)], 12: []}
     message = warn_unpredicted_kept_classes(record, 8, {0: "cat"})
@@ -263,7 +263,7 @@ def test_the_unpredicted_classes_warning_names_ten_classes_and_counts_the_rest()
 
 
 def test_a_kept_model_that_predicts_one_class_for_every_row_is_named_so_with_what_to_try():
-    from east_hf.hf.kept_model_warnings import warn_unpredicted_kept_classes
+    from east_hf.hf.training.kept_model_warnings import warn_unpredicted_kept_classes
 
     record = {8: [(1, 30), (2, 4)]}
     message = warn_unpredicted_kept_classes(record, 8, {0: "none", 1: "minor", 2: "major"}, supported={8: 3})

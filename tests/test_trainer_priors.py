@@ -115,7 +115,7 @@ def test_counts_of_an_image_dataset_with_a_transform_read_the_label_column_only(
     import numpy as np
     from PIL import Image
 
-    from east_hf.hf.trainer import training_class_counts
+    from east_hf.hf.training.trainer import training_class_counts
 
     labels = [0, 1, 1, 2, 0, 1, 1, 1]
     images = [Image.fromarray(np.full((16, 16, 3), 30 * k, dtype=np.uint8)) for k in range(len(labels))]
@@ -164,7 +164,7 @@ def test_a_class_absent_from_training_or_validation_is_named_in_a_warning(tmp_pa
         return Dataset.from_dict({"pixel_values": torch.zeros(len(labels), 3, 16, 16).tolist(), "labels": labels})
 
     train, validation = table([0, 1, 0, 1, 0, 1]), table([0, 0, 1, 1])  # the model has a third class: frog
-    with caplog.at_level(logging.WARNING, logger="east_hf.hf.build"):
+    with caplog.at_level(logging.WARNING, logger="east_hf.hf.config.build"):
         EASTTrainer(model=tiny_vit(), args=east_args(tmp_path), train_dataset=train, eval_dataset=validation)
     lines = [r.getMessage() for r in caplog.records]
     assert any(line.startswith("1 class(es) without a training sample (frog)") for line in lines), lines

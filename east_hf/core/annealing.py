@@ -4,7 +4,7 @@ The paper cools geometrically, T_k = T0 * r^k (``temperature_at``), trains each 
 stopping, lowers the temperature, resets the early-stopping counter, and stops when the validation value stops
 improving across a number of temperature decreases. ``AnnealingSchedule`` owns that state; it is fed one
 validation result per evaluation and answers with a ``Decision``. ``TemperatureAnnealingCallback``
-(``east_hf.hf.callbacks``) is the thin Trainer layer that applies it; ``east_hf.core.monitor_keys`` names the metric
+(``east_hf.hf.training.callbacks``) is the thin Trainer layer that applies it; ``east_hf.core.monitor_keys`` names the metric
 keys it watches.
 
 Two monitors, because two questions are asked:

@@ -9,7 +9,7 @@
   (``effective_number_weights``, beta = 0.9999 as the paper).
 
 Both are the mean over the set of a per-sample loss (``east_hf.core.baselines.PerSampleSetLoss``, as
-``CrossEntropySetLoss``). Where the deferral happens is the Trainer layer's (``east_hf.hf.build``): the plain LDAM
+``CrossEntropySetLoss``). Where the deferral happens is the Trainer layer's (``east_hf.hf.config.build``): the plain LDAM
 trains until its early stopping, then the re-weighted one (the paper defers at a fixed epoch, 160 of 200). Pure torch.
 
 The paper's LDAM has ``scale`` s = 30 on a cosine classifier (normalised features and weights, logits in [-1, 1]);

@@ -20,7 +20,7 @@ the predicted mass (column sums). ``confusion_counts`` gives them as a (3, C) te
 scores one, with the same formulas as the (C, C) functions: the form ``EASTLoss`` trains on, O(C) instead of O(C^2).
 Each formula is written once, as a function of those statistics: ``fbeta_from_stats`` (per class or pooled) and
 ``mcc_from_stats`` (of the five sums MCC reads); the (C, C) functions, ``metric_from_counts`` and the decision tuner's
-running counts (``east_hf.core.decision_scorers``) all evaluate them.
+running counts (``east_hf.core.decision.scorers``) all evaluate them.
 """
 
 from __future__ import annotations

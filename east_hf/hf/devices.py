@@ -1,9 +1,11 @@
-"""What this process can run on, resolved into ``TrainingArguments`` before transformers checks them.
+"""What this process can run on, resolved into ``TrainingArguments`` before transformers checks them, and the sum of a
+tensor over the processes of a launch.
 
 Three cases transformers handles with an error or silently wrong: several processes without an accelerator (each would
 train alone, so they are joined over gloo on the CPU), ``accelerate launch --num_processes N`` without
 ``--multi_gpu`` (one process starts: said in one line), and ``bf16=True`` without bf16 hardware (autocast on the CPU,
-or a one-line error on an accelerator without it).
+or a one-line error on an accelerator without it). ``SumAcrossProcesses`` is the differentiable sum ``EASTTrainer``
+takes of every process's loss statistics (``east_sync_across_processes``).
 """
 
 from __future__ import annotations
@@ -11,8 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
@@ -20,9 +21,9 @@ from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_availab
 __all__ = [
     "end_process_group",
     "launch_advice",
-    "leave_launched_process",
     "resolve_devices",
     "resolve_unused_parameters",
+    "SumAcrossProcesses",
 ]
 
 logger = logging.getLogger(__name__)
@@ -105,14 +106,19 @@ def end_process_group(wait: bool = False) -> None:
         dist.destroy_process_group()
 
 
-def leave_launched_process(status: int = 0) -> NoReturn:
-    """End a process of a torchrun / accelerate launch whose work is done: wait for the others, end the process group,
-    flush the output and exit with ``status`` at once (``os._exit``), without the interpreter's shutdown. Why: a
-    process of a gloo launch aborts now and then in that shutdown (``terminate called without an active
-    exception``, after its last line of Python ran, more often on a loaded machine), which fails a launch whose run
-    succeeded."""
-    end_process_group(wait=True)
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os._exit(status)
+class SumAcrossProcesses(torch.autograd.Function):
+    """The sum of a tensor over all processes, differentiable: the backward sums the incoming gradients the same way
+    (each process's input enters every process's output with weight 1). Written on the public ``all_reduce`` because
+    ``torch.distributed.nn.functional.all_reduce`` is deprecated (a FutureWarning on every process)."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
+        out = tensor.clone()
+        torch.distributed.all_reduce(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous().clone()
+        torch.distributed.all_reduce(grad)
+        return grad

@@ -3,7 +3,7 @@
 ``EASTArgumentParser`` is ``transformers.HfArgumentParser`` over four dataclasses, in the style of TRL's
 ``TrlParser``, each defined beside the code that reads it: ``ScriptArguments`` (here: what the run does
 besides training), ``DataArguments`` (``east_hf.hf.data``: which data set and how it is split), ``ModelArguments``
-(``east_hf.hf.models.build``: which model) and ``EASTConfig`` (``east_hf.hf.config``: ``TrainingArguments`` plus the
+(``east_hf.hf.models.build``: which model) and ``EASTConfig`` (``east_hf.hf.config.east_config``: ``TrainingArguments`` plus the
 surrogate and the annealing). A recipe is a flat YAML mapping of the same field names::
 
     east-train recipes/cifar10_f1.yaml --learning_rate 1e-4 --loss ce
@@ -121,7 +121,7 @@ class ScriptArguments:
     )
 
     def __post_init__(self):
-        from east_hf.hf.cards import check_license
+        from east_hf.hf.cards.model_card import check_license
 
         check_license(self.license)  # the Hub refuses a card with another license: say so before training
 
@@ -133,7 +133,7 @@ class ParsedArguments:
     script: ScriptArguments
     data: Any  # east_hf.hf.data.DataArguments
     model: Any  # east_hf.hf.models.build.ModelArguments
-    training: Any  # east_hf.hf.config.EASTConfig
+    training: Any  # east_hf.hf.config.east_config.EASTConfig
     recipe: dict[str, Any]
     recipe_path: str | None
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -225,7 +225,7 @@ def _kind(hint: Any) -> tuple[type | None, bool]:
 
 
 def _default_dataclasses() -> tuple[type, ...]:
-    from east_hf.hf.config import EASTConfig
+    from east_hf.hf.config.east_config import EASTConfig
     from east_hf.hf.data.arguments import DataArguments
     from east_hf.hf.models.build import ModelArguments
 

@@ -101,7 +101,7 @@ def recipe_metric(recipe: Mapping[str, Any]) -> str:
     >>> recipe_metric({"metric": "mcc"}), recipe_metric({}), recipe_metric({"east_anneal_monitor": "eval_loss"})
     ('mcc', 'fbeta', 'fbeta')
     """
-    from east_hf.hf.config import EASTConfig
+    from east_hf.hf.config.east_config import EASTConfig
     from east_hf.scripts.arguments import ALIASES
 
     fields = {ALIASES.get(key, key): value for key, value in recipe.items()}

@@ -129,7 +129,7 @@ def run_mode(run_dir: Path, settings: dict[str, Any], force: bool) -> tuple[str,
 
 def _run_mode(run_dir: Path, settings: dict[str, Any], force: bool) -> tuple[str, str, dict[str, Any] | None]:
     """``run_mode``, and the record read from the folder where it was read (None where there was none to read)."""
-    from east_hf.hf.checkpoints import last_complete_checkpoint, run_files
+    from east_hf.hf.training.checkpoints import last_complete_checkpoint, run_files
 
     if not run_files(run_dir):
         return "fresh", "", None

@@ -14,7 +14,7 @@ transform it evaluated with), and the output is a CSV with one row per input:
 ``path`` for images read from files, ``--id_column`` passed through, the input's label column passed through where it
 has one, with ``--keep_columns`` every other input column the model does not read, ``predicted_label`` by name and,
 with ``--probabilities``, ``probability_<name>`` per class. A decision rule the run tuned on validation
-is already in the saved model's bias, so its predictions apply it (``east_hf.hf.predict``); an edit of
+is already in the saved model's bias, so its predictions apply it (``east_hf.hf.predict.predictor``); an edit of
 ``decision_rule.json`` is not applied, and a warning line says so. Bad input ends in one line,
 ``east-predict: error: ...``, exit status 2; an ``--output`` that names a directory, the input file or a file the
 run holds (its config, weights, checkpoints) is refused before the model loads, so no file of the run is ever
@@ -109,7 +109,7 @@ def _predictions(parser: argparse.ArgumentParser, args: argparse.Namespace):
         if problem:
             parser.error(problem)
 
-    from east_hf.hf.predict import Predictor, read_inputs
+    from east_hf.hf.predict.predictor import Predictor, read_inputs
 
     try:
         predictor = Predictor(args.run_dir, device=args.device, batch_size=args.batch_size)
@@ -132,7 +132,7 @@ def _output_problem(output: str, data: str, run_dir: str) -> str | None:
     costs nothing and the CSV never replaces the input file, a directory or a file of the run (its config, weights,
     tokenizer, a checkpoint's files): the run folder, and the run around it where ``run_dir`` is one of its
     checkpoints. A new file inside the run folder, or an unrelated existing file, is written as usual."""
-    from east_hf.hf.checkpoints import run_files
+    from east_hf.hf.training.checkpoints import run_files
 
     path = Path(output).expanduser()
     if os.path.exists(data) and path.resolve() == Path(data).resolve():

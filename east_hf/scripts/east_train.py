@@ -18,7 +18,7 @@ One run: parse (``east_hf.scripts.arguments``), load and split the data (``east_
 ``EASTTrainer`` (temperature annealing, the best checkpoint by the target metric kept), evaluate the best model on
 the test split, and save into ``output_dir``: ``model.safetensors`` + ``config.json`` (+ the image processor or the
 tabular feature extractor, both ``preprocessor_config.json``), ``train_results.json``, ``eval_results.json``,
-``test_results.json``, ``all_results.json``, ``trainer_state.json`` and, when ``east_hf.hf.cards`` is installed, the
+``test_results.json``, ``all_results.json``, ``trainer_state.json`` and, when ``east_hf.hf.cards.model_card`` is installed, the
 model card ``README.md`` (``README.east_hf.md`` beside a ``README.md`` the user wrote or edited, which stays as it
 is). Under several processes only the main one prints and writes.
 
@@ -37,9 +37,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from east_hf.scripts.interruptions import disk_full_line, exit_at_once_on_ctrl_c, interrupted_line, interrupted_says
+
 # Only the standard library and light modules at the top: the console script imports this module before main runs,
 # and a Ctrl-C while torch or transformers load (seconds) must reach main's guard, not end in a traceback.
-from east_hf.scripts.interruptions import disk_full_line, exit_at_once_on_ctrl_c, interrupted_line, interrupted_says
+from east_hf.scripts.launch_exit import end_launched_process
 from east_hf.scripts.output_dir import DECISION_RULE_NAME, claim_output_dir, resuming
 
 if TYPE_CHECKING:
@@ -58,7 +60,7 @@ _RUN_MODULES = (
     "east_hf.hf.data",
     "east_hf.hf.metrics",
     "east_hf.hf.models.build",
-    "east_hf.hf.trainer",
+    "east_hf.hf.training.trainer",
 )
 
 
@@ -86,8 +88,8 @@ def _tune_decision_rule(trainer, data, eval_metrics: dict[str, float], test_metr
     model as trained, and add ``eval_tuned_*`` / ``test_tuned_*`` metrics. The as-trained weights stay recoverable:
     the best checkpoint folder keeps them, and ``decision_rule.json`` holds the offsets that were added. The saved
     ``config.json`` records those offsets too (``FOLDED_OFFSETS_KEY``): the file beside the model is a record a user
-    may edit, the config's copy says what the bias holds (``east_hf.hf.predict`` compares the two)."""
-    from east_hf.hf.predict import FOLDED_OFFSETS_KEY
+    may edit, the config's copy says what the bias holds (``east_hf.hf.predict.predictor`` compares the two)."""
+    from east_hf.hf.predict.predictor import FOLDED_OFFSETS_KEY
 
     output_dir = Path(trainer.args.output_dir)
     rule = trainer.tune_decision_rule(data.validation)
@@ -126,10 +128,10 @@ def _write_model_card(
     base_model: str | None,
     decision_rule: dict | None = None,
 ):
-    """Write the model card (``east_hf.hf.cards.write_model_card``). The same information goes to
+    """Write the model card (``east_hf.hf.cards.model_card.write_model_card``). The same information goes to
     ``trainer.east_card_info``, from which ``EASTTrainer.create_model_card`` writes the card again when
     ``push_to_hub`` uploads the folder."""
-    from east_hf.hf.cards import write_model_card
+    from east_hf.hf.cards.model_card import write_model_card
 
     offered = {
         "test_metrics": test_metrics,
@@ -202,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 print(recipe_list())
                 return 0
-            from east_hf.hf.config import EASTConfig
+            from east_hf.hf.config.east_config import EASTConfig
             from east_hf.hf.data.arguments import DataArguments
             from east_hf.hf.models.build import ModelArguments
             from east_hf.scripts.arguments import EASTArgumentParser, ScriptArguments
@@ -233,9 +235,9 @@ def _claim_and_run(
 ) -> int:
     """Claim ``output_dir`` under ``lock`` and run; a Ctrl-C from here on ends in the line naming the last complete
     checkpoint and the command that resumes it (``east_hf.scripts.interruptions``), exit status 130. A process of a
-    launch that ran to its end leaves through ``east_hf.hf.devices.leave_launched_process``."""
-    from east_hf.hf.checkpoints import run_files
-    from east_hf.hf.devices import end_process_group, leave_launched_process
+    launch that ran to its end leaves through ``east_hf.scripts.launch_exit.end_launched_process``."""
+    from east_hf.hf.devices import end_process_group
+    from east_hf.hf.training.checkpoints import run_files
     from east_hf.scripts.run_record import check_resumed_record
 
     script, training = parsed.script, parsed.training
@@ -268,7 +270,7 @@ def _claim_and_run(
         if not done:  # failed or interrupted: another process may never arrive at a barrier
             end_process_group()
     if training.world_size > 1:
-        leave_launched_process(status)  # waits for the others and exits past the interpreter's shutdown
+        end_launched_process(status)  # waits for the others; the process exits past the interpreter's teardown
     return status
 
 
@@ -291,7 +293,7 @@ def _prepare_data_and_model(parsed: ParsedArguments):
     from east_hf.hf.devices import resolve_unused_parameters
     from east_hf.hf.models.build import attach_data_config, build_model
     from east_hf.hf.models.text import is_text_model
-    from east_hf.hf.predict import TEXT_COLUMNS_KEY
+    from east_hf.hf.predict.predictor import TEXT_COLUMNS_KEY
 
     data_args, model_args, training = parsed.data, parsed.model, parsed.training
     with training.main_process_first(desc="loading the data set"):
@@ -341,7 +343,7 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
     """Load the data, build the model and the trainer, train, evaluate and save; bad input exits 2 (``parser.error``)."""
     from transformers import set_seed
 
-    from east_hf.hf.trainer import EASTTrainer
+    from east_hf.hf.training.trainer import EASTTrainer
     from east_hf.scripts.run_output import lines_above_bars, quiet_replicas, without_metric_logs
     from east_hf.scripts.run_record import RecordAtFirstSave
 

@@ -77,7 +77,7 @@ def resume_command(prog: str, argv: Sequence[str], restart: bool) -> str:
 
 def interrupted_line(prog: str, argv: Sequence[str], output_dir: str) -> str:
     """What east-train prints on Ctrl-C: that training was interrupted, and the command that continues it."""
-    from east_hf.hf.checkpoints import complete_checkpoints, run_files
+    from east_hf.hf.training.checkpoints import complete_checkpoints, run_files
 
     saved = complete_checkpoints(output_dir)
     if saved:
@@ -114,7 +114,7 @@ def _disk_full(error: BaseException, output_dir: str) -> int | None:
 def disk_full_line(error: BaseException, output_dir: str) -> str | None:
     """The one line east-train ends with when a save finds the disk full (ENOSPC) or the quota spent (EDQUOT): the
     folder, and how the run goes on once space is freed; ``None`` for any other error."""
-    from east_hf.hf.checkpoints import last_complete_checkpoint
+    from east_hf.hf.training.checkpoints import last_complete_checkpoint
 
     code = _disk_full(error, output_dir)
     if code is None:

@@ -1,6 +1,6 @@
 """One writer per output folder: the lock ``east-train`` holds on its ``output_dir`` while it runs.
 
-The lock is a file, ``output_dir/_east_hf.lock`` (``east_hf.hf.checkpoints.LOCK_NAME``), created atomically
+The lock is a file, ``output_dir/_east_hf.lock`` (``east_hf.hf.training.checkpoints.LOCK_NAME``), created atomically
 (``O_CREAT | O_EXCL``: of two processes only one creates it) and holding the pid and host name of its holder. A second
 writer is refused with a one-line ``ValueError`` naming that pid. A lock whose holder is gone (same host, pid no
 longer running: a ``kill -9``, an out-of-memory kill, a power cut) is stale: it is reported in one warning line and
@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from east_hf.hf.checkpoints import LOCK_NAME
+from east_hf.hf.training.checkpoints import LOCK_NAME
 
 __all__ = ["LOCK_NAME", "OutputDirLock", "pid_running"]
 

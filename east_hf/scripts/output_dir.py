@@ -28,13 +28,13 @@ def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool) -> No
     """Refuse to train into a folder holding another run unless resuming it or told to overwrite it: a new run would
     replace its model and results and rotate away its checkpoints, best model included. With ``overwrite`` the
     earlier run's checkpoints and results are deleted; its ``README.md`` is not: the new run's card replaces it only
-    where it is the card east_hf wrote, unchanged, and goes beside one the user edited (``east_hf.hf.cards``). The
+    where it is the card east_hf wrote, unchanged, and goes beside one the user edited (``east_hf.hf.cards.model_card``). The
     main process calls it, holding the folder's lock.
 
     A folder holding files east_hf did not write (a project, a user's README.md or config.json, a downloaded model)
     or east-compare's table is refused whatever the flags: east-train never replaces or deletes what it did not
     write, so the only way out is another output_dir."""
-    from east_hf.hf.checkpoints import comparison_files, foreign_files, run_files
+    from east_hf.hf.training.checkpoints import comparison_files, foreign_files, run_files
 
     table = comparison_files(output_dir)
     if table:

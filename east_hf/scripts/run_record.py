@@ -80,7 +80,7 @@ def as_json(value: Any) -> Any:
 
 def default_settings() -> dict[str, dict[str, Any]]:
     """The default value of every field of each dataclass, by group (what ``resolved_settings`` leaves out)."""
-    from east_hf.hf.config import EASTConfig
+    from east_hf.hf.config.east_config import EASTConfig
     from east_hf.hf.models.build import ModelArguments
     from east_hf.scripts.arguments import ScriptArguments
 

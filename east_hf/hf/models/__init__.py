@@ -165,7 +165,7 @@ def classifier_head(model: nn.Module, num_classes: int | None = None) -> nn.Modu
     attribute (transformers' convention, and ``TabularMLPForClassification``), else the last such layer; of a peft
     model's head trained in full (``modules_to_save``), the copy that trains. Adding a
     vector to its bias adds it to every logit row (for darknet19's 1x1 conv, before the global average pool, which
-    commutes with it), which is how a tuned decision rule is folded into a saved model (``east_hf.core.decision``).
+    commutes with it), which is how a tuned decision rule is folded into a saved model (``east_hf.core.decision.rule``).
 
     >>> head = classifier_head(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
     >>> head.out_features

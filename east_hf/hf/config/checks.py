@@ -1,9 +1,11 @@
-"""The checks ``EASTConfig.__post_init__`` runs on its ``east_*`` fields, once, when the config is made.
+"""The checks of ``EASTConfig``'s ``east_*`` fields, run once by ``EASTConfig.__post_init__`` when the config is made,
+and the checks of the settings the annealing callback trains with, which ``TemperatureAnnealingCallback`` also runs
+when it is made and when training begins (``check_ema_decay``, ``check_evaluates``).
 
-Three kinds, in this order: the settings a loss takes, asked of its ``LossSpec`` (``east_hf.core.loss_registry``);
-the settings that need the annealing callback (``east_hf.hf.annealing_checks``); and the settings of the core objects,
+The config's checks come in three kinds, in this order: the settings a loss takes, asked of its ``LossSpec``
+(``east_hf.core.loss_registry``); the settings that need the annealing callback; and the settings of the core objects,
 checked by making each object once with the fields' values (``EASTLoss`` through ``build_loss``, and the
-``AnnealingSchedule``), its error naming the ``east_`` field (``east_hf.hf.config_fields.field_error``). A field given
+``AnnealingSchedule``), its error naming the ``east_`` field (``east_hf.hf.config.fields.field_error``). A field given
 in another form is replaced by its parsed value: ``east_beta``, ``east_class_priors`` (a file is read now, so the
 arguments saved with a run hold its values) and ``east_ema_decay``.
 """
@@ -17,10 +19,31 @@ from east_hf.core.annealing import AnnealingSchedule
 from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES, PRIOR_LOSSES, build_loss, loss_spec
 from east_hf.core.monitor_keys import monitor_mode
 from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
-from east_hf.hf.annealing_checks import check_ema_decay, check_evaluates
-from east_hf.hf.config_fields import LOSS_FIELDS, RESOLVED_SCHEDULE_FIELDS, SCHEDULE_FIELDS, field_error
+from east_hf.hf.config.fields import LOSS_FIELDS, RESOLVED_SCHEDULE_FIELDS, SCHEDULE_FIELDS, field_error
 
-__all__ = ["check_loss_anneal_monitor", "validate_east_fields"]
+__all__ = ["DEFAULT_EMA_DECAY", "check_ema_decay", "check_evaluates", "check_loss_anneal_monitor", "validate_east_fields"]
+
+DEFAULT_EMA_DECAY = 0.0  # no moving average of the weights, as the paper; the callback's and the config's default
+
+
+def check_ema_decay(ema_decay: Any) -> float:
+    """``ema_decay`` as a float in [0, 1) (0: no moving average), or a one-line ``ValueError``.
+
+    >>> check_ema_decay(0.9)
+    0.9
+    """
+    if isinstance(ema_decay, bool) or not isinstance(ema_decay, (int, float)) or not 0 <= ema_decay < 1:
+        raise ValueError(f"Expected ema_decay in [0, 1) (0: no moving average of the weights), got {ema_decay!r}")
+    return float(ema_decay)
+
+
+def check_evaluates(eval_strategy: str) -> None:
+    """Annealing ends its stages on validation results: refuse ``eval_strategy="no"``."""
+    if eval_strategy == "no":
+        raise ValueError(
+            "Expected eval_strategy 'steps' or 'epoch' (and an eval_dataset) for temperature annealing, got 'no': "
+            "the stages end on validation results; set east_annealing=False to train at a fixed temperature"
+        )
 
 
 def validate_east_fields(args: Any) -> None:
@@ -105,7 +128,7 @@ def check_loss_anneal_monitor(args: Any) -> None:
 def _check_core_objects(args: Any) -> None:
     """The checks are the core objects' own: each is made once with the fields' values (class names are not known
     yet, so a beta mapping is checked for its values; the trainer resolves its names against the model's
-    ``id2label``). Nothing made here is kept: the builder (``east_hf.hf.build``) makes what the trainer uses."""
+    ``id2label``). Nothing made here is kept: the builder (``east_hf.hf.config.build``) makes what the trainer uses."""
     loss_settings = {param: getattr(args, name) for name, param in LOSS_FIELDS.items()}
     if isinstance(args.east_beta, Mapping):
         loss_settings["beta"] = list(args.east_beta.values())

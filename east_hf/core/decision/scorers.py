@@ -4,8 +4,8 @@ A candidate is a state, the statistics its decisions give a metric: ``StatsScore
 for a named metric, ``MatrixScorer``'s flat (C, C) confusion matrix for a callable. Each scorer counts the state of
 a set of decisions (``count``), builds the states of a run of candidates from the moves between them (``states``,
 (K, D)) and scores K states at once (``__call__``); ``StatsScorer.sweep`` scores every position of one coordinate's
-sweep (``east_hf.core.decision_sweep.CoordinateSweep``) from running counts in O(N). The method is described in
-``east_hf.core.decision``. Pure torch.
+sweep (``east_hf.core.decision.sweep.CoordinateSweep``) from running counts in O(N). The method is described in
+``east_hf.core.decision.rule``. Pure torch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from east_hf.core.metrics import fbeta_from_stats, mcc_from_stats, metric_from_counts, safe_divide
 
 if TYPE_CHECKING:
-    from east_hf.core.decision_sweep import CoordinateSweep
+    from east_hf.core.decision.sweep import CoordinateSweep
 
 __all__ = ["MatrixScorer", "StatsScorer"]
 
@@ -85,7 +85,7 @@ class StatsScorer:
         """The scores (N + 1,) of every position i of ``coord``'s sweep (its first i sorted samples moved from their
         runner-up to k) in O(N) after a stable sort: ``self(states)`` exactly where ``self.exact``, else a float64
         running sum within ``_SUM_ROUNDING * (N + 1)`` of it per unit of the metric's scale
-        (``east_hf.core.decision_sweep``)."""
+        (``east_hf.core.decision.sweep``)."""
         C, k, y, alt, base = self.C, coord.k, coord.y, coord.alt_sorted, coord.base
         N = len(y)
         tp0, p0 = base[:C], base[C:]  # (C,) when nobody predicts k

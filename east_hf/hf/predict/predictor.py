@@ -11,7 +11,7 @@ to join the predictions back), ``predicted_label`` by name and, on request, ``pr
 ``east-train`` reads its data; ``east-predict`` (``east_hf.scripts.east_predict``) is the command over both.
 
 A decision rule tuned on validation (``decision_rule.json``) is already in the saved model: ``east-train`` folds its
-offsets into the output bias (``east_hf.core.decision.fold_offsets_into_bias``) before it saves, so the argmax of the
+offsets into the output bias (``east_hf.core.decision.rule.fold_offsets_into_bias``) before it saves, so the argmax of the
 saved model's logits applies the tuned rule and nothing is added again here. The probabilities are the softmax of
 those logits: the scores whose argmax is the predicted label (with a tuned rule, shifted by its offsets).
 
@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from east_hf.hf.decision_rule_file import DECISION_RULE_FILE, FOLDED_OFFSETS_KEY, read_decision_rule, rule_edited
-from east_hf.hf.predict_inputs import (
+from east_hf.hf.decision_rule import DECISION_RULE_FILE, FOLDED_OFFSETS_KEY, read_decision_rule, rule_edited
+from east_hf.hf.predict.inputs import (
     LABEL_COLUMNS,
     as_numbers,
     decode,
@@ -89,7 +89,7 @@ def check_run_folder(run_dir: str | os.PathLike) -> Path:
     ``adapter_config.json`` and adapter: a run folder of ``east-train`` or one of its checkpoints), else a one-line ``ValueError`` saying what the folder is instead:
     missing, a file, an east-compare table (naming one of its runs), a run that never saved its final model (naming
     its last complete checkpoint) or any other folder (naming what it holds)."""
-    from east_hf.hf.checkpoints import WEIGHT_FILES, comparison_files, last_complete_checkpoint
+    from east_hf.hf.training.checkpoints import WEIGHT_FILES, comparison_files, last_complete_checkpoint
 
     folder = Path(run_dir).expanduser()
     expected = f"Expected a run folder written by east-train (config.json and model.safetensors), got {str(run_dir)!r}"

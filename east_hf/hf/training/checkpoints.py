@@ -10,7 +10,7 @@ a save killed between the two leaves a checkpoint that names a file it lacks. Th
 weights (``east_stage_best.pt``) and moving average (``east_ema.pt``) are such files, checked wherever they are present too. The checks read headers and
 zip directories only, never the tensors: a truncated file or a garbled header is found, bytes flipped inside a
 tensor's data are not; ``nonfinite_weight`` reads the weights themselves for NaN or inf, which a resume checks
-(``east_hf.hf.resume``). Nothing from transformers.
+(``east_hf.hf.training.resume``). Nothing from transformers.
 """
 
 from __future__ import annotations
@@ -90,10 +90,10 @@ _SYSTEM_FILES = (".DS_Store", "Thumbs.db", "desktop.ini")  # a file browser's ow
 # The table east-compare writes at the top of its output folder, above one folder per variant.
 COMPARISON_FILES = ("results.json", "results.md")
 
-# The annealing callback's copy of the current stage's best weights (east_hf.hf.callbacks), a torch.save archive.
+# The annealing callback's copy of the current stage's best weights (east_hf.hf.training.callbacks), a torch.save archive.
 STAGE_BEST_WEIGHTS_NAME = "east_stage_best.pt"
 # The annealing callback's moving average of the weights, or the training weights where the checkpoint's model file
-# holds the average (east_hf.hf.callbacks), a torch.save archive.
+# holds the average (east_hf.hf.training.callbacks), a torch.save archive.
 EMA_WEIGHTS_NAME = "east_ema.pt"
 # torch.save archives written beside the weights (the Trainer's, and the annealing callback's); resuming loads each
 # one that is there. Under several processes each writes its own RNG state, rng_state_<rank>.pth.

@@ -13,7 +13,7 @@ that are multi-hot rows) gets the multi-label counterpart of every part under th
 surrogate, binary cross-entropy for ``ce`` (``wce``: its ``pos_weight`` from each label's positive rate; ``la``: the
 logits adjusted by each label's prior log-odds), ``asl``, and hard metrics over labels.
 
->>> from east_hf.hf.config import EASTConfig
+>>> from east_hf.hf.config.east_config import EASTConfig
 >>> args = EASTConfig(output_dir="out", report_to="none")
 >>> schedule = build_schedule(args, eval_size=400)
 >>> schedule.temperature, schedule.warm_start, schedule.ce_weight, schedule.anneal_threshold
@@ -31,10 +31,12 @@ from east_hf.core.annealing import AnnealingSchedule
 from east_hf.core.classes import resolve_beta, resolve_class_priors
 from east_hf.core.loss_registry import PRIOR_LOSSES, MixedSetLoss, SetLoss, build_loss, loss_spec
 from east_hf.core.monitor_keys import monitor_mode
-from east_hf.hf.callbacks import TemperatureAnnealingCallback
-from east_hf.hf.config import EASTConfig
-from east_hf.hf.config_fields import LOSS_FIELDS, SCHEDULE_FIELDS
-from east_hf.hf.dataset_stats import (
+from east_hf.hf.config.east_config import EASTConfig
+from east_hf.hf.config.fields import LOSS_FIELDS, SCHEDULE_FIELDS
+from east_hf.hf.metrics.compute import ComputeMetrics
+from east_hf.hf.metrics.multilabel import MultiLabelComputeMetrics
+from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
+from east_hf.hf.training.dataset_stats import (
     absent_classes,
     column_class_counts,
     dataset_length,
@@ -44,8 +46,6 @@ from east_hf.hf.dataset_stats import (
     training_label_counts,
     validation_size,
 )
-from east_hf.hf.metrics.compute import ComputeMetrics
-from east_hf.hf.metrics.multilabel import MultiLabelComputeMetrics
 
 __all__ = [
     "EASTComponents",

@@ -1,7 +1,7 @@
 """A model card's YAML metadata: the Hub's ``model-index`` results, license, tags, task and, for a text model, the
 inference widget's examples.
 
-``card_metadata`` builds the ``huggingface_hub.ModelCardData`` that ``east_hf.hf.cards.write_model_card`` renders
+``card_metadata`` builds the ``huggingface_hub.ModelCardData`` that ``east_hf.hf.cards.model_card.write_model_card`` renders
 above the card's text. The widget's examples are a few validation texts (``widget_examples``): a text model's card
 shows them in the Hub's inference widget.
 """
@@ -86,7 +86,7 @@ def model_task(model) -> str:
 def text_columns(model) -> list[str]:
     """The text column and, for a text-pair model, the pair column a text run trained on (``config.json``'s
     ``east_text_columns``, which ``east-train`` writes); ``[]`` where the config does not say."""
-    from east_hf.hf.predict import TEXT_COLUMNS_KEY
+    from east_hf.hf.predict.predictor import TEXT_COLUMNS_KEY
 
     return [c for c in getattr(getattr(model, "config", None), TEXT_COLUMNS_KEY, None) or [] if c]
 

@@ -7,7 +7,7 @@ and whether the warm start is on from ``callback.schedule`` (the trainer pulls; 
 state travels in checkpoints (``ExportableState``), so ``trainer.train(resume_from_checkpoint=...)`` continues in the
 same stage with the same counters and temperature: the trainer then reads the restored instance. A checkpoint that
 carries the stage's best weights (``east_stage_best.pt``, written in ``on_save``, after the Trainer's
-``trainer_state.json``) lists the file in its saved state (``checkpoint_files``), so ``east_hf.hf.checkpoints`` finds
+``trainer_state.json``) lists the file in its saved state (``checkpoint_files``), so ``east_hf.hf.training.checkpoints`` finds
 a save cut off between the two and a truncated file: a resume from ``"last"`` skips that checkpoint, one from its path
 is refused.
 """
@@ -25,9 +25,9 @@ from transformers.trainer_callback import ExportableState
 
 from east_hf.core.annealing import AnnealingSchedule, Decision
 from east_hf.core.monitor_keys import monitor_mode
-from east_hf.hf.annealing_checks import DEFAULT_EMA_DECAY, check_ema_decay, check_evaluates
-from east_hf.hf.checkpoints import CHECKPOINT_FILES_KEY, EMA_WEIGHTS_NAME, STAGE_BEST_WEIGHTS_NAME
-from east_hf.hf.weight_copies import (
+from east_hf.hf.config.checks import DEFAULT_EMA_DECAY, check_ema_decay, check_evaluates
+from east_hf.hf.training.checkpoints import CHECKPOINT_FILES_KEY, EMA_WEIGHTS_NAME, STAGE_BEST_WEIGHTS_NAME
+from east_hf.hf.training.weight_copies import (
     checkpoint_folder,
     cpu_state_dict,
     load_trainable,
@@ -51,7 +51,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     """Anneal EAST's temperature T_k = T0 * r^k over stages of fast early stopping; stop when cooling stops helping.
 
     ``EASTTrainer`` installs the one its builder makes from its ``EASTConfig``
-    (``east_hf.hf.build.build_annealing_callback``) and reads ``callback.schedule`` before every step and evaluation.
+    (``east_hf.hf.config.build.build_annealing_callback``) and reads ``callback.schedule`` before every step and evaluation.
     On every evaluation during training the callback feeds ``metrics[stage_monitor]`` and ``metrics[anneal_monitor]``
     to its ``AnnealingSchedule`` and acts on the decision: a new stage best is copied to CPU; the end of a stage (with
     ``restore_best_per_stage``) loads the stage's best weights before the next step; the end of the annealing sets
@@ -78,7 +78,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             stage best is not the checkpoint's own weights also gets that copy as ``east_stage_best.pt``, so a resumed
             run restores the same weights. The copy is of the model as this process holds it: the whole model on one
             device or under DDP, this process's shard under FSDP2 (FSDP1 and ZeRO-3 are refused:
-            ``east_hf.hf.preflight.check_sharding``).
+            ``east_hf.hf.training.inputs.check_sharding``).
         ema_decay: d in [0, 1): keep an exponential moving average of the weights, w_ema <- d * w_ema + (1 - d) * w
             after every optimiser step (timm's ``ModelEmaV3``, parameters only), and evaluate, checkpoint,
             select and restore the average instead of the training weights (0: none, as the paper). The average
@@ -118,7 +118,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     ``resume_from_checkpoint=True`` resumes from); a checkpoint moved elsewhere resumes without it, with a warning,
     and a damaged one there is refused in one line naming it. The saved state lists the file under
     ``checkpoint_files`` wherever the checkpoint carries it, so that a checkpoint whose file is missing or truncated
-    counts as incomplete (``east_hf.hf.checkpoints.checkpoint_problem``).
+    counts as incomplete (``east_hf.hf.training.checkpoints.checkpoint_problem``).
 
     >>> callback = TemperatureAnnealingCallback(decay=0.5, patience=2, anneal_monitor="mcc")
     >>> callback.stage_monitor, callback.anneal_monitor, callback.schedule.anneal_mode, callback.schedule.temperature

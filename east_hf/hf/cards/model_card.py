@@ -1,4 +1,4 @@
-"""Model cards for EAST models: ``model-index`` metadata and a text model's widget (``east_hf.hf.card_metadata``), the
+"""Model cards for EAST models: ``model-index`` metadata and a text model's widget (``east_hf.hf.cards.metadata``), the
 annealing trajectory (table and PNG), per-class results, the tuned decision rule, how to load the model.
 
 Rendered with ``huggingface_hub.ModelCard.from_template`` from the template in ``east_hf/hub_cards/`` (the
@@ -6,7 +6,7 @@ top-level ``hub_cards/`` folder of the repository, installed as package data). W
 No secret reaches a card: ``mask_secrets`` (``east_hf.hf.secret_masking``, re-exported here) masks the recipe.
 
 A card ends in a signature line, an HTML comment the Hub does not show holding the SHA-256 of the text above it
-(``east_hf.hf.card_files``: ``is_unchanged_card``). A ``README.md`` without a valid one (the user wrote it, or edited
+(``east_hf.hf.cards.files``: ``is_unchanged_card``). A ``README.md`` without a valid one (the user wrote it, or edited
 the card east_hf wrote) is never replaced: the card goes beside it as ``README.east_hf.md``, and one warning line says
 so.
 """
@@ -25,8 +25,8 @@ import yaml
 from huggingface_hub import ModelCard
 
 from east_hf.core.loss_registry import LossSpec, loss_spec
-from east_hf.hf.card_files import CARD_BESIDE_README, card_path, is_unchanged_card, signed
-from east_hf.hf.card_metadata import (
+from east_hf.hf.cards.files import CARD_BESIDE_README, card_path, is_unchanged_card, signed
+from east_hf.hf.cards.metadata import (
     HUB_METRICS,
     card_metadata,
     check_license,
@@ -36,7 +36,7 @@ from east_hf.hf.card_metadata import (
     text_columns,
     widget_examples,
 )
-from east_hf.hf.card_plot import annealing_trajectory, plot_annealing, write_atomically
+from east_hf.hf.cards.plot import annealing_trajectory, plot_annealing, write_atomically
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
 from east_hf.hf.secret_masking import is_secret, mask_secrets
 

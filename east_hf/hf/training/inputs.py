@@ -1,30 +1,73 @@
-"""Settings ``EASTTrainer`` refuses when it is made, each in one line, before training.
+"""What ``EASTTrainer`` is given, and the settings it refuses when it is made, each in one line, before training.
 
-A warm start in epochs on a training set without a length, transformers' ``EarlyStoppingCallback`` beside the
-annealing callback, uneven batch counts across processes, and a sharded model (FSDP1, DeepSpeed ZeRO-3) with the
+Its arguments after ``args`` are read by name as the Trainer reads them; training and evaluation sets whose label
+column holds lists of label ids become multi-hot rows; the first-batch check collates only the entries of a row the
+model takes, as the Trainer's dataloaders do with ``remove_unused_columns``.
+
+Refused: a warm start in epochs on a training set without a length, transformers' ``EarlyStoppingCallback`` beside
+the annealing callback, uneven batch counts across processes, and a sharded model (FSDP1, DeepSpeed ZeRO-3) with the
 annealing's weight copies; ``fsdp`` asked for where accelerate does not shard is one warning line. (The checks of the
-first batch and of a resumed checkpoint's schedule are in ``east_hf.hf.resume``.)
+first batch and of a resumed checkpoint's schedule are in ``east_hf.hf.training.resume``.)
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from transformers import EarlyStoppingCallback
 
-from east_hf.hf.callbacks import TemperatureAnnealingCallback
-from east_hf.hf.dataset_stats import dataset_length
+from east_hf.hf.config.build import multi_hot_datasets
+from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
+from east_hf.hf.training.dataset_stats import dataset_length
 
-__all__ = [
-    "check_distributed",
-    "check_early_stopping",
-    "check_even_batches",
-    "check_sharding",
-    "check_unsharded",
-    "check_warm_start_length",
-    "sharding",
-]
+__all__ = ["TRAINER_ARGUMENTS", "check_distributed", "check_early_stopping", "check_even_batches", "check_sharding", "check_unsharded", "check_warm_start_length", "model_collator", "sharding", "trainer_arguments"]
+
+TRAINER_ARGUMENTS = (
+    "data_collator",
+    "train_dataset",
+    "eval_dataset",
+    "processing_class",
+    "model_init",
+    "compute_loss_func",
+    "compute_metrics",
+)
+"""``Trainer.__init__``'s positional arguments after ``args``, in order, up to ``compute_metrics``."""
+
+
+def trainer_arguments(model: Any, pargs: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The Trainer's arguments after ``args`` by name: ``pargs`` in ``TRAINER_ARGUMENTS``' order, then ``kwargs``; a
+    training or evaluation set of label-id lists becomes multi-hot rows of the model's labels
+    (``east_hf.hf.config.build.multi_hot_datasets``)."""
+    if len(pargs) > len(TRAINER_ARGUMENTS):
+        raise TypeError(
+            f"Expected at most {len(TRAINER_ARGUMENTS)} positional arguments after args "
+            f"({', '.join(TRAINER_ARGUMENTS)}), got {len(pargs)}; pass the others by name"
+        )
+    given = dict(zip(TRAINER_ARGUMENTS, pargs)) | dict(kwargs)
+    return given | multi_hot_datasets(model, given)
+
+
+def model_collator(
+    model: Any, collator: Callable[[list], dict], remove_unused_columns: bool, label_names: Sequence[str] = ()
+) -> Callable[[list], dict]:
+    """``collator`` over the entries of each row that the model's ``forward`` takes and the labels (``label``,
+    ``label_ids``, ``label_names``), as the Trainer's dataloaders keep them with ``remove_unused_columns`` (a tokenized
+    set's text column is dropped); rows that are not mappings, or every entry without it, as they are."""
+    forward = getattr(model, "forward", None)
+    if not remove_unused_columns or forward is None:
+        return collator
+    kept = {*inspect.signature(forward).parameters, "label", "label_ids", *label_names}
+
+    def collate(rows: list) -> dict:
+        return collator(
+            [{k: v for k, v in row.items() if k in kept} if isinstance(row, Mapping) else row for row in rows]
+        )
+
+    return collate
+
 
 logger = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 ``LOSS_FIELDS`` and ``SCHEDULE_FIELDS`` name each field beside the ``EASTLoss`` / ``AnnealingSchedule`` parameter it
 sets. The config reads a shared default from the core object's signature (``core_default``), validates its values by
-making the object once (``east_hf.hf.config_checks``; ``field_error`` names a failing parameter by its field), and the
-builder (``east_hf.hf.build``) passes the same values on.
+making the object once (``east_hf.hf.config.checks``; ``field_error`` names a failing parameter by its field), and the
+builder (``east_hf.hf.config.build``) passes the same values on.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The decision tuner's coordinate ascent over the offsets b (C,), within a deterministic work bound.
 
-From plain argmax (b = 0), each class k in turn: sweep b_k (``east_hf.core.decision_sweep``), and keep the best
+From plain argmax (b = 0), each class k in turn: sweep b_k (``east_hf.core.decision.sweep``), and keep the best
 offset only if the metric of the new ``argmax(logits + b)`` strictly improves, checked on the real decisions. Rounds
 until a round changes nothing or ``max_rounds``; with two classes, one sweep of b_1. A ``WorkBound`` counts row and
 class visits and stops the ascent between two sweeps once they pass its limit. The method is described in
-``east_hf.core.decision``, which sets the ``AscentBounds``. Pure torch.
+``east_hf.core.decision.rule``, which sets the ``AscentBounds``. Pure torch.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from east_hf.core.decision_logits import LogitsFile, TensorLogits
-from east_hf.core.decision_scorers import MatrixScorer, StatsScorer
-from east_hf.core.decision_sweep import CoordinateSweep, best_offset_batched, best_offset_swept, top2, update_top2
+from east_hf.core.decision.logits import LogitsFile, TensorLogits
+from east_hf.core.decision.scorers import MatrixScorer, StatsScorer
+from east_hf.core.decision.sweep import CoordinateSweep, best_offset_batched, best_offset_swept, top2, update_top2
 from east_hf.core.surrogate import confusion_from_predictions
 
 __all__ = ["AscentBounds", "CoordinateAscent", "WorkBound"]
@@ -58,7 +58,7 @@ class WorkBound:
 
 class CoordinateAscent:
     """Coordinate ascent over per-class offsets of ``logits`` (N, C), in memory or on disk
-    (``east_hf.core.decision_logits``), for the metric of ``scorer``.
+    (``east_hf.core.decision.logits``), for the metric of ``scorer``.
 
     ``library_metric``: the library's metric of a (C, C) confusion matrix, with which each change is checked where
     ``library_check`` (else on the scorer's exact counts); ``baseline``: its value at plain argmax. After ``run``:

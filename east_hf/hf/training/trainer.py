@@ -21,22 +21,22 @@ Gradient accumulation
 
 Evaluation
     ``eval_loss`` is the loss of the whole evaluation set and the hard metrics are scored from per-class counts
-    (``east_hf.hf.evaluation``): ``evaluate`` keeps no logits. The trainer reports the hard metrics of its target
+    (``east_hf.hf.training.evaluation``): ``evaluate`` keeps no logits. The trainer reports the hard metrics of its target
     (``eval_fbeta``, ``eval_mcc``, ``eval_accuracy``, ``eval_precision``, ``eval_recall``, and per-class keys as
     ``build_compute_metrics``) with or without a ``compute_metrics`` of the user's, whose keys are reported beside
     them as it returns them (a key of the user's with an own key's name keeps the user's value), so the annealing and
     the best checkpoint have their metric with no extra wiring. A monitor no evaluation reports is refused before
     training where the keys are known, else at the first evaluation.
 
-Everything the trainer trains with is built once at ``__init__`` from the config (``east_hf.hf.build``), and control
+Everything the trainer trains with is built once at ``__init__`` from the config (``east_hf.hf.config.build``), and control
 flows one way: the annealing callback holds the schedule; the trainer finds the callback in its own callback list and
 pulls the stage, the temperature and whether the warm start's cross-entropy is on. Temperature and stage are added to
 every log of an EAST run, in ``log`` alone (a baseline has no temperature: its logs carry the stage only with a warm
 start). The trainer is composed of helpers with public methods that its Trainer overrides delegate to: the
-evaluation from counts (``east_hf.hf.evaluation.CountedEvaluation``) and the non-finite monitor
-(``east_hf.hf.nonfinite.NonFiniteMonitor``); the settings refused when it is made are in ``east_hf.hf.preflight``, the
-checks before the first step in ``east_hf.hf.resume``, the warnings about the kept model in
-``east_hf.hf.kept_model_warnings``.
+evaluation from counts (``east_hf.hf.training.evaluation.CountedEvaluation``) and the non-finite monitor
+(``east_hf.hf.training.nonfinite.NonFiniteMonitor``); the settings refused when it is made are in ``east_hf.hf.training.inputs``, the
+checks before the first step in ``east_hf.hf.training.resume``, the warnings about the kept model in
+``east_hf.hf.training.kept_model_warnings``.
 """
 
 from __future__ import annotations
@@ -53,20 +53,31 @@ from transformers.utils import logging as hf_logging
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
 from east_hf.core.loss_registry import SetLoss
-from east_hf.hf.build import build_components, build_target_metrics
-from east_hf.hf.callbacks import TemperatureAnnealingCallback
-from east_hf.hf.cards import hub_preflight, write_model_card
-from east_hf.hf.config import EASTConfig
-from east_hf.hf.dataset_stats import training_class_counts
-from east_hf.hf.evaluation import CountedEvaluation, check_monitors, evaluation_mode, logits_of, split_inputs
-from east_hf.hf.kept_model_warnings import warn_near_empty_kept_model, warn_unpredicted_kept_classes
+from east_hf.hf.cards.model_card import hub_preflight, write_model_card
+from east_hf.hf.config.build import build_components, build_target_metrics
+from east_hf.hf.config.east_config import EASTConfig
+from east_hf.hf.devices import SumAcrossProcesses
 from east_hf.hf.metrics.inputs import CountedMetrics
 from east_hf.hf.models.lora import adapter_files
-from east_hf.hf.nonfinite import NonFiniteMonitor, check_finite_parameters
-from east_hf.hf.preflight import check_distributed, check_early_stopping, check_unsharded, check_warm_start_length
-from east_hf.hf.process_sum import SumAcrossProcesses
-from east_hf.hf.resume import check_saved_schedule, first_batch_logits, load_renamed_weights, resolve_checkpoint
-from east_hf.hf.trainer_inputs import model_collator, trainer_arguments
+from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
+from east_hf.hf.training.dataset_stats import training_class_counts
+from east_hf.hf.training.evaluation import CountedEvaluation, check_monitors, evaluation_mode, logits_of, split_inputs
+from east_hf.hf.training.inputs import (
+    check_distributed,
+    check_early_stopping,
+    check_unsharded,
+    check_warm_start_length,
+    model_collator,
+    trainer_arguments,
+)
+from east_hf.hf.training.kept_model_warnings import warn_near_empty_kept_model, warn_unpredicted_kept_classes
+from east_hf.hf.training.nonfinite import NonFiniteMonitor, check_finite_parameters
+from east_hf.hf.training.resume import (
+    check_saved_schedule,
+    first_batch_logits,
+    load_renamed_weights,
+    resolve_checkpoint,
+)
 
 __all__ = ["EASTTrainer", "logits_of", "training_class_counts"]
 
@@ -81,7 +92,7 @@ class EASTTrainer(Trainer):
     ``TemperatureAnnealingCallback`` unless one is passed in ``callbacks``. transformers' ``EarlyStoppingCallback`` is
     refused beside it (in ``callbacks`` or through ``add_callback``): it would end training inside a stage, before the
     annealing's own early stopping (``east_patience``, ``east_stage_patience``); with ``east_annealing=False`` it is
-    allowed. It reports the hard metrics of its target (``east_hf.hf.build``), beside the keys of a ``compute_metrics``
+    allowed. It reports the hard metrics of its target (``east_hf.hf.config.build``), beside the keys of a ``compute_metrics``
     of the user's. A ``labels`` / ``label`` column of lists of label ids (``Sequence(ClassLabel(...))``) becomes
     multi-hot rows of the model's labels (``east_hf.hf.data.multi_hot.multi_hot_labels``).
 
@@ -311,8 +322,8 @@ class EASTTrainer(Trainer):
         (``east_metric``, ``east_beta``, ``east_average``, ``east_pos_label``) and fold them into the model's output
         bias (``east_hf.hf.models.classifier_head``), so that ``argmax`` of the model's logits applies the tuned rule in
         every later evaluation, ``save_model`` and pipeline. A multi-label model gets one offset per label
-        (``east_hf.core.decision_multilabel.tune_label_offsets``), so that ``sigmoid(logits) > 0.5`` of the saved model
-        applies it. Returns the ``east_hf.core.decision.DecisionRule``, also kept as ``trainer.decision_rule``. A head
+        (``east_hf.core.decision.multilabel.tune_label_offsets``), so that ``sigmoid(logits) > 0.5`` of the saved model
+        applies it. Returns the ``east_hf.core.decision.rule.DecisionRule``, also kept as ``trainer.decision_rule``. A head
         without a bias is a one-line error before any prediction runs.
 
         Each batch's validation logits are written to a temporary ``LogitsFile`` under ``output_dir`` (twice their
@@ -325,8 +336,8 @@ class EASTTrainer(Trainer):
         than the rule tuned for F1 (the documentation's "Quality" results). ``east_beta_floor=0`` tunes the beta as
         given. ``trainer.decision_beta`` is the beta tuned for.
         """
-        from east_hf.core.decision import fold_offsets_into_bias
-        from east_hf.hf.decision_tuning import tune_rule
+        from east_hf.core.decision.rule import fold_offsets_into_bias
+        from east_hf.hf.decision_rule import tune_rule
         from east_hf.hf.models import classifier_head
 
         dataset = self.eval_dataset if eval_dataset is None else eval_dataset
@@ -352,11 +363,11 @@ class EASTTrainer(Trainer):
     # ---- fail early ----
     def train(self, resume_from_checkpoint: str | bool | None = None, *pargs, **kwargs):
         """``Trainer.train``; ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last
-        *complete* checkpoint of ``output_dir`` (``east_hf.hf.resume``). One collated mini-batch is checked before
+        *complete* checkpoint of ``output_dir`` (``east_hf.hf.training.resume``). One collated mini-batch is checked before
         any step (labels present, logits finite and as wide as the configured classes, labels in range). Stops with a
         one-line ``FloatingPointError`` naming the step if a training loss or gradient norm is NaN or inf. A checkpoint
         whose weight names differ from the model's (transformers' conversion mapping, e.g. ViT) is resumed from and
-        loaded as the best model through ``from_pretrained`` (``east_hf.hf.resume.load_renamed_weights``): the
+        loaded as the best model through ``from_pretrained`` (``east_hf.hf.training.resume.load_renamed_weights``): the
         Trainer's own load would leave those weights at their current values."""
         resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
         if resume_from_checkpoint is not None:

@@ -2,7 +2,7 @@
 one collated mini-batch of the training data.
 
 ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last *complete* checkpoint of
-``output_dir`` (``east_hf.hf.checkpoints``), skipping each one whose save was cut off or whose files (the weights, the
+``output_dir`` (``east_hf.hf.training.checkpoints``), skipping each one whose save was cut off or whose files (the weights, the
 Trainer's state, the optimizer, scheduler and RNG state, the annealing callback's ``east_stage_best.pt``) are missing,
 truncated or corrupt; a path to such a checkpoint is refused in one line naming the file. A complete checkpoint whose
 weights hold NaN or inf (valid files of bad values: resuming it would stop at its first step) is refused in one line
@@ -26,9 +26,14 @@ from typing import Any
 import torch
 from transformers.trainer import TRAINER_STATE_NAME
 
-from east_hf.hf.callbacks import TemperatureAnnealingCallback
-from east_hf.hf.checkpoints import checkpoint_problem, complete_checkpoints, last_complete_checkpoint, nonfinite_weight
-from east_hf.hf.evaluation import logits_of, split_inputs
+from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
+from east_hf.hf.training.checkpoints import (
+    checkpoint_problem,
+    complete_checkpoints,
+    last_complete_checkpoint,
+    nonfinite_weight,
+)
+from east_hf.hf.training.evaluation import logits_of, split_inputs
 
 __all__ = ["check_saved_schedule", "first_batch_logits", "load_renamed_weights", "resolve_checkpoint"]
 

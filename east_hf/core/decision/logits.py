@@ -1,6 +1,6 @@
 """The decision tuner's logits: a tensor in memory, or files on disk read a column, a few rows or a block at a time.
 
-The tuner (``east_hf.core.decision``) reads its (N, C) validation logits in three ways: the column of one class per
+The tuner (``east_hf.core.decision.rule``) reads its (N, C) validation logits in three ways: the column of one class per
 sweep (N,), the rows whose top two a kept change may alter (R, C), and every row, a block at a time, for the top two
 and the argmax. ``TensorLogits`` serves them from a tensor and its transposed (C, N) copy. ``LogitsFile`` serves them
 from disk: the rows as appended, (N, C), and their transposition, (C, N), written through a memory map after the

@@ -5,7 +5,7 @@ else its runner-up a_n. ``CoordinateSweep`` sorts the critical values t (within 
 and lists the candidate offsets between them; ``best_offset_swept`` picks the best of them for a named metric from
 one sweep of running counts, ``best_offset_batched`` for a callable from batches of candidate states. ``top2`` and
 ``update_top2`` keep the two largest entries of each row of logits + b, from which every m_n follows. The method is
-described in ``east_hf.core.decision``. Pure torch (numpy's sorts on CPU).
+described in ``east_hf.core.decision.rule``. Pure torch (numpy's sorts on CPU).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _SUM_ROUNDING = 2.0**-40  # bound per summed candidate on the rounding of a floa
 def top2(z, block_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The largest entry of each row of z (N, C) and the largest of the others, values and indices (N,), in
     ``argmax``'s order (ties to the lower index): argmax over j != k is the first unless the first is k. z: a tensor,
-    or logits read by blocks of rows (``east_hf.core.decision_logits``). In blocks of ``block_rows`` rows (all at once
+    or logits read by blocks of rows (``east_hf.core.decision.logits``). In blocks of ``block_rows`` rows (all at once
     by default) written into preallocated outputs, so that the masked copy stays one batch and no block's result
     outlives it (on CPU, small survivors between freed batches fragment the heap by a batch each)."""
     N, C = z.shape
@@ -100,7 +100,7 @@ class CoordinateSweep:
     ``cap`` (every row predicted k among them, else the window is dropped): the others keep their runner-up, and the
     last candidate lies midway between the largest kept t and the cap. ``state``: the counts of the current
     decisions (``scorer.count``), from which the state with nobody in k follows in O(window + C). ``scorer``: a
-    ``StatsScorer`` or ``MatrixScorer`` (``east_hf.core.decision_scorers``).
+    ``StatsScorer`` or ``MatrixScorer`` (``east_hf.core.decision.scorers``).
     """
 
     def __init__(self, columns, labels, top, k: int, scorer, window: int | None = None, state=None):

@@ -48,15 +48,15 @@ O(C (N + K C^2)).
 Memory. A sweep reads one class's column of logits (N,), a kept change the rows whose top two it may alter, and the
 top two and the final argmax every row a block at a time; besides them the tuner holds (N,) and (C,) vectors and one
 batch of candidate states. Logits given as a tensor are read from it and from one transposed (C, N) copy. Logits
-written to a ``LogitsFile`` (``east_hf.core.decision_logits``: the rows and their transposition on disk, each read a
+written to a ``LogitsFile`` (``east_hf.core.decision.logits``: the rows and their transposition on disk, each read a
 copy) are never all in memory: the tuner's own memory is then O(N + C) plus a block of rows and a batch of states,
 and the tuned rule is the same bit for bit. Above ``_LIBRARY_CHECK_ELEMENTS`` entries of a (C, C) matrix the
 reported scores of a named metric are read from float32 per-class counts, the statistics the library's metric reads
 of the (C, C) matrix (the same value).
 
 Layout: this module holds the public API and the bounds named above; the per-class sweep lives in
-``east_hf.core.decision_sweep``, the candidate scoring in ``east_hf.core.decision_scorers``, the coordinate ascent
-with its work bound in ``east_hf.core.decision_ascent``, and the logits it reads in ``east_hf.core.decision_logits``.
+``east_hf.core.decision.sweep``, the candidate scoring in ``east_hf.core.decision.scorers``, the coordinate ascent
+with its work bound in ``east_hf.core.decision.ascent``, and the logits it reads in ``east_hf.core.decision.logits``.
 
 The tuned score is measured on the data it was tuned on, an optimistic estimate: report the metric on held-out data.
 
@@ -76,10 +76,10 @@ from functools import partial
 import torch
 from torch import nn
 
-from east_hf.core.decision_ascent import AscentBounds, CoordinateAscent
-from east_hf.core.decision_logits import LogitsFile, TensorLogits
-from east_hf.core.decision_scorers import MatrixScorer, StatsScorer
-from east_hf.core.decision_sweep import CoordinateSweep, top2, update_top2
+from east_hf.core.decision.ascent import AscentBounds, CoordinateAscent
+from east_hf.core.decision.logits import LogitsFile, TensorLogits
+from east_hf.core.decision.scorers import MatrixScorer, StatsScorer
+from east_hf.core.decision.sweep import CoordinateSweep, top2, update_top2
 from east_hf.core.metrics import METRICS, beta_vector, metric_from_counts
 from east_hf.core.surrogate import check_labels, confusion_from_predictions, valid_rows
 from east_hf.core.validation import check_average, check_int, check_metric

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from east_hf.core.decision_logits import LogitsFile
+from east_hf.core.decision.logits import LogitsFile
 from east_hf.core.set_loss import SetLoss
 from east_hf.hf.metrics.inputs import IGNORE_INDEX, CountedMetrics
 
@@ -214,7 +214,7 @@ class CountedEvaluation:
     def unpredicted_classes(self) -> tuple[dict[int, list[tuple[int, float]]], dict[int, int]]:
         """Per validation evaluation (its global step) with the counted metrics: the classes (multi-label: labels) with
         validation samples that the model never predicted, as (index, samples) pairs; and how many classes have
-        validation samples (``east_hf.hf.kept_model_warnings.warn_unpredicted_kept_classes`` reads both)."""
+        validation samples (``east_hf.hf.training.kept_model_warnings.warn_unpredicted_kept_classes`` reads both)."""
         return dict(self._unpredicted), dict(self._supported)
 
     def predicted_one_class(self, step: int) -> bool | None:

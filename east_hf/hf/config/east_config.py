@@ -5,8 +5,8 @@ The ``east_*`` fields are the settings of two core objects, which own their defa
 A field meant to share its object's default reads it from the object's signature (``LOSS_FIELDS`` and
 ``SCHEDULE_FIELDS`` name the pairs), and ``__post_init__`` makes each object once with the fields' values, so a bad
 value fails when the config is made, with the error of the object that owns the setting (its parameter shown under its
-``east_`` field name). The checks live in ``east_hf.hf.config_checks``; the rules of each loss are its ``LossSpec``'s
-(``east_hf.core.loss_registry.loss_spec``). The config builds nothing for training: ``east_hf.hf.build`` turns it
+``east_`` field name). The checks live in ``east_hf.hf.config.checks``; the rules of each loss are its ``LossSpec``'s
+(``east_hf.core.loss_registry.loss_spec``). The config builds nothing for training: ``east_hf.hf.config.build`` turns it
 into the loss, the schedule and the callback that ``EASTTrainer`` uses.
 """
 
@@ -23,9 +23,8 @@ from east_hf.core.annealing import WARM_STARTS, AnnealingSchedule
 from east_hf.core.east_loss import EASTLoss
 from east_hf.core.loss_registry import describe_losses, loss_spec
 from east_hf.core.monitor_keys import anneal_key, selection_key
-from east_hf.hf.annealing_checks import DEFAULT_EMA_DECAY
-from east_hf.hf.config_checks import validate_east_fields
-from east_hf.hf.config_fields import core_default, strategy_name
+from east_hf.hf.config.checks import DEFAULT_EMA_DECAY, validate_east_fields
+from east_hf.hf.config.fields import core_default, strategy_name
 from east_hf.hf.devices import resolve_devices
 
 __all__ = ["EASTConfig"]
@@ -86,7 +85,7 @@ class EASTConfig(TrainingArguments):
         east_sync_across_processes (`bool`, defaults to `True`): all-reduce the soft confusion matrix across
             processes so every process optimises the surrogate of the global batch.
 
-    Parameters that control the annealing (paper Sec. 4.3; the schedule is ``east_hf.hf.build.build_schedule``):
+    Parameters that control the annealing (paper Sec. 4.3; the schedule is ``east_hf.hf.config.build.build_schedule``):
         east_temperature (`float`, defaults to `0.2`): T0.
         east_decay (`float`, defaults to `0.9`): r in T_k = T0 * r^k.
         east_patience (`int`, defaults to `5`): evaluations without improvement of the stage monitor before the
@@ -105,7 +104,7 @@ class EASTConfig(TrainingArguments):
             the best so far to count as an improvement across temperature decreases. None: two validation samples'
             worth, 2 / len(eval_dataset), for a hard metric (one sample moves accuracy by 1 / n, so on a small
             validation set chance bests of one sample would reset ``east_stage_patience`` again and again), and 0 for
-            a loss watched across stages (the paper's letter); see ``east_hf.hf.build.anneal_threshold``.
+            a loss watched across stages (the paper's letter); see ``east_hf.hf.config.build.anneal_threshold``.
         east_stage_monitor / east_anneal_monitor: the metric keys watched within and across stages; see
             ``TemperatureAnnealingCallback``. ``east_stage_monitor="eval_fbeta"`` gives shorter stages.
         east_warm_start (`str`, defaults to `"ce"`): ``"ce"`` trains a short cross-entropy stage before EAST;
@@ -145,7 +144,7 @@ class EASTConfig(TrainingArguments):
             ``.json`` (list or mapping) or ``.csv`` (``class,count`` rows) file. Counts or probabilities: only the
             ratios matter. Why: an ``IterableDataset`` (a stream) cannot be counted, and counting a data set without
             a label column runs every sample through its transforms. None: count the training split's ``labels`` /
-            ``label`` column (``east_hf.hf.dataset_stats.training_class_counts``).
+            ``label`` column (``east_hf.hf.training.dataset_stats.training_class_counts``).
         east_confusion_memory (`float`, defaults to `0.0`): d in [0, 1): train on the batch's soft confusion matrix
             plus a detached memory of the stage's earlier batches, m <- d * (m + C_batch), so rare-class rates are
             not estimated from one batch's few positives. The memory holds about 1 / (1 - d) batches, is emptied
@@ -178,7 +177,7 @@ class EASTConfig(TrainingArguments):
     Every setting is validated once, by the core object that owns it (``build_loss`` and ``AnnealingSchedule``,
     through ``east_hf.core.validation``), when the config is made; a field that shares its object's default reads it
     from that object (``LOSS_FIELDS``, ``SCHEDULE_FIELDS``). ``EASTTrainer`` builds its loss, schedule and callback
-    from the config once, with ``east_hf.hf.build.build_components``. The evidence behind each default is in the
+    from the config once, with ``east_hf.hf.config.build.build_components``. The evidence behind each default is in the
     documentation's results pages.
     """
 
