@@ -285,14 +285,19 @@ def test_ce_fallback_goes_on_only_where_every_evaluation_predicted_one_class(not
     driver = Driver(callback).begin()
     for note in notes:
         if note is not None:
-            callback.note_predicted_classes(note)
+            callback.note_evaluation(predicted_one_class=note)
         driver.evaluate(1.0, 0.2)
     assert driver.control.should_training_stop is not falls_back
     assert callback.schedule.fell_back is falls_back and callback.schedule.in_warm_start is falls_back
     if falls_back:
         for _ in range(6):  # its warm start (its own early stopping), then two stages without improvement: stop
-            callback.note_predicted_classes(True)
+            callback.note_evaluation(predicted_one_class=True)
             driver.evaluate(1.0, 0.2)
         assert driver.control.should_training_stop and callback.schedule.finished
-    with pytest.raises(ValueError, match="ce_fallback"):
-        TemperatureAnnealingCallback(ce_fallback=True)  # no warm start to fall back to
+    # without a warm start there is none to go back to (the schedule's can_fall_back): it stops where it would
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2, ce_fallback=True)
+    driver = Driver(callback).begin()
+    for _ in range(6):  # three stages of two evaluations, the last two without a better value
+        callback.note_evaluation(predicted_one_class=True)
+        driver.evaluate(1.0, 0.2)
+    assert driver.control.should_training_stop and not callback.schedule.fell_back

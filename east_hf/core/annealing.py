@@ -361,7 +361,7 @@ class AnnealingSchedule:
         anneal_value = _as_float(anneal_value, "anneal_value")
         self.recent_anneal = [*self.recent_anneal, anneal_value][-self.select_window :]
         anneal_value = self.selection_value
-        if self.in_warm_start and self.warm_start_steps is not None and not self.fell_back and step is None:
+        if self.warm_start_end_step is not None and step is None:
             raise ValueError(
                 f"Expected the step of the evaluation to end the warm start after {self.warm_start_steps} steps, got None"
             )
@@ -377,8 +377,8 @@ class AnnealingSchedule:
             self.bad_evaluations += 1
         self.stage_best_anneal = _better(anneal_value, self.stage_best_anneal, self.anneal_mode)
 
-        if self.in_warm_start and self.warm_start_steps is not None and not self.fell_back:
-            stage_over = step >= self.warm_start_steps  # a fixed length: its own early stopping does not apply
+        if self.warm_start_end_step is not None:
+            stage_over = step >= self.warm_start_end_step  # a fixed length: its own early stopping does not apply
         else:
             stage_over = self.bad_evaluations >= self.patience
         if not stage_over:
@@ -409,11 +409,23 @@ class AnnealingSchedule:
         self._reset_stage()
         return Decision.NEXT_STAGE
 
+    @property
+    def warm_start_end_step(self) -> int | None:
+        """The step at which the current warm start ends (``warm_start_steps``); None outside a warm start and where it
+        ends on its own early stopping (no ``warm_start_steps``, or the warm start of ``fall_back``)."""
+        return self.warm_start_steps if self.in_warm_start and not self.fell_back else None
+
+    @property
+    def can_fall_back(self) -> bool:
+        """Whether ``fall_back`` may run: the schedule has stopped, has a warm start to go back to, and has not fallen
+        back before (once per run)."""
+        return self.finished and self.has_warm_start and not self.fell_back
+
     def fall_back(self) -> None:
         """Start a stopped schedule over, once, from a warm start that ends on its own early stopping (whatever
         ``warm_start_steps`` says), then anneal from T0; the best anneal value so far stays the one to beat. The
         Trainer layer's fallback (``east_ce_fallback``) for a run that has told no classes apart."""
-        if not (self.finished and self.has_warm_start and not self.fell_back):
+        if not self.can_fall_back:
             raise ValueError(
                 "Expected a stopped schedule with a warm start that has not fallen back yet, got "
                 f"finished={self.finished}, warm_start={self.warm_start!r}, fell_back={self.fell_back}"

@@ -48,7 +48,7 @@ __all__ = [
     "card_context",
     "card_metadata",
     "check_license",
-    "hub_preflight",
+    "check_hub_push",
     "is_secret",
     "is_unchanged_card",
     "mask_secrets",
@@ -72,7 +72,7 @@ CITATION = """@article{li2025east,
 }"""
 
 
-def hub_preflight(args) -> None:
+def check_hub_push(args) -> None:
     """Fail before training when ``push_to_hub`` cannot work: offline, or no token. Never prints the token."""
     if not getattr(args, "push_to_hub", False):
         return

@@ -395,19 +395,27 @@ def build_components(
         streamed = train_dataset is not None and dataset_length(train_dataset) is None
         eval_size = validation_size(eval_dataset, args.east_anneal_key)
         annealing = build_annealing_callback(args, eval_size, streamed, multi_label)
-    metrics = None if num_classes is None else build_target_metrics(args, num_classes, id2label, multi_label)
-    mine = metrics if compute_metrics is None else None
+    target = None if num_classes is None else build_target_metrics(args, num_classes, id2label, multi_label)
     return EASTComponents(
-        loss, ce_loss, mixed, annealing, mine, num_classes, multi_label, metrics, fallback, fallback_mixed
+        loss=loss,
+        ce_loss=ce_loss,
+        mixed_loss=mixed,
+        annealing=annealing,
+        compute_metrics=target if compute_metrics is None else None,  # the trainer's own where the user gave none
+        num_classes=num_classes,
+        multi_label=multi_label,
+        target_metrics=target,
+        fallback_loss=fallback,
+        fallback_mixed_loss=fallback_mixed,
     )
 
 
 def falls_back(args: EASTConfig, multi_label: bool = False) -> bool:
-    """Whether a run of ``args`` falls back to plain cross-entropy when its model has told no classes apart
-    (``east_ce_fallback``, ``TemperatureAnnealingCallback.ce_fallback``): single-label EAST with a warm start."""
+    """Whether a run of ``args`` may fall back to plain cross-entropy when its model has told no classes apart
+    (``east_ce_fallback``, ``TemperatureAnnealingCallback.ce_fallback``): single-label EAST. Whether its schedule
+    can (a warm start to go back to, not used yet) is the schedule's ``can_fall_back``."""
     spec = loss_spec(args.east_loss, multi_label)
-    with_warm_start = spec.warm_start and args.east_warm_start != "none"
-    return bool(args.east_ce_fallback) and not multi_label and spec.anneals_temperature and with_warm_start
+    return bool(args.east_ce_fallback) and not multi_label and spec.anneals_temperature
 
 
 def multi_hot_datasets(model: Any, sets: Mapping[str, Any]) -> dict[str, Any]:

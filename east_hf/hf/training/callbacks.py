@@ -2,8 +2,10 @@
 
 The schedule (``east_hf.core.annealing``) decides; this callback feeds it the evaluation metrics and carries out what
 concerns the training loop: the stage's best weights, the evaluation that ends a warm start, the stop. It never
-touches the trainer: ``EASTTrainer`` finds the callback in its own callback list and reads the temperature, the stage
-and whether the warm start is on from ``callback.schedule`` (the trainer pulls; nothing is pushed). The callback's
+touches the trainer: ``EASTTrainer`` finds the callback in its own callback list, reads the temperature, the stage
+and whether the warm start is on from ``callback.schedule``, and pushes two things to it: after each validation
+evaluation, whether it predicted one class (``note_evaluation``, for ``ce_fallback``), and before an evaluation, the
+request to swap in the weights' moving average (``average_for_evaluation``). The callback's
 state travels in checkpoints (``ExportableState``), so ``trainer.train(resume_from_checkpoint=...)`` continues in the
 same stage with the same counters and temperature: the trainer then reads the restored instance. A checkpoint that
 carries the stage's best weights (``east_stage_best.pt``, written in ``on_save``, after the Trainer's
@@ -96,9 +98,10 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             ``LossSpec.anneals_temperature``); False for a baseline, whose messages then name no stage or temperature.
             Saved with a checkpoint, so a resumed callback reports as the one it replaces.
         ce_fallback: where the annealing would stop and every validation evaluation so far predicted one class for
-            every row (the trainer's ``note_predicted_classes``; without notes nothing falls back), train on: plain
+            every row (the trainer's ``note_evaluation``; without notes nothing falls back), train on: plain
             cross-entropy until its own early stopping, then anneal again from T0 (``AnnealingSchedule.fall_back``),
-            once per run. Needs a warm start. Why: ``EASTConfig``'s ``east_ce_fallback``.
+            once per run, where the schedule can (``AnnealingSchedule.can_fall_back``: a schedule without a warm start
+            has none to go back to, and stops). Why: ``EASTConfig``'s ``east_ce_fallback``.
 
     A warm start (``schedule.warm_start == "ce"``) is stage -1: the trainer trains it with cross-entropy, for
     ``warm_start_steps`` optimiser steps, or ``warm_start_epochs`` epochs (turned into steps from the length of the
@@ -157,8 +160,6 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"Expected schedule as an AnnealingSchedule or its settings, got {type(schedule).__name__}"
             )
         self.schedule = schedule
-        if ce_fallback and not schedule.has_warm_start:
-            raise ValueError("Expected a schedule with a warm start (warm_start='ce') for ce_fallback, got 'none'")
         self.ce_fallback = bool(ce_fallback)
         # True while every evaluation in training was noted as one class, False from the first that was not. Saved.
         self.one_class_so_far: bool | None = None
@@ -229,10 +230,10 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             },
         }
 
-    def note_predicted_classes(self, one_class: bool | None) -> None:
+    def note_evaluation(self, predicted_one_class: bool | None) -> None:
         """The trainer's note on the validation evaluation whose ``on_evaluate`` comes next: whether it predicted one
         class for every row while the validation set holds others (None: not known); read by ``ce_fallback``."""
-        self._noted_one_class = one_class
+        self._noted_one_class = predicted_one_class
 
     # ---- events ----
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -349,12 +350,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if self._ema is not None and model is not None:
             self._ema.update(model)
         schedule = self.schedule
-        if (
-            schedule.in_warm_start
-            and schedule.warm_start_steps is not None
-            and not schedule.fell_back  # the fallback's warm start ends on its own early stopping
-            and state.global_step >= schedule.warm_start_steps
-        ):
+        if schedule.warm_start_end_step is not None and state.global_step >= schedule.warm_start_end_step:
             # End the warm start on the step it is due, not at the next evaluation; an epoch's last step under
             # eval_strategy="epoch" is evaluated at the epoch's end anyway (asking here would evaluate it twice).
             epoch_end = self._steps_per_epoch and state.global_step % self._steps_per_epoch == 0
@@ -394,7 +390,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"EAST stage {stage} (T={temperature:.4g}) ended at step {state.global_step}; "
                 f"stage {schedule.stage} at T={schedule.temperature:.4g}"
             )
-        elif decision is Decision.STOP and self.ce_fallback and self.one_class_so_far and not schedule.fell_back:
+        elif decision is Decision.STOP and self.ce_fallback and self.one_class_so_far and schedule.can_fall_back:
             schedule.fall_back()
             self._stage_weights, self.restore_pending = None, False
             logger.warning(

@@ -81,7 +81,7 @@ _BESIDE_A_RUN = frozenset(
     {"config.json", "generation_config.json", "preprocessor_config.json", "processor_config.json", "README.md"}
     | {"annealing.png", "decision_rule.json", *WEIGHT_FILES, *TOKENIZER_FILES}
     | {"adapter_config.json", "classifier_config.json"}  # a LoRA run's (peft's, and east_hf.hf.models.lora's)
-    | {p.name for p in (Path(__file__).parent / "models").glob("*.py") if p.name != "__init__.py"}
+    | {p.name for p in (Path(__file__).parents[1] / "models").glob("*.py") if p.name != "__init__.py"}
     | {"tabular_features.py"}  # the tabular feature extractor's code (east_hf.hf.data.tabular_features)
 )
 _SHARD = re.compile(r"^(model|pytorch_model)-\d+-of-\d+\.(safetensors|bin)$")

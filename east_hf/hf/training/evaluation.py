@@ -23,7 +23,7 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -36,7 +36,9 @@ __all__ = [
     "check_monitor_keys",
     "check_monitors",
     "evaluation_keys",
+    "EvaluationMode",
     "evaluation_mode",
+    "is_users_compute_metrics",
     "logits_of",
     "split_inputs",
     "watched_keys",
@@ -101,12 +103,25 @@ def split_inputs(inputs: dict[str, Any]) -> tuple[dict[str, Any], torch.Tensor]:
     return inputs, inputs.pop("labels")
 
 
-def evaluation_mode(description: str, compute_metrics: Any) -> tuple[bool, bool]:
-    """(count, keep_logits) of an evaluation loop: ``evaluate`` counts the hard metrics (east_hf's ``CountedMetrics``
-    given as ``compute_metrics``, or the trainer's own); the logits are gathered for ``predict`` and for a
-    ``compute_metrics`` of the user's, which needs them and beside which the trainer's own are counted too."""
-    users = compute_metrics is not None and not isinstance(compute_metrics, CountedMetrics)
-    return description != "Prediction" or users, description == "Prediction" or users
+class EvaluationMode(NamedTuple):
+    """What an evaluation loop does: count the hard metrics from additive statistics, and / or gather the logits."""
+
+    count: bool
+    keep_logits: bool
+
+
+def is_users_compute_metrics(compute_metrics: Any) -> bool:
+    """Whether ``compute_metrics`` is a function of the user's (not east_hf's ``CountedMetrics``): it needs the logits,
+    and the keys it reports are not known before it runs."""
+    return compute_metrics is not None and not isinstance(compute_metrics, CountedMetrics)
+
+
+def evaluation_mode(description: str, compute_metrics: Any) -> EvaluationMode:
+    """The mode of an evaluation loop: ``evaluate`` counts the hard metrics (east_hf's ``CountedMetrics`` given as
+    ``compute_metrics``, or the trainer's own); the logits are gathered for ``predict`` and for a ``compute_metrics``
+    of the user's, which needs them and beside which the trainer's own are counted too."""
+    users = is_users_compute_metrics(compute_metrics)
+    return EvaluationMode(count=description != "Prediction" or users, keep_logits=description == "Prediction" or users)
 
 
 def evaluation_keys(eval_dataset: Any, metric_keys: Sequence[str]) -> list[str]:
@@ -277,13 +292,13 @@ class CountedEvaluation:
     def run(
         self,
         loop: Callable[[], Any],
-        mode: tuple[bool, bool],
+        mode: EvaluationMode,
         metric_key_prefix: str,
         step: int,
         preprocess: Callable | None = None,
     ) -> Any:
         """Run the Trainer's evaluation ``loop`` (its ``EvalLoopOutput`` returned) with ``eval_loss`` the loss of the
-        whole set. ``mode`` is (count, keep_logits) (``evaluation_mode``). Counting, each process sums its batches'
+        whole set. ``mode`` says whether to count and to keep the logits (``evaluation_mode``). Counting, each process sums its batches'
         loss statistics and (3, C) hard-metric counts (of ``preprocess(logits, labels)`` where given), the sums are
         added across processes once at the end, and the metrics are scored from them, equal to those of the gathered
         logits; they join the metrics under every key the loop's ``compute_metrics`` left free. Keeping the logits

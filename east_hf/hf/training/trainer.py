@@ -53,7 +53,7 @@ from transformers.utils import logging as hf_logging
 
 import east_hf.hf.models  # noqa: F401  (registers darknet19 with timm and the tabular MLP with the Auto classes)
 from east_hf.core.loss_registry import SetLoss
-from east_hf.hf.cards.model_card import hub_preflight, write_model_card
+from east_hf.hf.cards.model_card import check_hub_push, write_model_card
 from east_hf.hf.config.build import build_components, build_target_metrics
 from east_hf.hf.config.east_config import EASTConfig
 from east_hf.hf.devices import SumAcrossProcesses
@@ -61,7 +61,14 @@ from east_hf.hf.metrics.inputs import CountedMetrics
 from east_hf.hf.models.lora import adapter_files
 from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.training.dataset_stats import training_class_counts
-from east_hf.hf.training.evaluation import CountedEvaluation, check_monitors, evaluation_mode, logits_of, split_inputs
+from east_hf.hf.training.evaluation import (
+    CountedEvaluation,
+    check_monitors,
+    evaluation_mode,
+    is_users_compute_metrics,
+    logits_of,
+    split_inputs,
+)
 from east_hf.hf.training.inputs import (
     check_distributed,
     check_early_stopping,
@@ -121,38 +128,41 @@ class EASTTrainer(Trainer):
                     "build EASTConfig(**your_args.to_dict()) or EASTConfig(output_dir=...)"
                 )
             raise TypeError(f"Expected args as an east_hf.EASTConfig, got {type(args).__name__}")
-        hub_preflight(args)  # push_to_hub without network or token fails now, not after training
+        check_hub_push(args)  # push_to_hub without network or token fails now, not after training
         kwargs = trainer_arguments(model, pargs, kwargs)  # by name; lists of label ids as multi-hot rows
         callbacks = list(callbacks or [])
         train, evaluation = kwargs.get("train_dataset"), kwargs.get("eval_dataset")
-        parts = build_components(args, model, train, evaluation, callbacks, kwargs.get("compute_metrics"))
-        self.east_loss: SetLoss = parts.loss
-        self.warm_start_loss = parts.ce_loss
+        components = build_components(args, model, train, evaluation, callbacks, kwargs.get("compute_metrics"))
+        self.east_loss: SetLoss = components.loss
+        self.warm_start_loss = components.ce_loss
         self.east_ce_weight = args.resolved_ce_weight  # w0 of the annealed cross-entropy weight
-        self._mixed_loss = parts.mixed_loss  # EAST plus the annealed cross-entropy, in the stages with a weight > 0
-        self._fallback_losses = (parts.fallback_loss, parts.fallback_mixed_loss)  # after falling back (plain ce)
+        self._mixed_loss = (
+            components.mixed_loss
+        )  # EAST plus the annealed cross-entropy, in the stages with a weight > 0
+        self._fallback_loss = components.fallback_loss  # the warm start's loss after falling back (plain ce)
+        self._fallback_mixed_loss = components.fallback_mixed_loss  # the annealed mix after falling back
         self._loss_device: torch.device | None = None  # where the losses' buffers are: the last logits' device
-        self._num_classes = parts.num_classes
-        self.multi_label = parts.multi_label
+        self._num_classes = components.num_classes
+        self.multi_label = components.multi_label
         config = getattr(model, "config", None)
         if self.multi_label and config is not None and getattr(config, "problem_type", None) is None:
             # saved with the model: the Auto classes, pipeline() and east-predict then use sigmoid, per label
             config.problem_type = "multi_label_classification"
-        if parts.compute_metrics is not None:
-            kwargs["compute_metrics"] = parts.compute_metrics
-        self._target_metrics = parts.target_metrics  # counted beside a compute_metrics of the user's
+        if components.compute_metrics is not None:
+            kwargs["compute_metrics"] = components.compute_metrics
+        self._target_metrics = components.target_metrics  # counted beside a compute_metrics of the user's
         # What the model card needs beyond the Trainer's own state (east-train fills it: test metrics, recipe, data).
         self.east_card_info: dict[str, Any] = {}
         self._soft_metric_sum = None
         self._soft_metric_count = 0
         self.decision_rule = self.decision_beta = None  # set by tune_decision_rule
-        if parts.annealing is not None:
-            callbacks.append(parts.annealing)
-        check_warm_start_length(parts.annealing, train)
+        if components.annealing is not None:
+            callbacks.append(components.annealing)
+        check_warm_start_length(components.annealing, train)
         check_early_stopping(callbacks)
         super().__init__(model, args, callbacks=callbacks, **kwargs)
-        check_distributed(self.args, self.accelerator, parts.annealing)
-        losses = tuple(dict.fromkeys((self.east_loss, self.warm_start_loss, self._fallback_losses[0])))
+        check_distributed(self.args, self.accelerator, components.annealing)
+        losses = tuple(dict.fromkeys((self.east_loss, self.warm_start_loss, self._fallback_loss)))
         self._nonfinite = NonFiniteMonitor(losses, self.accelerator.num_processes, self.args.device)
         self._evaluator = CountedEvaluation(self.accelerator, self._current_loss, self._counted_metrics)
         self.model_accepts_loss_kwargs = False  # transformers < 5.19 reads this instead of loss_is_scaled_for_ga
@@ -181,11 +191,11 @@ class EASTTrainer(Trainer):
         """The keys ``metric_for_best_model`` and (in training) the annealing watch must be reported: at a validation
         evaluation among its ``metrics``, naming a user's ``compute_metrics`` keys and the trainer's own apart; before
         training (``num_classes``: the logits' width) among the keys known then, unless a user's function may add any."""
-        users = evaluation_mode("", self.compute_metrics)[1]  # a function of the user's: its keys are not known
+        users_function = is_users_compute_metrics(self.compute_metrics)  # its keys are not known before it runs
         if metrics is not None:
-            keys = self._target_metrics.metric_keys() if users and self._target_metrics is not None else ()
-            check_monitors(self.args, self.annealing, keys, metrics, self.is_in_train, users)
-        elif num_classes is not None and not users and self.args.eval_strategy != "no":
+            keys = self._target_metrics.metric_keys() if users_function and self._target_metrics is not None else ()
+            check_monitors(self.args, self.annealing, keys, metrics, self.is_in_train, users_function)
+        elif num_classes is not None and not users_function and self.args.eval_strategy != "no":
             keys = self._counted_metrics(num_classes).metric_keys()
             check_monitors(self.args, self.annealing, keys, eval_dataset=self.eval_dataset)
 
@@ -210,27 +220,42 @@ class EASTTrainer(Trainer):
 
     @property
     def use_cross_entropy(self) -> bool:
-        loss = self._current_loss()  # the warm start's cross-entropy may be logit-adjusted (east_ce_loss)
+        loss = self._stage_loss()  # the warm start's cross-entropy may be logit-adjusted (east_ce_loss)
         return loss is self.warm_start_loss or loss.name == "ce"
 
-    def _current_loss(self, logits: torch.Tensor | None = None) -> SetLoss:
-        """The loss of the current stage: cross-entropy in a warm start, else ``east_loss`` (plus the annealed
-        cross-entropy where the stage has a weight) at the values the annealing schedule gives the stage. Given the
-        ``logits`` it scores, the losses' buffers (class weights, logit adjustments, margins) are on their device."""
-        if logits is not None and logits.device != self._loss_device:
-            for loss in (self.east_loss, self.warm_start_loss, self._mixed_loss, *self._fallback_losses):
-                if loss is not None:
-                    loss.to(logits.device)
-            self._loss_device = logits.device
+    def _stage_loss(self) -> SetLoss:
+        """The loss of the current stage, as the annealing schedule gives it (read only): cross-entropy in a warm
+        start, else ``east_loss``, or its mix with the annealed cross-entropy where the stage has a weight."""
         annealing = self.annealing
         if annealing is None:
             return self.east_loss
         schedule = annealing.schedule
-        warm, mixed = self._fallback_losses if schedule.fell_back else (self.warm_start_loss, self._mixed_loss)
+        if schedule.fell_back:
+            warm, mixed = self._fallback_loss, self._fallback_mixed_loss
+        else:
+            warm, mixed = self.warm_start_loss, self._mixed_loss
         if schedule.in_warm_start:
             return warm
-        loss = mixed if mixed is not None and schedule.ce_weight > 0 else self.east_loss
-        loss.set_stage(schedule.temperature, schedule.ce_weight)
+        return mixed if mixed is not None and schedule.ce_weight > 0 else self.east_loss
+
+    def _current_loss(self, logits: torch.Tensor | None = None) -> SetLoss:
+        """``_stage_loss`` set to the stage's temperature and cross-entropy weight, to score a batch; given the
+        ``logits`` it scores, the losses' buffers (class weights, logit adjustments, margins) are on their device."""
+        if logits is not None and logits.device != self._loss_device:
+            for loss in (
+                self.east_loss,
+                self.warm_start_loss,
+                self._mixed_loss,
+                self._fallback_loss,
+                self._fallback_mixed_loss,
+            ):
+                if loss is not None:
+                    loss.to(logits.device)
+            self._loss_device = logits.device
+        loss = self._stage_loss()
+        annealing = self.annealing
+        if annealing is not None and not annealing.schedule.in_warm_start:
+            loss.set_stage(annealing.schedule.temperature, annealing.schedule.ce_weight)
         return loss
 
     # ---- loss ----
@@ -293,19 +318,20 @@ class EASTTrainer(Trainer):
         # an evaluation reports the non-finite logits as a fault of the evaluation data.
         self._nonfinite.raise_if_flagged()
         mode = evaluation_mode(description, self.compute_metrics)
-        if mode[0] and self.compute_metrics is None:
+        if mode.count and self.compute_metrics is None:
             prediction_loss_only = None  # evaluate() asks for the loss alone without compute_metrics: count anyway
         loop = partial(
             super().evaluation_loop, dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix
         )
         # preprocess_logits_for_metrics prepares what a user's metrics receive; the trainer's own count the logits
-        users = isinstance(self.compute_metrics, CountedMetrics) and self.compute_metrics is not self._target_metrics
-        preprocess = self.preprocess_logits_for_metrics if users else None
+        given = isinstance(self.compute_metrics, CountedMetrics) and self.compute_metrics is not self._target_metrics
+        preprocess = self.preprocess_logits_for_metrics if given else None
         output = self._evaluator.run(loop, mode, metric_key_prefix, self.state.global_step, preprocess)
         if metric_key_prefix == "eval":
             self._check_monitors(output.metrics)
-            if self.annealing is not None:  # what the evaluation predicted, for its ce_fallback
-                self.annealing.note_predicted_classes(self._evaluator.predicted_one_class(self.state.global_step))
+            if self.annealing is not None:  # pushed to the callback: whether the evaluation predicted one class
+                one_class = self._evaluator.predicted_one_class(self.state.global_step)
+                self.annealing.note_evaluation(predicted_one_class=one_class)
         return output
 
     def with_logits_on_disk(self, dataset: Any, fn, metric_key_prefix="test"):
@@ -373,7 +399,7 @@ class EASTTrainer(Trainer):
         if resume_from_checkpoint is not None:
             restores = self.args.restore_callback_states_from_checkpoint
             check_saved_schedule(resume_from_checkpoint, self.annealing, restores)
-        self._check_monitors(num_classes=self._preflight() or self._num_classes)
+        self._check_monitors(num_classes=self._check_first_batch() or self._num_classes)
         model = self.accelerator.unwrap_model(self.model)
         if resume_from_checkpoint is not None:  # the weights the Trainer's load_state_dict cannot name (resume.py)
             load_renamed_weights(model, resume_from_checkpoint)
@@ -408,7 +434,7 @@ class EASTTrainer(Trainer):
             if bars_were_on:
                 hf_logging.enable_progress_bar()
 
-    def _preflight(self) -> int | None:
+    def _check_first_batch(self) -> int | None:
         """Check one collated mini-batch before any step: labels present, logits as wide as the configured classes.
         Returns the logits' width (None: a training set that cannot be indexed)."""
         collate = model_collator(self.model, self.data_collator, self.args.remove_unused_columns, self.label_names)
