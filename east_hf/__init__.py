@@ -7,8 +7,8 @@ Three layers, each importing only from the ones before it:
 - ``east_hf.hf``: the Hugging Face layer. ``EASTConfig`` / ``EASTTrainer``, the annealing callback, model cards, the
   evaluate modules and ``compute_metrics`` (``east_hf.hf.metrics``), timm / transformers models
   (``east_hf.hf.models``) and data loading (``east_hf.hf.data``).
-- ``east_hf.scripts``: the command-line scripts ``east-train``, ``east-compare`` and ``east-predict`` and their
-  argument parsing.
+- ``east_hf.scripts``: the command-line scripts ``east-train``, ``east-compare``, ``east-predict`` and
+  ``east-cache`` and their argument parsing.
 
 The names below are loaded on first access, so ``import east_hf`` imports nothing heavy (torch loads with the first
 core name, transformers with the first name of the Hugging Face layer): the console scripts, whose modules import
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.4.0.dev0"
+__version__ = "0.6.0"
 
 _LAZY = {
     **dict.fromkeys(

@@ -2,8 +2,8 @@
 
 ``EASTConfig`` is data (fields, their docs, their validation). This module turns it into objects, once, when the
 trainer is made: the loss ``east_loss`` names, the cross-entropy of the warm start and of the annealed weight (and
-EAST's mix with it), the ``AnnealingSchedule`` and its ``TemperatureAnnealingCallback``, and the hard metrics an
-evaluation reports when the user passes no ``compute_metrics``. What the config cannot know comes from the data: the
+EAST's mix with it), the ``AnnealingSchedule`` and its ``TemperatureAnnealingCallback``, and the hard metrics of
+the configured target, which an evaluation reports (beside the keys of a ``compute_metrics`` the user passes). What the config cannot know comes from the data: the
 number of classes and their names (the model's ``config``), the training split's class counts (the priors of ``wce``
 and ``la``), whether the training set is a stream, and the size of the validation set (the default across-stage
 threshold). Control flows one way: trainer -> builder -> core; nothing here calls back into the trainer.
