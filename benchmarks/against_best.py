@@ -1,10 +1,10 @@
 """Variants of one east-compare folder paired by seed with a baseline of another (each task's best tuned baseline).
 
-A task is ``NAME=RUNS/results.json=BASELINES/results.json:VARIANT``: the runs to judge, and the table (its results.json, under runs/evidence/tables/) whose
-``VARIANT`` (e.g. ``wce+tuned``) they are paired with, seed by seed (same seeds, same splits). The differences are
-east-compare's own ``paired_differences``; the table gives, per task and variant, the test target's mean, the paired
-difference from the baseline (mean ± standard error · wins/ties/losses) and, for every variant but the first, from
-the first.
+A task is ``NAME=RUNS/results.json=BASELINES/results.json:VARIANT``: the runs to judge, and the table (its
+results.json, under runs/evidence/tables/) whose ``VARIANT`` (e.g. ``wce+tuned``) they are paired with, seed by seed
+(same seeds, same splits). The differences are east-compare's own ``paired_differences``; the table gives, per task and
+variant, the test target's mean, the paired difference from the baseline (mean ± standard error · wins/ties/losses)
+and, for every variant but the first, from the first.
 
 Usage::
 

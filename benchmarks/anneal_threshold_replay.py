@@ -1,4 +1,5 @@
-"""Which finished runs a new across-stage threshold would have changed: replay each run's annealing decisions from its log.
+"""Which finished runs a new across-stage threshold would have changed:
+replay each run's annealing decisions from its log.
 
 The across-stage threshold acts only where a stage ends: a stage's best anneal value (the hard metric) counts as
 an improvement on the best so far if it beats it by more than the threshold. A run's ``trainer_state.json`` holds
@@ -14,9 +15,9 @@ the default ``east_anneal_threshold``, two validation samples' worth (``EASTConf
 
 ``--apply``: a run trained with a threshold of 0 by default (its saved schedule has the threshold 0, its
 ``run_settings.json`` does not set it) whose decisions change is moved to the given folder (kept, not deleted), so
-that the next ``east-compare`` trains it again; the others stay (their training is what the default 2 / n trains; east-compare's
-records list only settings that differ from the defaults, so they are kept as they are). Runs that set the threshold
-themselves, and runs trained with 2 / n, are left alone. The validation size is the one of the run's logs
+that the next ``east-compare`` trains it again; the others stay (their training is what the default 2 / n trains;
+east-compare's records list only settings that differ from the defaults, so they are kept as they are). Runs that set
+the threshold themselves, and runs trained with 2 / n, are left alone. The validation size is the one of the run's logs
 (samples per second times seconds, rounded).
 """
 
@@ -80,7 +81,8 @@ def paired_with_old(old_root: Path, new_root: Path) -> list[str]:
     with 0, paired by seed (a run whose decisions did not change counts as a difference of 0), and median epochs of the
     retrained runs before and after."""
     lines = [
-        "| folder | variant | retrained | new - old, mean ± s.e. · wins/ties/losses | epochs of those (median, old → new) |",
+        "| folder | variant | retrained | new - old, mean ± s.e. · wins/ties/losses "
+        "| epochs of those (median, old → new) |",
         "|---|---|---|---|---|",
     ]
     for task in sorted(p.name for p in old_root.iterdir() if p.is_dir()):
@@ -103,13 +105,14 @@ def paired_with_old(old_root: Path, new_root: Path) -> list[str]:
             wtl = f"{sum(d > 0 for d in diffs)}/{sum(d == 0 for d in diffs)}/{sum(d < 0 for d in diffs)}"
             epochs = f"{statistics.median(old_epochs):g} → {statistics.median(new_epochs):g}" if old_epochs else "-"
             lines.append(
-                f"| {task} | {variant} | {len(old_epochs)} of {len(diffs)} | {mean:+.4f} ± {se:.4f} · {wtl} | {epochs} |"
+                f"| {task} | {variant} | {len(old_epochs)} of {len(diffs)} "
+                f"| {mean:+.4f} ± {se:.4f} · {wtl} | {epochs} |"
             )
     return lines
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path, help="east-compare output folders (runs/evidence/<task>)")
     parser.add_argument("--apply", type=Path, default=None, help="migrate: move the runs whose decisions change here")
     parser.add_argument("--paired", type=Path, default=None, help="after retraining: compare with the moved runs")

@@ -7,7 +7,8 @@ same stage criterion. With ``--reference VARIANT``, two more columns: the median
 (``train_results.json``'s ``train_runtime``, evaluations within training included) and the median over seeds of
 each run's wall-clock divided by the reference's run of the same seed (runs side by side on the same machine).
 
-Usage: python benchmarks/annealing_report.py runs/evidence/hpc [--variants east,ce] [--reference ce] [--markdown out.md]
+Usage: python benchmarks/annealing_report.py runs/evidence/hpc [--variants east,ce] [--reference ce]
+       [--markdown out.md]
 """
 
 from __future__ import annotations

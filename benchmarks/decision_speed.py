@@ -10,8 +10,8 @@ one warm-up call on the smallest size; the table gives seconds, rounds, and the 
 in ``EASTTrainer.tune_decision_rule``): ``file s`` its seconds (the transposition of the file included), ``same``
 whether its offsets, scores and rounds equal the in-memory tuner's bit for bit.
 
-``--reference`` also times the previous tuner (``east_hf/core/decision/rule.py`` at commit ``--reference-commit``, read with
-``git show``), which scores (K, 2C) states per candidate batch, O(N C^2) a round. A reference run stops after
+``--reference`` also times the previous tuner (``east_hf/core/decision/rule.py`` at commit ``--reference-commit``, read
+with ``git show``), which scores (K, 2C) states per candidate batch, O(N C^2) a round. A reference run stops after
 ``--reference-budget`` seconds; its row then gives the coordinates it finished and the seconds a round would take at
 that pace. On a shared machine ``--threads 1`` gives steadier numbers: two threads on a busy core wait for each other.
 
@@ -58,7 +58,11 @@ def load_reference(commit: str):
     """The module ``east_hf.core.decision.rule`` as it was at ``commit``, imported under another name."""
     root = Path(__file__).resolve().parents[1]
     source = subprocess.run(
-        ["git", "show", f"{commit}:east_hf/core/decision/rule.py"], cwd=root, check=True, capture_output=True, text=True
+        ["git", "show", f"{commit}:east_hf/core/decision/rule.py"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     path = Path(tempfile.mkdtemp()) / "decision_reference.py"
     path.write_text(source)

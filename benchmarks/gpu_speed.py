@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -44,26 +42,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 
-def _ensure_hub_cards() -> None:
-    """``east_hf.hub_cards`` is the top-level ``hub_cards/`` folder mapped into the package at install time; when
-    east_hf runs from a source tree (``PYTHONPATH=.``), register it so that the Trainer's import finds its template."""
-    try:
-        importlib.import_module("east_hf.hub_cards")
-        return
-    except ModuleNotFoundError:
-        pass
-    init = REPO / "hub_cards" / "__init__.py"
-    spec = importlib.util.spec_from_file_location(
-        "east_hf.hub_cards", init, submodule_search_locations=[str(init.parent)]
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["east_hf.hub_cards"] = module
-    spec.loader.exec_module(module)
-
-
-_ensure_hub_cards()
-
-from east_hf import EASTLoss  # noqa: E402, I001  (after _ensure_hub_cards)
+from east_hf import EASTLoss  # noqa: E402, I001
 from loss_speed import make_step, saved_bytes  # noqa: E402
 from step_speed import environment  # noqa: E402
 from timing import against, median_ms, peak_bytes, time_interleaved  # noqa: E402
@@ -72,7 +51,7 @@ LOSS_SIZES = [(256, 10), (1024, 1000), (8192, 1000)]
 QUICK_LOSS_SIZES = [(64, 10), (128, 300)]
 
 
-# ---- 1. loss speed ---------------------------------------------------------------------------------------------------
+# ---- 1. loss speed --------------------------------------------------------------------------------------------------
 def check_loss_speed(device: str, sizes, repeats: int, block_ms: float) -> list[dict]:
     rows = []
     for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
@@ -126,7 +105,7 @@ def check_loss_speed(device: str, sizes, repeats: int, block_ms: float) -> list[
     return rows
 
 
-# ---- 2. an EASTTrainer epoch -----------------------------------------------------------------------------------------
+# ---- 2. an EASTTrainer epoch ----------------------------------------------------------------------------------------
 class RandomImages(torch.utils.data.Dataset):
     """CIFAR-10-sized random data: {"pixel_values": (3, S, S) float32, "labels": int}."""
 
@@ -216,7 +195,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item() / scale if scale > 0 else (a - b).abs().max().item()
 
 
-# ---- 3, 4. where the loss's time goes (profile) and torch.compile as an opt-in (experiment) -----------------------------
+# ---- 3, 4. where the loss's time goes (profile) and torch.compile as an opt-in (experiment) -------------------------
 def _loss_fns(c: int) -> dict:
     east = EASTLoss(num_classes=c)
     return {
@@ -323,7 +302,7 @@ def check_compile(device: str, sizes, repeats: int, block_ms: float) -> list[dic
     return rows
 
 
-# ---- report ----------------------------------------------------------------------------------------------------------
+# ---- report ---------------------------------------------------------------------------------------------------------
 def _kib(nbytes) -> str:
     return "-" if nbytes is None else f"{nbytes / 1024:,.0f}"
 
@@ -389,9 +368,9 @@ def markdown(report: dict) -> str:
         out += [
             "## Where the loss's time goes (torch.profiler, per forward + backward)",
             "",
-            "Launches: CUDA kernel launches; host reads: `aten::_local_scalar_dense` calls (a device-to-host copy that "
-            "waits for the device: `bool()`, `int()`, `.item()` of a device tensor); host ms: wall time per call "
-            "under the profiler (inflated by it); device ms: summed kernel time.",
+            "Launches: CUDA kernel launches; host reads: `aten::_local_scalar_dense` calls "
+            "(a device-to-host copy that waits for the device: `bool()`, `int()`, `.item()` of a device tensor); "
+            "host ms: wall time per call under the profiler (inflated by it); device ms: summed kernel time.",
             "",
             "| N | C | loss | kernel launches | host reads | aten calls | host ms | device ms |",
             "|---:|---:|:---|---:|---:|---:|---:|---:|",

@@ -11,8 +11,9 @@ deviations of the default and of the best baseline.
 Usage::
 
     R=runs/evidence/tables
+    BASELINES=$R/lending_club/results.json,$R/long_tail_lending_club/results.json
     python benchmarks/long_tail_table.py \\
-      lending_club=$R/ce_decay_lending_club/results.json:east=$R/lending_club/results.json,$R/long_tail_lending_club/results.json \\
+      lending_club=$R/ce_decay_lending_club/results.json:east=$BASELINES \\
       --markdown table.md
 
 Without tasks: the evidence tasks of ``bash benchmarks/run_evidence.sh long_tail`` (``TASKS``).

@@ -8,8 +8,9 @@ through the threshold).
 Timing (``benchmarks/timing.py``): after a warm-up, each repeat times a block of calls of EAST, of CE and of the
 metric alone (forward + backward of ``EASTLoss.loss_from_confusion`` on a (C, C) leaf, the part of EAST after the
 confusion matrix), back to back in an order that alternates between repeats, so all see the same machine load. The
-table gives the median ms per call and the median over repeats of the per-repeat ratio EAST / CE. On a shared machine ``--threads 1`` gives
-steadier numbers: with two threads on a busy core, ops that open a parallel region wait for the other thread.
+table gives the median ms per call and the median over repeats of the per-repeat ratio EAST / CE. On a shared machine
+``--threads 1`` gives steadier numbers: with two threads on a busy core, ops that open a parallel region wait for the
+other thread.
 
 Memory, two honest numbers per loss, both excluding the logits themselves:
 

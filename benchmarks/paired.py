@@ -1,5 +1,6 @@
-"""Paired differences between any two variants of east-compare results.json files, by seed (east_hf.scripts.east_compare's own
-``paired_differences``): ``metric(A) - metric(B)``, mean ± standard error and wins / ties / losses.
+"""Paired differences between any two variants of east-compare results.json files, by seed
+(east_hf.scripts.east_compare's own ``paired_differences``): ``metric(A) - metric(B)``, mean ± standard error and
+wins / ties / losses.
 
 One file: a line per pair. Several: a Markdown table, a row per pair and a column per file (its folder's name); a cell
 is "-" where the file lacks one of the two variants.
@@ -65,7 +66,7 @@ def emit_table(lines: list[str], markdown: Path | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="+", help="results.json files, then (with one file) the pairs A:B")
     parser.add_argument("--pair", action="append", default=[], help="A:B (repeatable)")
     parser.add_argument("--metric", default=None, help="default: each comparison's target metric")

@@ -4,21 +4,29 @@
 script installs it into the benchmark environment and calls this once. Nothing here is committed: the files are
 rebuilt from the installed package (same rows, same order) on every machine.
 
-| file | source | rows | features | classes (training shares) |
-|---|---|---|---|---|
-| lending_club.csv | modeldata::lending_club (Lending Club loans, 2016) | 9,857 | 23 | bad 5.2 % |
-| caravan.csv | ISLR::Caravan (CoIL 2000 insurance challenge) | 5,822 | 85 | Purchase = Yes 6.0 % |
-| hpc.csv | modeldata::hpc_data (job run-time class, Kuhn & Johnson) | 4,331 | 7 | VF 51 / F 31 / M 12 / L 6 % |
-| diamonds.csv | ggplot2::diamonds, the cut quality, 10,000 rows drawn with seed 0 | 10,000 | 9 | 40 / 26 / 22 / 9 / 3 % |
-| hotel_countries.csv | modeldata::hotel_rates (bookings of a Lisbon hotel), the guest's country: the 23 countries with at least 40 bookings; `company` (91 % not applicable) and `arrival_date` (also `arrival_date_num`) dropped | 14,790 | 25 | 23 classes, long-tailed: prt 32.9 % ... dnk 0.27 % (122 : 1) |
+The tables, each as ``file (rows, features): source; classes (training shares)``:
 
-The text evidence tables have two columns, ``text`` and ``label`` (empty texts dropped):
+- lending_club.csv (9,857 rows, 23 features): modeldata::lending_club (Lending Club loans, 2016); bad 5.2 %
+- caravan.csv (5,822 rows, 85 features): ISLR::Caravan (CoIL 2000 insurance challenge); Purchase = Yes 6.0 %
+- hpc.csv (4,331 rows, 7 features): modeldata::hpc_data (job run-time class, Kuhn & Johnson);
+  VF 51 / F 31 / M 12 / L 6 %
+- diamonds.csv (10,000 rows, 9 features): ggplot2::diamonds, the cut quality, 10,000 rows drawn with seed 0;
+  40 / 26 / 22 / 9 / 3 %
+- hotel_countries.csv (14,790 rows, 25 features): modeldata::hotel_rates (bookings of a Lisbon hotel), the guest's
+  country: the 23 countries with at least 40 bookings; `company` (91 % not applicable) and `arrival_date` (also
+  `arrival_date_num`) dropped; 23 classes, long-tailed: prt 32.9 % ... dnk 0.27 % (122 : 1)
 
-| file | source | rows | text | classes (shares) |
-|---|---|---|---|---|
-| trump_tweets.csv | dslabs::trump_tweets (Donald Trump's tweets 2009-2018), the app that posted each: the 8 apps with at least 100 tweets (20,439), the three largest drawn down to 700 tweets each (seed 0) to fit the 10-seed CPU budget | 3,207 | the tweet | Twitter Web Client, Android, iPhone 21.8 % each / TweetDeck 14.6 / TwitLonger Beta 9.0 / Instagram 4.2 / Media Studio 3.6 / Facebook 3.2 % |
-| movie_ratings.csv | ggplot2movies::movies, "title (year)" and the MPAA rating (empty: unrated), drawn per label | 11,958 | title and year | unrated 89.6 / R 5.9 / PG-13 3.8 / PG 0.75 % |
-| fine_foods.csv | modeldata::training_data and testing_data (small_fine_foods: Amazon fine-food reviews), concatenated | 5,000 | the review | great 65 / other 35 % |
+The text evidence tables have two columns, ``text`` and ``label`` (empty texts dropped), each as
+``file (rows, text): source; classes (shares)``:
+
+- trump_tweets.csv (3,207 rows, the tweet): dslabs::trump_tweets (Donald Trump's tweets 2009-2018), the app that
+  posted each: the 8 apps with at least 100 tweets (20,439), the three largest drawn down to 700 tweets each (seed 0)
+  to fit the 10-seed CPU budget; Twitter Web Client, Android, iPhone 21.8 % each / TweetDeck 14.6 / TwitLonger Beta
+  9.0 / Instagram 4.2 / Media Studio 3.6 / Facebook 3.2 %
+- movie_ratings.csv (11,958 rows, title and year): ggplot2movies::movies, "title (year)" and the MPAA rating (empty:
+  unrated), drawn per label; unrated 89.6 / R 5.9 / PG-13 3.8 / PG 0.75 %
+- fine_foods.csv (5,000 rows, the review): modeldata::training_data and testing_data (small_fine_foods: Amazon
+  fine-food reviews), concatenated; great 65 / other 35 %
 
 Usage: python benchmarks/real_data.py [OUT_DIR]   (default runs/data)
 """

@@ -9,7 +9,8 @@ positive class at the argmax decision, the default's untuned rule. The kept mode
 against the run's ``test_results.json``. Windows, each within the kept checkpoint's stage:
 
 - ``prevK``: the kept checkpoint and the K - 1 before it;
-- ``aroundK``: the kept checkpoint and (K - 1) / 2 on each side (the evaluations after the best, up to the stage's end);
+- ``aroundK``: the kept checkpoint and (K - 1) / 2 on each side (the evaluations after the best,
+  up to the stage's end);
 - ``stage``: every checkpoint of the stage.
 
 The averaging is post hoc: it changes the final model only, not the starting point of later stages.

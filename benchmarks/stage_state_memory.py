@@ -39,7 +39,8 @@ def _fsdp(args) -> None:
     for r in range(world):  # one row per process, in order
         if r == rank:
             print(
-                f"| FSDP2, process {rank} of {world} | {total / 2**20:.1f} MiB | {kept / 2**20:.2f} MiB | {kept / total:.2%} |"
+                f"| FSDP2, process {rank} of {world} | {total / 2**20:.1f} MiB | {kept / 2**20:.2f} MiB "
+                f"| {kept / total:.2%} |"
             )
         dist.barrier()
     dist.destroy_process_group()

@@ -2,12 +2,13 @@
 
 For each configuration two copies of one freshly initialised model (same weights), each with its own AdamW, train
 on one fixed random batch: one with EAST (the Trainer's path, ``EASTLoss.loss_from_statistics`` of
-``EASTLoss.statistics`` without the host-side label check, defaults: macro F1, T = 0.2), one with cross-entropy (``F.cross_entropy`` of the
-float32 logits, the cheapest baseline; EASTTrainer's ``east_loss="ce"`` set loss adds label validation). Timing
-(``benchmarks/timing.py``): after a warm-up, each repeat times a block of EAST steps and a block of CE steps back to back, in an order that alternates between repeats, so both see the same machine
-load; the table gives median ms per step and the median over repeats of the per-repeat ratio EAST / CE (and of the
-difference EAST - CE). With ``--dtype bf16`` / ``fp16`` forward and loss run under autocast (the surrogate itself is
-float32). On CUDA also the peak memory of one step above the model, optimiser state and batch.
+``EASTLoss.statistics`` without the host-side label check, defaults: macro F1, T = 0.2), one with cross-entropy
+(``F.cross_entropy`` of the float32 logits, the cheapest baseline; EASTTrainer's ``east_loss="ce"`` set loss adds label
+validation). Timing (``benchmarks/timing.py``): after a warm-up, each repeat times a block of EAST steps and a block of
+CE steps back to back, in an order that alternates between repeats, so both see the same machine load; the table gives
+median ms per step and the median over repeats of the per-repeat ratio EAST / CE (and of the difference EAST - CE).
+With ``--dtype bf16`` / ``fp16`` forward and loss run under autocast (the surrogate itself is float32). On CUDA also
+the peak memory of one step above the model, optimiser state and batch.
 
 Configurations (the paper's batch sizes): the tabular MLP (512-256-128, dropout 0.25, 64 features) at batch 512 with
 2 classes and at batch 128 with 10 classes; ``darknet19_tiny`` on 32 px at batch 128 with 10 and 100 classes; on CUDA

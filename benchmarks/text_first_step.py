@@ -111,13 +111,15 @@ def main(argv: list[str] | None = None) -> None:
     csv = write_texts(work / "texts_100k.csv")
     rows = {name: run(csv, work, name) for name in ("run1", "run2")}
     lines = [
-        f"python {platform.python_version()}, {os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}",
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}",
         f"{ROWS:,} texts ({rows['run1']['splits']}), east-train {' '.join(FLAGS)}",
         "",
         "| run | data cache | time to the first step (s) | CPU time to it (s) | tokenized |",
         "|:---|:---|---:|---:|:---|",
         *(
-            f"| {i} | {cache} | {rows[name]['first_step_s']:.1f} | {rows[name]['cpu_s']:.1f} | {rows[name]['tokenized']} |"
+            f"| {i} | {cache} | {rows[name]['first_step_s']:.1f} | {rows[name]['cpu_s']:.1f} "
+            f"| {rows[name]['tokenized']} |"
             for i, (name, cache) in enumerate((("run1", "empty"), ("run2", "the first run's")), 1)
         ),
     ]

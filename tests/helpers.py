@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -191,6 +192,38 @@ def evaluations(trainer):
     return [h for h in trainer.state.log_history if "eval_loss" in h]
 
 
+# ---- scikit-learn references ----
+def sk_prf(y, p, beta, average, labels=None, pos_label=1, zero_division=0.0, sample_weight=None):
+    """scikit-learn's averaged precision, recall and F-beta; per-class beta written out from its per-class values."""
+    from sklearn.metrics import precision_recall_fscore_support
+
+    if average == "binary":
+        labels = None
+    else:
+        pos_label = 1  # scikit-learn warns about a pos_label it ignores
+    if np.isscalar(beta):
+        out = precision_recall_fscore_support(
+            y, p, beta=beta, average=average, labels=labels, pos_label=pos_label,
+            zero_division=zero_division, sample_weight=sample_weight,
+        )  # fmt: skip
+        return out[:3]
+    scored = labels if labels is not None else sorted(set(y) | set(p))
+    prec, rec, _, support = precision_recall_fscore_support(
+        y, p, labels=scored, average=None, zero_division=zero_division, sample_weight=sample_weight
+    )
+    f = np.array([
+        precision_recall_fscore_support(
+            y, p, beta=b, labels=scored, average=None, zero_division=zero_division, sample_weight=sample_weight
+        )[2][k]
+        for k, b in enumerate(beta)
+    ])  # fmt: skip
+    if average == "binary":
+        k = scored.index(pos_label)
+        return prec[k], rec[k], f[k]
+    w = support if average == "weighted" and support.sum() > 0 else np.ones_like(support)
+    return tuple(np.average(v, weights=w) for v in (prec, rec, f))
+
+
 # ---- files ----
 def write_text(path: Path, text: str) -> Path:
     path.write_text(text)
@@ -209,7 +242,8 @@ def cli_args(**flags) -> list[str]:
 
 
 def one_line_error(capsys, main, argv) -> str:
-    """Run a command's ``main(argv)``; expect exit status 2 and a last stderr line ``<prog>: error: ...``; return it."""
+    """Run a command's ``main(argv)``; expect exit status 2 and a last stderr line ``<prog>: error: ...``;
+    return it."""
     import pytest
 
     with pytest.raises(SystemExit) as exc:
@@ -218,6 +252,109 @@ def one_line_error(capsys, main, argv) -> str:
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert ": error: " in err, err
     return err
+
+
+def east_train_error(capsys, argv, only_line: bool = False) -> str:
+    """Run east-train's ``main(argv)``; expect exit status 2 and a last stderr line ``east-train: error: ...`` (with
+    ``only_line``, the only line on stderr); return it."""
+    import pytest
+
+    from east_hf.scripts.east_train import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    if only_line:
+        assert err.startswith("east-train: error: ") and "\n" not in err, err
+        return err
+    err = err.splitlines()[-1]
+    assert err.startswith("east-train: error: "), err
+    return err
+
+
+def east_predict_error(capsys, argv) -> str:
+    """The one line east-predict ends with (exit status 2)."""
+    from east_hf.scripts.east_predict import main
+
+    err = one_line_error(capsys, main, argv)
+    assert err.startswith("east-predict: error: "), err
+    return err
+
+
+def tiny_run_flags(out, **more) -> list[str]:
+    """east-train flags for 4 steps into ``out``, evaluated and checkpointed every 2 steps (a tiny MLP for a tabular
+    recipe), on the CPU, without a card; ``more`` adds or overrides flags (None leaves one out)."""
+    overrides = {
+        "output_dir": out,
+        "max_steps": 4,
+        "eval_strategy": "steps",
+        "eval_steps": 2,
+        "save_steps": 2,
+        "hidden_sizes": 16,
+        "disable_tqdm": "true",
+        "use_cpu": "true",
+        "model_card": "false",
+        "report_to": "none",
+        **more,
+    }
+    return [str(x) for k, v in overrides.items() if v is not None for x in (f"--{k}", v)]
+
+
+def two_step_flags(out, **more) -> list[str]:
+    """east-train flags for 2 steps into ``out`` on capped splits (64 training, 32 validation and 32 test rows), on the
+    CPU, without a card; ``more`` adds or overrides flags (None leaves one out)."""
+    overrides = {
+        "output_dir": out,
+        "max_steps": 2,
+        "eval_strategy": "steps",
+        "eval_steps": 2,
+        "max_train_samples": 64,
+        "max_eval_samples": 32,
+        "max_test_samples": 32,
+        "disable_tqdm": "true",
+        "use_cpu": "true",
+        "model_card": "false",
+        **more,
+    }
+    return [str(x) for k, v in overrides.items() if v is not None for x in (f"--{k}", v)]
+
+
+# ---- an east-train run in its own process, interrupted or killed by a test ----
+_TABULAR = Path(__file__).resolve().parents[1] / "recipes" / "breast_cancer_imbalanced_f1.yaml"
+_RUN_EAST_TRAIN = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C at a terminal: a background child ignores SIGINT
+from east_hf.scripts.east_train import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def long_run_argv(out) -> list[str]:
+    """The bundled tabular recipe for far more steps than a test waits for: a checkpoint every 2 steps."""
+    return [str(_TABULAR), *tiny_run_flags(out, max_steps=100_000, east_annealing="false")]
+
+
+def start_east_train(argv: list[str], log: Path) -> subprocess.Popen:
+    """east-train in its own process; its stderr goes to ``log``."""
+    with open(log, "w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-c", _RUN_EAST_TRAIN, *argv], stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ)
+        )
+
+
+def first_checkpoint(out: Path, run: subprocess.Popen, log: Path) -> Path:
+    """Wait for ``run`` to save a complete checkpoint into ``out``; return it."""
+    import time
+
+    from east_hf.hf.training.checkpoints import complete_checkpoints
+
+    deadline = time.monotonic() + 300
+    while not complete_checkpoints(out):
+        assert run.poll() is None, log.read_text()[-2000:]
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.2)
+    return complete_checkpoints(out)[-1]
 
 
 _BLOCK_EAST_HF = """

@@ -1,5 +1,5 @@
-"""The builder (east_hf.hf.config.build) and the config as data: one home for every default, nothing built by the config,
-and a bare EASTTrainer that evaluates, anneals and keeps the best model with no extra wiring."""
+"""The builder (east_hf.hf.config.build) and the config as data: one home for every default, nothing built by the
+config, and a bare EASTTrainer that evaluates, anneals and keeps the best model with no extra wiring."""
 
 from __future__ import annotations
 

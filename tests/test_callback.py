@@ -1,4 +1,5 @@
-"""TemperatureAnnealingCallback driven by synthetic evaluations: exact temperatures, stage-best weights, stops, state."""
+"""TemperatureAnnealingCallback driven by synthetic evaluations:
+exact temperatures, stage-best weights, stops, state."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from east_hf.hf.training.callbacks import STAGE_BEST_WEIGHTS_NAME, TemperatureAn
 def fake_args(tmp_path=None, **overrides):
     args = dict(
         eval_strategy="steps",
+        save_strategy="steps",
         output_dir=str(tmp_path or "unused"),
         load_best_model_at_end=True,
         metric_for_best_model="fbeta",
@@ -118,6 +120,7 @@ def test_callback_warm_start_of_fixed_length_requests_the_evaluation_at_its_step
     driver.state.global_step = 3
     callback.on_step_end(driver.args, driver.state, driver.control)
     assert driver.control.should_evaluate  # the Trainer evaluates at step 3 even off its eval_steps grid
+    assert driver.control.should_save  # and saves it: a best evaluation without a checkpoint could not be kept
     callback.on_evaluate(driver.args, driver.state, driver.control, metrics={"eval_loss": 1.0, "eval_fbeta": 0.5})
     assert callback.schedule.stage == 0 and not callback.schedule.in_warm_start
     assert not callback.restore_pending  # step 3 improved: its own weights are the warm start's best
@@ -301,3 +304,99 @@ def test_ce_fallback_goes_on_only_where_every_evaluation_predicted_one_class(not
         callback.note_evaluation(predicted_one_class=True)
         driver.evaluate(1.0, 0.2)
     assert driver.control.should_training_stop and not callback.schedule.fell_back
+
+
+# ---- how training ended: one sentence, from the schedule's state and the Trainer's ----
+def _ended(callback, driver, epoch, steps, **budget):
+    """The sentence at ``epoch`` of a run the Trainer gave ``steps`` optimiser steps; ``budget``: the arguments."""
+    from east_hf.hf.training.ending import training_ended
+
+    driver.state.epoch, driver.state.max_steps = epoch, steps
+    args = SimpleNamespace(**{"max_steps": -1, "num_train_epochs": 8, **budget})
+    return training_ended(driver.state, args, callback)
+
+
+def test_training_ended_names_the_annealing_criterion_with_its_epoch_stage_and_temperature():
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
+    driver = Driver(callback).begin()
+    driver.run(STAGES * 4)  # stages 0-2; stages 1 and 2 do not beat stage 0's best: stop at step 9
+    assert _ended(callback, driver, 6.4375, 80) == (
+        "Training ended on the annealing criterion at epoch 6.4 of 8, stage 2, T = 0.05: "
+        "2 stages without a better validation fbeta"
+    )
+    assert _ended(callback, driver, 6.4375, 300, max_steps=300) == (
+        "Training ended on the annealing criterion at step 9 of 300 (epoch 6.4), stage 2, T = 0.05: "
+        "2 stages without a better validation fbeta"
+    )
+    low = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=9, min_temperature=0.05)
+    Driver(low).begin().run([(1.0, 0.5), (1.1, 0.5)] * 3)
+    assert _ended(low, Driver(low), 3, 80).endswith("stage 2, T = 0.05: the temperature reached its minimum (0.05)")
+    short = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=9, max_stages=2)
+    Driver(short).begin().run([(1.0, 0.5), (1.1, 0.5)] * 2)
+    assert _ended(short, Driver(short), 2, 80).endswith("stage 1, T = 0.1: its last stage of max_stages=2 ended")
+
+
+def test_training_ended_early_for_a_baseline_names_its_patience_and_the_stage_monitor():
+    callback = TemperatureAnnealingCallback(max_stages=1, patience=2, reports_temperature=False)
+    driver = Driver(callback).begin()
+    driver.run([(1.0, 0.5), (1.1, 0.5), (1.2, 0.5)])
+    assert callback.schedule.finished
+    assert _ended(callback, driver, 3.6875, 80, num_train_epochs=30) == (
+        "Training ended early at epoch 3.7 of 30: 2 evaluations without a better validation loss"
+    )
+
+
+def test_training_ended_after_its_whole_budget_says_where_and_before_what():
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2)
+    driver = Driver(callback).begin()
+    driver.run(STAGES + STAGES[:1])  # stage 1 at step 4
+    assert _ended(callback, driver, 8.0, 4) == (
+        "Training ended after its whole budget (8 epochs) in stage 1 (T = 0.1), before the annealing criterion"
+    )
+    assert _ended(callback, driver, 1.0, 4, num_train_epochs=1).startswith(
+        "Training ended after its whole budget (1 epoch) in stage 1"
+    )
+    budget = "Training ended after its whole budget (max_steps=4)"
+    assert _ended(callback, driver, 0.5, 4, max_steps=4).startswith(budget)
+    warm = TemperatureAnnealingCallback(warm_start="ce", patience=3)
+    driver = Driver(warm).begin()
+    driver.run(STAGES)
+    assert _ended(warm, driver, 8.0, 3) == (
+        "Training ended after its whole budget (8 epochs) in the warm start, before the annealing criterion"
+    )
+    baseline = TemperatureAnnealingCallback(max_stages=1, patience=3, reports_temperature=False)
+    driver = Driver(baseline).begin()
+    driver.run(STAGES[:2])
+    assert _ended(baseline, driver, 8.0, 2) == (
+        "Training ended after its whole budget (8 epochs), before its early stopping"
+    )
+    assert _ended(baseline, driver, 2.5, 80) == (
+        "Training ended at epoch 2.5 of 8, before its early stopping: a callback stopped it"
+    )
+    assert _ended(None, driver, 8.0, 2) == "Training ended after its whole budget (8 epochs)"
+
+
+def test_training_ended_after_a_fallback_to_plain_cross_entropy_says_so():
+    callback = TemperatureAnnealingCallback(
+        decay=0.5, patience=1, stage_patience=2, warm_start="ce", warm_start_steps=1, ce_fallback=True
+    )
+    driver = Driver(callback).begin()
+    for _ in range(5):  # the annealing would stop at the 5th evaluation: a second warm start instead
+        callback.note_evaluation(predicted_one_class=True)
+        driver.evaluate(1.0, 0.2)
+    assert callback.schedule.fell_back
+    fell_back = (
+        ", after falling back to plain cross-entropy (east_ce_fallback: every validation evaluation before had "
+        "predicted one class)"
+    )
+    assert _ended(callback, driver, 8.0, 5) == (
+        f"Training ended after its whole budget (8 epochs) in the plain cross-entropy it fell back to, before the "
+        f"annealing criterion{fell_back}"
+    )
+    for _ in range(6):
+        driver.evaluate(1.0, 0.2)
+    assert callback.schedule.finished
+    assert _ended(callback, driver, 5.5, 80) == (
+        f"Training ended on the annealing criterion at epoch 5.5 of 8, stage 1, T = 0.1: "
+        f"2 stages without a better validation fbeta{fell_back}"
+    )

@@ -301,10 +301,15 @@ def test_a_license_the_hub_would_refuse_is_one_line_before_training(tmp_path):
     from east_hf.hf.cards.model_card import check_license
 
     assert check_license("apache-2.0") == "apache-2.0" and check_license(None) is None
+    assert check_license("llama3.1") == "llama3.1" and check_license("other") == "other"
     with pytest.raises(
         ValueError, match=r"^Expected a Hub license id .*got 'Apache 2\.0'; did you mean 'apache-2\.0'\?$"
     ):
         check_license("Apache 2.0")
+    with pytest.raises(ValueError, match=r"^Expected a Hub license id .*got 'bogus-lic'$"):  # a Hub id's form only
+        check_license("bogus-lic")
+    with pytest.raises(ValueError, match=r"got 'MIT License'; did you mean 'mit'\?$"):
+        check_license("MIT License")
     trainer = _run(tmp_path)
     with pytest.raises(ValueError, match="Expected a Hub license id"):
         trainer.create_model_card(license="MIT License")
@@ -388,4 +393,105 @@ def test_a_readme_the_user_wrote_or_edited_stays_and_the_card_goes_beside_it(tmp
 
 
 def _warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.cards.model_card" and r.levelname == "WARNING"]
+    return [
+        r.getMessage() for r in caplog.records if r.name == "east_hf.hf.cards.model_card" and r.levelname == "WARNING"
+    ]
+
+
+# ---- how training ended, what trained, and numbers as prose gives them ----
+def test_the_card_says_how_training_ended_as_east_train_prints_it(tmp_path):
+    from east_hf.hf.training.ending import training_ended
+
+    trainer = _run(tmp_path, east_annealing=True)
+    trainer.east_card_info = {"test_metrics": trainer.evaluate(metric_key_prefix="test")}
+    text = trainer.create_model_card().read_text()
+    ended = training_ended(trainer.state, trainer.args, trainer.annealing)
+    assert ended.startswith("Training ended after its whole budget (max_steps=9) in ")
+    assert f"\n{ended}.\n" in text
+    assert "| 3 | CE warm start | - |" in text and "None" not in text  # a warm start has no temperature
+    assert "| warm start | logit-adjusted cross-entropy for 2 epochs |" in text
+
+
+def test_after_a_fallback_to_plain_cross_entropy_the_card_describes_what_trained(tmp_path):
+    """The default EAST told that class 0 is a millionth of the data predicts one class until it falls back to plain
+    cross-entropy: the card's warm start, loss and ending say what trained after the logit-adjusted one."""
+    from helpers import annealing_trainer
+
+    trainer = annealing_trainer(
+        tmp_path,
+        east_warm_start="ce",
+        east_warm_start_epochs=2,
+        east_ce_weight=None,
+        east_ce_loss=None,
+        east_class_priors=[1e-6, 1, 1],
+    )
+    trainer.train()
+    assert trainer.annealing.schedule.fell_back
+    text = trainer.create_model_card().read_text()
+    assert (
+        "| warm start | logit-adjusted cross-entropy for 2 epochs; then, the run having predicted one class at every "
+        "evaluation, plain cross-entropy until its own early stopping (east_ce_fallback) and EAST again from T0 |"
+    ) in text
+    assert (
+        "| loss | EAST surrogate, 1 - soft fbeta + 1 x cross-entropy, its weight x0.5 at every stage; before the "
+        "fallback to plain cross-entropy, logit-adjusted cross-entropy, tau = 1 (Menon et al., 2021) |"
+    ) in text
+    ended = next(line for line in text.splitlines() if line.startswith("Training ended"))
+    assert ended.endswith(
+        "after falling back to plain cross-entropy (east_ce_fallback: every validation evaluation before had "
+        "predicted one class)."
+    )
+
+
+def test_card_prose_gives_numbers_to_four_decimals(tmp_path):
+    import re
+
+    trainer = _run(tmp_path)
+    rule = {
+        "metric": "fbeta",
+        "target_key": "fbeta",
+        "offsets": {"cat": 0.125, "dog": -0.25, "frog": 0.0},
+        "tuned_beta": 0.8,
+        "validation_argmax": 0.6535087719298246,
+        "validation_tuned": 0.7012345678901234,
+        "test_as_trained": 0.4409090909090909,
+        "test_tuned": 0.4515151515151515,
+    }
+    trainer.east_card_info = {"test_metrics": trainer.evaluate(metric_key_prefix="test"), "decision_rule": rule}
+    body = trainer.create_model_card().read_text().split("\n---\n", 1)[1]  # the text below the YAML metadata
+    assert "0.6535 untuned, 0.7012 tuned" in body and "0.4409 as trained" in body and "0.4515 tuned" in body
+    assert re.findall(r"\d\.\d{5,}", body) == []
+
+
+def test_a_darknet_card_loads_with_timm_where_east_hf_is_not_installed(tmp_path):
+    """timm does not ship darknet19: the card's timm snippet registers it from the darknet.py saved with the model
+    where east_hf cannot be imported, and loads the trained head."""
+    import re
+
+    from helpers import run_without_east_hf
+
+    from east_hf.hf.models import create_image_model
+
+    torch.manual_seed(0)
+    model = create_image_model("darknet19_tiny", 3, ["cat", "dog", "frog"])
+    settings = dict(eval_strategy="steps", eval_steps=2, max_steps=4, east_annealing=True, east_warm_start_epochs=1)
+    args = east_args(tmp_path / "run", **settings)
+    trainer = EASTTrainer(
+        model=model, args=args, train_dataset=TinyImages(32, size=32), eval_dataset=TinyImages(16, size=32, seed=1)
+    )
+    trainer.train()
+    trainer.save_model()
+    text = trainer.create_model_card().read_text()
+    assert "| warm start | logit-adjusted cross-entropy for 1 epoch |" in text  # one epoch, not "1 epochs"
+    snippet = re.search(r"```python\n(import importlib.util\n.*?)```", text, flags=re.S).group(1)
+    assert f'timm.create_model("local-dir:{tmp_path / "run"}", pretrained=True)' in snippet
+    x = torch.linspace(-1, 1, 3 * 32 * 32).reshape(1, 3, 32, 32)
+    script = snippet + "import torch\nx = torch.linspace(-1, 1, 3 * 32 * 32).reshape(1, 3, 32, 32)\n"
+    script += "print(model.num_classes, model.eval()(x).tolist())\n"
+    proc = run_without_east_hf(script, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    num_classes, logits = proc.stdout.strip().splitlines()[-1].split(" ", 1)
+    with torch.no_grad():
+        expected = trainer.model.eval()(pixel_values=x).logits
+    assert num_classes == "3"
+    torch.testing.assert_close(torch.tensor(json.loads(logits)), expected, rtol=1e-4, atol=1e-5)

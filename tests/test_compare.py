@@ -182,8 +182,8 @@ def _fake_run(calls: list):
 
 
 def _change_default(monkeypatch, name: str, value) -> None:
-    """Change ``EASTConfig``'s default of ``name`` as an edit of ``east_hf/hf/config/east_config.py`` would: the parser's default
-    and the defaults a record is compared against."""
+    """Change ``EASTConfig``'s default of ``name`` as an edit of ``east_hf/hf/config/east_config.py`` would: the
+    parser's default and the defaults a record is compared against."""
     import dataclasses
 
     import east_hf.scripts.run_record as run_record
@@ -315,7 +315,8 @@ def _fake_tuned_run(calls: list):
 
     def run(recipe, run_dir, seed, flags, extra, vary_split=False, mode="fresh"):
         calls.append((recipe, list(flags)))
-        score = {"east": 0.7, "ce": 0.5, "la": 0.6}[flags[flags.index("--east_loss") + 1]]
+        scores = {"east": 0.7, "ce": 0.5, "la": 0.6, "focal": 0.55, "ldam": 0.65, "wce": 0.52, "asl": 0.58}
+        score = scores[flags[flags.index("--east_loss") + 1]]
         metrics = {"test_fbeta": score, "test_accuracy": 0.9, "test_tuned_fbeta": score + 0.05}
         (run_dir / "test_results.json").write_text(json.dumps(metrics))
         return {"wall_seconds": 0.0}
@@ -323,7 +324,11 @@ def _fake_tuned_run(calls: list):
     return run
 
 
-def test_the_defaults_compare_east_with_ce_and_la_each_tuned_and_not_against_tuned_ce(tmp_path, monkeypatch, capsys):
+def test_the_defaults_compare_east_with_the_strongest_baselines_each_tuned_against_tuned_ce(
+    tmp_path, monkeypatch, capsys
+):
+    """The default losses are EAST, ce, la and the strongest baselines of the project's results (focal loss and
+    LDAM-DRW, docs/results/finetune.md); on multi-label data, the multi-label results' set."""
     import re
 
     import east_hf.scripts.compare_runs as runs
@@ -331,7 +336,13 @@ def test_the_defaults_compare_east_with_ce_and_la_each_tuned_and_not_against_tun
 
     args = compare.build_parser().parse_args(["demo"])
     assert (args.losses, args.variants, args.tuned, args.reference) == (None, None, True, None)
-    assert parse_variants(compare.DEFAULT_LOSSES, None) == {n: ["--east_loss", n] for n in ("east", "ce", "la")}
+    default = ("east", "ce", "la", "focal", "ldam")
+    assert parse_variants(compare.DEFAULT_LOSSES, None) == {n: ["--east_loss", n] for n in default}
+    assert list(parse_variants(compare.default_losses(multi_label=True), None, multi_label=True)) == [
+        "east", "ce", "wce", "la", "asl"
+    ]
+    help_text = " ".join(compare.build_parser().format_help().split())
+    assert "focal loss and LDAM" in help_text and "(default: east,ce,la,focal,ldam; multi-label: east,ce,wce" in help_text
     assert compare.reference_variant(args) == "ce+tuned"
     for off in (["--tuned", "false"], ["--no_tuned"]):
         args = compare.build_parser().parse_args(["demo", *off])
@@ -345,24 +356,30 @@ def test_the_defaults_compare_east_with_ce_and_la_each_tuned_and_not_against_tun
     out = tmp_path / "cmp"
     assert main([str(recipe), "--seeds", "2", "--output_dir", str(out)]) == 0
     result = json.loads((out / "results.json").read_text())
-    names = ["east", "east+tuned", "ce", "ce+tuned", "la", "la+tuned"]
+    names = [row for n in default for row in (n, f"{n}+tuned")]
     assert [r["variant"] for r in result["runs"]] == names * 2
-    assert all(flags[-2:] == ["--tune_decision_rule", "true"] for _, flags in calls) and len(calls) == 6
+    assert all(flags[-2:] == ["--tune_decision_rule", "true"] for _, flags in calls) and len(calls) == 10
     assert result["paired"]["reference"] == "ce+tuned"
     differences = result["paired"]["differences"]
     assert sorted(differences) == sorted(n for n in names if n != "ce+tuned")
     assert differences["east"][0] == pytest.approx(0.7 - 0.55) and differences["la+tuned"][0] == pytest.approx(0.1)
     err = capsys.readouterr().err
-    assert re.search(r"\[1/6\] east seed 0: training \(elapsed 0:\d\d\)\n", err)
-    assert re.search(r"\[6/6\] la seed 1: training \(elapsed 0:\d\d, ETA ~0:\d\d\)\n", err)
+    assert re.search(r"\[1/10\] east seed 0: training \(elapsed 0:\d\d\)\n", err)
+    assert re.search(r"\[10/10\] ldam seed 1: training \(elapsed 0:\d\d, ETA ~0:\d\d\)\n", err)
     # turned off: the untuned models against argmax cross-entropy
     off = tmp_path / "off"
     assert main([str(recipe), "--seeds", "1", "--tuned", "false", "--output_dir", str(off)]) == 0
     result = json.loads((off / "results.json").read_text())
-    assert [r["variant"] for r in result["runs"]] == ["east", "ce", "la"] and result["paired"]["reference"] == "ce"
+    assert [r["variant"] for r in result["runs"]] == list(default) and result["paired"]["reference"] == "ce"
     # the rule is tuned all the same (after the as-trained test evaluation): only the rows differ
     assert calls[-1][1][-2:] == ["--tune_decision_rule", "true"]
     assert all(not key.startswith("tuned_") for run in result["runs"] for key in run["metrics"])
+    # several labels per row: the multi-label results' set
+    calls.clear()
+    multi = tmp_path / "multi.yaml"
+    multi.write_text("dataset_name: sklearn:iris\nmodel_name_or_path: tabular_mlp\nlabel_columns: [a, b]\n")
+    assert main([str(multi), "--seeds", "1", "--output_dir", str(tmp_path / "multi")]) == 0
+    assert [flags[flags.index("--east_loss") + 1] for _, flags in calls] == ["east", "ce", "wce", "la", "asl"]
 
 
 def test_a_reference_that_is_not_compared_is_refused(tmp_path, capsys):

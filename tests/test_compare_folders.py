@@ -8,7 +8,9 @@ import pytest
 
 from east_hf.scripts.east_compare import main
 
-SCORES = {"east": 0.7, "ce": 0.5, "la": 0.6, "dice": 0.55}
+SCORES = {"east": 0.7, "ce": 0.5, "la": 0.6, "dice": 0.55, "focal": 0.52, "ldam": 0.65}
+DEFAULT = ["east", "ce", "la", "focal", "ldam"]  # east-compare's default losses on single-label data
+TUNED_ROWS = [row for n in DEFAULT for row in (n, f"{n}+tuned")]
 SETTINGS = "run_settings.json"
 
 
@@ -101,24 +103,24 @@ def test_a_truncated_test_result_is_trained_again_by_east_train_itself(tmp_path,
 def test_a_change_of_the_tuning_alone_reuses_every_trained_run(trainings, recipe, tmp_path, capsys):
     out = tmp_path / "cmp"
     argv = [str(recipe), "--seeds", "1", "--output_dir", str(out)]
-    assert main(argv) == 0 and [c[0] for c in trainings] == ["east", "ce", "la"]
-    assert _rows(out) == ["east", "east+tuned", "ce", "ce+tuned", "la", "la+tuned"]
+    assert main(argv) == 0 and [c[0] for c in trainings] == DEFAULT
+    assert _rows(out) == TUNED_ROWS
     trained = _files(out)
     capsys.readouterr()
     assert main([*argv, "--tuned", "false"]) == 0
-    assert len(trainings) == 3 and _files(out) == trained  # nothing trained, no run's file rewritten
+    assert len(trainings) == 5 and _files(out) == trained  # nothing trained, no run's file rewritten
     err = capsys.readouterr().err
-    assert all(f"{v} seed 0: done, skipped\n" in err for v in ("east", "ce", "la"))
-    assert _rows(out) == ["east", "ce", "la"]
+    assert all(f"{v} seed 0: done, skipped\n" in err for v in DEFAULT)
+    assert _rows(out) == DEFAULT
     result = json.loads((out / "results.json").read_text())
-    assert [r["metrics"]["fbeta"] for r in result["runs"]] == [0.7, 0.5, 0.6]  # the as-trained scores
+    assert [r["metrics"]["fbeta"] for r in result["runs"]] == [SCORES[v] for v in DEFAULT]  # the as-trained scores
     (line,) = [line for line in err.splitlines() if "replacing the table" in line]
     assert line == (
         f"{out / 'results.md'}: replacing the table of `east-compare {recipe} --seeds 1 --output_dir {out}` with "
         f"this comparison's; every run stays in {out}, and that command rebuilds its table from them"
     )
-    assert main(argv) == 0 and len(trainings) == 3 and _files(out) == trained  # and back
-    assert _rows(out) == ["east", "east+tuned", "ce", "ce+tuned", "la", "la+tuned"]
+    assert main(argv) == 0 and len(trainings) == 5 and _files(out) == trained  # and back
+    assert _rows(out) == TUNED_ROWS
 
 
 def test_the_untuned_comparison_after_the_default_trains_only_its_new_variant(trainings, recipe, tmp_path, capsys):
@@ -129,9 +131,9 @@ def test_the_untuned_comparison_after_the_default_trains_only_its_new_variant(tr
     capsys.readouterr()
     untuned = [str(recipe), "--tuned", "false", "--losses", "east,ce,dice", "--reference", "ce", "--seeds", "1"]
     assert main([*untuned, "--output_dir", str(out)]) == 0
-    assert trainings[3:] == [("dice", 0, "fresh")]
+    assert trainings[5:] == [("dice", 0, "fresh")]
     after = _files(out)
-    assert {k: v for k, v in after.items() if k in trained} == trained  # east, ce and la untouched, la kept
+    assert {k: v for k, v in after.items() if k in trained} == trained  # the default's runs untouched and kept
     assert sorted(set(after) - set(trained)) == [
         f"dice/seed-0/{n}" for n in ("model.safetensors", SETTINGS, "test_results.json")
     ]

@@ -1,5 +1,5 @@
-"""EASTConfig (east_hf.hf.config.east_config): its TrainingArguments defaults (the same as east-train's), the east_* fields' checks
-and defaults, and the loss and callback the builder (east_hf.hf.config.build) makes of them."""
+"""EASTConfig (east_hf.hf.config.east_config): its TrainingArguments defaults (the same as east-train's), the east_*
+fields' checks and defaults, and the loss and callback the builder (east_hf.hf.config.build) makes of them."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ def test_synthetic_binary_set_is_fixed_imbalanced_and_split_64_16_20():
     assert np.array_equal(first.test[:5]["input_features"], again.test[:5]["input_features"])  # same rows every time
 
 
-# ---- refused data (see test_faults.py): a non-finite validation row, a high-cardinality text column ----
+# ---- refused data (see test_input_faults.py): a non-finite validation row, a high-cardinality text column ----
 def test_inf_in_a_validation_csv_row_is_refused_at_load(tmp_path):
     train = write_csv(tmp_path / "train.csv", "x,y", [f"{i * 0.1:.3f},{i % 2}" for i in range(40)])
     write_csv(tmp_path / "validation.csv", "x,y", [f"{'inf' if i == 2 else i},{i % 2}" for i in range(10)])
@@ -206,8 +206,10 @@ def test_a_class_without_training_rows_warns_before_training(tmp_path, caplog):
         assert capped.class_counts("train") in ([1, 0], [0, 1])
     missing = "dog" if capped.class_counts("train")[0] else "cat"
     assert [r.getMessage() for r in caplog.records] == [
-        "no training rows in class 'fox' (no rows anywhere): the model cannot learn it and macro averages count it as 0",
-        "no training rows in class 'fox' (no rows anywhere): the model cannot learn it and macro averages count it as 0",
+        "no training rows in class 'fox' (no rows anywhere): the model cannot learn it and macro averages count it "
+        "as 0",
+        "no training rows in class 'fox' (no rows anywhere): the model cannot learn it and macro averages count it "
+        "as 0",
         f"no training rows in class '{missing}' (5 rows in validation, 5 rows in test): the model cannot learn it and "
         "macro averages count it as 0",
     ]

@@ -78,7 +78,7 @@ def test_binary_threshold_is_a_midpoint():
     assert rule.offsets.tolist() == [0.0, 2.5] and rule.score == 1.0
 
 
-# ---- more classes: coordinate ascent ---------------------------------------------------------------------------------
+# ---- more classes: coordinate ascent --------------------------------------------------------------------------------
 
 MULTI_CASES = [
     ("fbeta", dict(beta=1.0, average="macro")),
@@ -354,7 +354,7 @@ def test_many_classes_notice_and_refusal(monkeypatch, caplog):
     assert "\n" not in str(info.value)
 
 
-# ---- callables, ignore_index, dtypes ---------------------------------------------------------------------------------
+# ---- callables, ignore_index, dtypes --------------------------------------------------------------------------------
 
 
 def test_callable_metric_traced_and_looped():
@@ -385,7 +385,7 @@ def test_logit_dtypes(dtype):
     assert rule.score == library_score(rule.apply(logits), labels) and rule.score >= rule.baseline_score
 
 
-# ---- bad inputs: one-line errors --------------------------------------------------------------------------------------
+# ---- bad inputs: one-line errors ------------------------------------------------------------------------------------
 
 LOGITS, LABELS = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])
 
@@ -419,7 +419,7 @@ def test_bad_inputs(args, kwargs, error, match):
     assert "\n" not in str(info.value)
 
 
-# ---- folding into the classifier's bias -------------------------------------------------------------------------------
+# ---- folding into the classifier's bias -----------------------------------------------------------------------------
 
 
 def test_fold_into_linear_bias():

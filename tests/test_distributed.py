@@ -1,4 +1,5 @@
-"""Two CPU processes (torchrun, gloo): DDP gradients of EASTTrainer equal single-process gradients on the global batch."""
+"""Two CPU processes (torchrun, gloo):
+DDP gradients of EASTTrainer equal single-process gradients on the global batch."""
 
 import json
 import os
@@ -31,9 +32,9 @@ def test_two_process_gradient_equals_single_process_on_global_batch(tmp_path):
 
 
 def test_torchrun_without_use_cpu_on_a_machine_without_accelerator_is_one_distributed_run(tmp_path):
-    """The README's `torchrun --nproc_per_node 2 -m east_hf.scripts.east_train ...` with no flag for the CPU: EASTConfig switches to
-    the CPU backend (gloo) itself instead of letting each process train alone; EASTTrainer refuses uneven batch counts
-    across the processes."""
+    """The README's `torchrun --nproc_per_node 2 -m east_hf.scripts.east_train ...` with no flag for the CPU:
+    EASTConfig switches to the CPU backend (gloo) itself instead of letting each process train alone; EASTTrainer
+    refuses uneven batch counts across the processes."""
     import torch
 
     if torch.accelerator.is_available():

@@ -164,5 +164,6 @@ def test_a_local_dir_model_that_is_not_a_folder_is_one_line_before_loading_data(
         ],
     )
     assert err == (
-        f"east-train: error: Expected local-dir:FOLDER to name a checkpoint folder, got 'local-dir:{missing}': no such folder"
+        "east-train: error: Expected local-dir:FOLDER to name a checkpoint folder, "
+        f"got 'local-dir:{missing}': no such folder"
     )

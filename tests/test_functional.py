@@ -284,7 +284,8 @@ def test_loss_learns_on_a_linear_problem():
 
 
 def test_the_core_imports_without_transformers_or_timm():
-    """east_hf.core, east_hf.core.loss_registry and east_hf.core.annealing are pure torch: a fresh interpreter loads neither."""
+    """east_hf.core, east_hf.core.loss_registry and east_hf.core.annealing are pure torch:
+    a fresh interpreter loads neither."""
     import subprocess
     import sys
 

@@ -11,8 +11,6 @@ and the speed measurements; ``pytest -q tests/test_gpu.py`` alone takes about tw
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import random
@@ -23,29 +21,10 @@ from pathlib import Path
 import pytest
 import torch
 
+import east_hf
+from east_hf import EASTLoss
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def ensure_hub_cards() -> None:
-    """Run from a source tree (``PYTHONPATH=.``, as ``benchmarks/gpu_check.sh`` does on a bare GPU machine), east_hf has no
-    ``east_hf.hub_cards``, the top-level ``hub_cards/`` folder an install maps into the package: register it, so that
-    the Trainer finds its card template."""
-    try:
-        importlib.import_module("east_hf.hub_cards")
-    except ModuleNotFoundError:
-        init = REPO / "hub_cards" / "__init__.py"
-        spec = importlib.util.spec_from_file_location(
-            "east_hf.hub_cards", init, submodule_search_locations=[str(init.parent)]
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["east_hf.hub_cards"] = module
-        spec.loader.exec_module(module)
-
-
-ensure_hub_cards()
-
-import east_hf  # noqa: E402  (after ensure_hub_cards)
-from east_hf import EASTLoss  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA device: torch.cuda.is_available() is False"
@@ -85,7 +64,7 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item() / scale if scale > 0 else (a - b).abs().max().item()
 
 
-# ---- the fused Function on the device --------------------------------------------------------------------------------
+# ---- the fused Function on the device -------------------------------------------------------------------------------
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("threshold_grad", [True, False])
 @pytest.mark.parametrize("case", list(CASES))
@@ -153,7 +132,7 @@ def test_bf16_autocast_matches_float32(metric):
     assert rel(zbf.grad.float(), z32.grad) < 1e-2  # bf16 gradients carry 8 bits of mantissa
 
 
-# ---- the differentiable all-reduce ------------------------------------------------------------------------------------
+# ---- the differentiable all-reduce ----------------------------------------------------------------------------------
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -187,7 +166,7 @@ def test_differentiable_all_reduce_under_nccl_one_rank():
     assert rel(z1.grad, z2.grad) < 1e-6
 
 
-# ---- the Trainer on the device ---------------------------------------------------------------------------------------
+# ---- the Trainer on the device --------------------------------------------------------------------------------------
 class RandomImages(torch.utils.data.Dataset):
     """CIFAR-10-sized random data: {"pixel_values": (3, S, S) float32, "labels": int}."""
 
@@ -230,7 +209,7 @@ def test_one_trainer_epoch_in_bf16(loss, tmp_path):
     assert out.training_loss == out.training_loss, "a finite training loss"
 
 
-# ---- east-train end to end on the device -----------------------------------------------------------------------------
+# ---- east-train end to end on the device ----------------------------------------------------------------------------
 TOPICS = {
     "sport": "goal match team score coach league player ball".split(),
     "money": "bank price stock market loan profit trade cash".split(),
@@ -274,7 +253,8 @@ def _text_run(precision: str):
         data = tmp / "texts.csv"
         pd.DataFrame(text_rows(0), columns=["text", "label"]).to_csv(data, index=False)
         argv = [REPO / "recipes" / "text_tiny_demo.yaml", "--dataset_name", data, "--num_train_epochs", 10,
-                "--max_length", 32, "--save_total_limit", 1, "--tune_decision_rule", "true", f"--{precision}", "true"]  # fmt: skip
+                "--max_length", 32, "--save_total_limit", 1, "--tune_decision_rule", "true",
+                f"--{precision}", "true"]  # fmt: skip
         return data, argv
 
     return plan
@@ -360,7 +340,7 @@ def test_east_train_end_to_end_on_the_device(name, tmp_path, monkeypatch):
         assert stage >= 1 and 0.005 in {round(e["learning_rate"], 8) for e in logs if "learning_rate" in e}
 
 
-# ---- torch.compile (opt-in) -------------------------------------------------------------------------------------------
+# ---- torch.compile (opt-in) -----------------------------------------------------------------------------------------
 @pytest.mark.skipif(
     os.environ.get("EAST_GPU_COMPILE") != "1", reason="opt-in: EAST_GPU_COMPILE=1 (compiles for minutes)"
 )
@@ -398,7 +378,8 @@ def _torchrun_fsdp_check(mode: str, tmp_path: Path):
     gpus = str(min(torch.cuda.device_count(), 2))
     env = {**os.environ, "EAST_DIST_CHECK_GPU": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
     proc = subprocess.run(
-        [torchrun, "--standalone", "--nproc_per_node", gpus, str(REPO / "tests" / "dist_fsdp_check.py"), mode, str(out)],
+        [torchrun, "--standalone", "--nproc_per_node", gpus, str(REPO / "tests" / "dist_fsdp_check.py"), mode,
+         str(out)],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     return proc, (json.loads(out.read_text()) if out.is_file() else None)

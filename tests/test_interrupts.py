@@ -1,7 +1,10 @@
 """Ctrl-C at any moment ends each console script in one line, exit status 130: while torch and transformers are
-still being imported included (the scripts' modules import neither at the top, so the guard in main sees it)."""
+still being imported included (the scripts' modules import neither at the top, so the guard in main sees it). During
+training east-train's line names the last complete checkpoint and the command that resumes from it."""
 
+import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -9,6 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import first_checkpoint, long_run_argv, start_east_train, tiny_run_flags
+
+from east_hf import EASTTrainer
+from east_hf.hf.training.checkpoints import LOCK_NAME, is_complete_checkpoint
+from east_hf.scripts.east_train import main as east_train
 
 ROOT = Path(__file__).resolve().parents[1]
 TABULAR = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
@@ -188,3 +196,46 @@ def test_a_keyboard_interrupt_raised_before_the_work_is_the_same_one_line(capsys
     except KeyboardInterrupt:  # escaping, it would end the test session
         pytest.fail(f"KeyboardInterrupt escaped {module}")
     assert exc.value.code == 130 and capsys.readouterr().err.strip() == line
+
+
+# ---- Ctrl-C during training: the resume command, or start again before the first checkpoint ----
+def test_ctrl_c_ends_in_one_line_with_the_resume_command_and_exit_130(tmp_path):
+    out, log = tmp_path / "run", tmp_path / "run.log"
+    run = start_east_train(long_run_argv(out), log)
+    try:
+        first_checkpoint(out, run, log)
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=300) == 130, log.read_text()[-2000:]
+    finally:
+        run.kill()
+        run.wait()
+    err = log.read_text()
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    line = err.strip().splitlines()[-1]
+    assert [x for x in err.splitlines() if "interrupted" in x] == [line]
+    checkpoint, command = line.removeprefix("east-train: interrupted; resume from ").split(" with: ")
+    assert is_complete_checkpoint(checkpoint) and Path(checkpoint).parent == out
+    argv = shlex.split(command)
+    assert argv[0] == "east-train" and argv[-2:] == ["--resume_from_checkpoint", "true"], line
+    assert not (out / LOCK_NAME).exists()
+    step = int(Path(checkpoint).name.split("-")[1])
+    assert east_train([*argv[1:], "--max_steps", str(step + 2)]) == 0  # the printed command resumes
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == step + 2
+
+
+def test_ctrl_c_before_any_checkpoint_says_to_start_again(capsys, tmp_path, monkeypatch):
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(EASTTrainer, "train", interrupted)
+    out = tmp_path / "run"
+    try:
+        with pytest.raises(SystemExit) as exc:
+            east_train([str(TABULAR), *tiny_run_flags(out)])
+    except KeyboardInterrupt:  # escaping, it would end the test session
+        pytest.fail("KeyboardInterrupt escaped east-train")
+    assert exc.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "east-train: interrupted before a checkpoint was saved; start again with the same command"
+    )
+    assert not out.exists()  # the lock released, the folder it made removed

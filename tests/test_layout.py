@@ -4,6 +4,7 @@ import ast
 import importlib
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,22 @@ def test_python_m_runs_the_scripts_from_their_layer():
         [sys.executable, "-m", "east_hf.scripts.east_train", "--list_recipes"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "finetune_text" in out.stdout
+
+
+def test_a_source_tree_that_shadows_the_install_finds_its_recipes_and_card_templates():
+    """`pip install .` (not editable), then `python -m east_hf.scripts.east_train` from the clone's root: the clone's
+    east_hf shadows the installed one and lacks the install's east_hf.recipes / east_hf.hub_cards mapping. Simulated
+    with -I -S (no .pth file runs, so no editable finder maps them) and the repository first on sys.path."""
+    site_packages = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    code = (
+        f"import runpy, sys; sys.path[:0] = [{str(PACKAGE.parent)!r}]; sys.path += {site_packages!r}; "
+        "from east_hf.hf.cards.model_card import TEMPLATE_PATH; print('template', TEMPLATE_PATH.is_file()); "
+        "sys.argv = ['east_train', '--list_recipes']; "
+        "runpy.run_module('east_hf.scripts.east_train', run_name='__main__', alter_sys=True)"
+    )
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "template True" in out.stdout and "finetune_text" in out.stdout
 
 
 MAX_HF_TOP_MODULES = 10  # east_hf.hf's top shows its rooms (sub-packages), not a flat list of helpers

@@ -1,4 +1,5 @@
-"""EASTLoss and MixedSetLoss (east_hf.core.loss_registry): the cross-entropy mix, logit adjustment, confusion memory, beta_floor."""
+"""EASTLoss and MixedSetLoss (east_hf.core.loss_registry):
+the cross-entropy mix, logit adjustment, confusion memory, beta_floor."""
 
 from __future__ import annotations
 
@@ -208,7 +209,8 @@ def test_precision_leaning_surrogate_collapses_by_memorising_and_the_floor_avoid
 
 # ---- a batch without labelled rows contributes nothing; a whole set without them is refused ----
 def _every_loss():
-    """Each loss the trainer can train, by name: the registry's and MixedSetLoss (EAST plus a weighted cross-entropy)."""
+    """Each loss the trainer can train, by name: the registry's and MixedSetLoss
+    (EAST plus a weighted cross-entropy)."""
     counts = [5, 3, 2]
     losses = {name: build_loss(name, class_counts=counts) for name in ("east", "ce", "wce", "la", "dice")}
     losses["mixed"] = MixedSetLoss(EASTLoss(), weight=0.5, cross_entropy=build_loss("la", class_counts=counts))

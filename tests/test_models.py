@@ -279,7 +279,8 @@ with torch.no_grad():
     logits = model(pixel_values=torch.load(run + "/batch.pt")["x"]).logits
 assert not [name for name in sys.modules if name.split(".")[0] == "east_hf"], "east_hf was imported"
 torch.save(
-    {"refusal": refusal, "timm_refusal": timm_refusal, "model": type(model).__name__, "timm_model": type(model.timm_model).__name__,
+    {"refusal": refusal, "timm_refusal": timm_refusal, "model": type(model).__name__,
+     "timm_model": type(model.timm_model).__name__,
      "id2label": model.config.id2label, "state": model.state_dict(), "logits": logits,
      "data_config": processor.data_config},
     out,

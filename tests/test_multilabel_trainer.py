@@ -53,8 +53,8 @@ def _args(tmp_path, **overrides):
     settings = dict(
         output_dir=str(tmp_path / "out"), report_to="none", per_device_train_batch_size=64, learning_rate=1e-2,
         num_train_epochs=12, eval_strategy="epoch", save_strategy="epoch", save_total_limit=1,
-        east_warm_start_epochs=2, east_patience=1, east_stage_monitor="eval_fbeta", lr_scheduler_type="constant", per_device_eval_batch_size=256,
-        disable_tqdm=True, use_cpu=True, seed=0,
+        east_warm_start_epochs=2, east_patience=1, east_stage_monitor="eval_fbeta", lr_scheduler_type="constant",
+        per_device_eval_batch_size=256, disable_tqdm=True, use_cpu=True, seed=0,
     )  # fmt: skip
     return EASTConfig(**{**settings, **overrides})
 

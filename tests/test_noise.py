@@ -15,7 +15,8 @@ TABULAR = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
 
 
 def test_a_timm_checkpoint_with_its_head_replaced_says_so_in_one_line(tmp_path, capfd, caplog):
-    """transformers' load report (a table of the mismatched head's weights, 9 lines) is one east_hf line, as for text."""
+    """transformers' load report (a table of the mismatched head's weights, 9 lines) is one east_hf line,
+    as for text."""
     from east_hf.hf.models import create_image_model
     from east_hf.hf.models.build import ModelArguments, build_model
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import cli_args, one_line_error, write_text
+from helpers import cli_args, east_predict_error, write_text
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 import east_hf
@@ -32,13 +32,6 @@ TINY = dict(max_steps=6, eval_strategy="steps", eval_steps=3, save_steps=3, disa
 
 def _tiny_args(out, **more) -> list[str]:
     return cli_args(output_dir=out, **{**TINY, "model_card": "false", **more})
-
-
-def _error(capsys, argv) -> str:
-    """The one line east-predict ends with (exit status 2)."""
-    err = one_line_error(capsys, main, argv)
-    assert err.startswith("east-predict: error: "), err
-    return err
 
 
 @pytest.fixture(scope="module")
@@ -145,40 +138,40 @@ def test_a_csv_missing_feature_columns_is_one_line_naming_them(tabular_run, caps
     run, data = tabular_run
     rows = pd.read_csv(data / "test.csv").drop(columns=["flag", "colour"])
     rows.to_csv(tmp_path / "rows.csv", index=False)
-    err = _error(capsys, [str(run), str(tmp_path / "rows.csv")])
+    err = east_predict_error(capsys, [str(run), str(tmp_path / "rows.csv")])
     assert "Expected the run's feature columns x, flag, colour, got an input without flag, colour" in err
     assert "(its columns: x, y)" in err
     with pytest.raises(ValueError, match="without flag, colour"):
         east_hf.predict(run, rows, device="cpu")
-    err = _error(capsys, [str(run), str(data / "test.csv"), "--label_column", "target"])
+    err = east_predict_error(capsys, [str(run), str(data / "test.csv"), "--label_column", "target"])
     assert "Expected label column 'target' in the input, got the columns x, flag, colour, y" in err
 
 
 def test_a_folder_that_is_not_a_run_is_one_line(tabular_run, capsys, tmp_path):
     run, data = tabular_run
     csv = str(data / "test.csv")
-    err = _error(capsys, [str(tmp_path / "nowhere"), csv])
+    err = east_predict_error(capsys, [str(tmp_path / "nowhere"), csv])
     assert "Expected a run folder written by east-train (config.json and model.safetensors)" in err
     assert "which does not exist" in err
-    assert "which is a file" in _error(capsys, [csv, csv])
-    err = _error(capsys, [str(data), csv])
+    assert "which is a file" in east_predict_error(capsys, [csv, csv])
+    err = east_predict_error(capsys, [str(data), csv])
     assert "which lacks config.json and model.safetensors (it holds: test.csv, train.csv, validation.csv)" in err
     interrupted = tmp_path / "interrupted"  # checkpoints, no final model: the last complete one is named
     interrupted.mkdir()
     best = Path(json.loads((run / "trainer_state.json").read_text())["best_model_checkpoint"])
     shutil.copytree(best, interrupted / best.name)
-    err = _error(capsys, [str(interrupted), csv])
+    err = east_predict_error(capsys, [str(interrupted), csv])
     assert (
-        f"holds checkpoints but no final model (an interrupted run?); pass its last complete checkpoint {interrupted / best.name}"
-        in err
+        "holds checkpoints but no final model (an interrupted run?); "
+        f"pass its last complete checkpoint {interrupted / best.name}" in err
     )
     comparison = tmp_path / "compare"  # east-compare's table: one of its runs is named
     shutil.copytree(run, comparison / "east" / "seed-0")
     write_text(comparison / "results.json", "{}")
     write_text(comparison / "results.md", "")
-    err = _error(capsys, [str(comparison), csv])
+    err = east_predict_error(capsys, [str(comparison), csv])
     assert f"holds an east-compare comparison; pass one of its runs, such as {comparison / 'east' / 'seed-0'}" in err
-    assert "Expected --output other than the input file" in _error(capsys, [str(run), csv, "-o", csv])
+    assert "Expected --output other than the input file" in east_predict_error(capsys, [str(run), csv, "-o", csv])
 
 
 def test_image_run_predicts_an_image_folder_reproducing_its_test_metrics(capsys, tmp_path):
@@ -235,18 +228,18 @@ def test_image_run_predicts_an_image_folder_reproducing_its_test_metrics(capsys,
 
     # an unreadable image and a table for an image run: one line each
     write_text(images / names[0] / "broken.png", "not an image")
-    assert "Expected an image file, got" in _error(capsys, [str(out), str(images)])
+    assert "Expected an image file, got" in east_predict_error(capsys, [str(out), str(images)])
     write_text(tmp_path / "rows.csv", "a,b\n1,2\n")
-    err = _error(capsys, [str(out), str(tmp_path / "rows.csv")])
+    err = east_predict_error(capsys, [str(out), str(tmp_path / "rows.csv")])
     assert "Expected an image column in the input of an image run, got the columns a, b" in err
 
 
 def test_a_data_folder_with_several_splits_takes_split(tabular_run, capsys, tmp_path):
     """A data folder read as east-train reads it (train/validation/test.csv are three splits): --split picks one."""
     run, data = tabular_run
-    err = _error(capsys, [str(run), str(data)])
+    err = east_predict_error(capsys, [str(run), str(data)])
     assert f"Expected a split naming one of the splits of {str(data)!r} (train, validation, test), got none" in err
-    assert "got 'dev'" in _error(capsys, [str(run), str(data), "--split", "dev"])
+    assert "got 'dev'" in east_predict_error(capsys, [str(run), str(data), "--split", "dev"])
     out = tmp_path / "predictions.csv"
     assert main([str(run), str(data), "--split", "test", "-o", str(out), "--label_column", "y"]) == 0
     from_file = east_hf.predict(run, pd.read_csv(data / "test.csv"), label_column="y", device="cpu")
@@ -283,9 +276,15 @@ def test_a_fine_tuned_transformers_checkpoint_predicts_with_its_saved_image_proc
 def test_a_device_or_batch_size_that_cannot_work_is_one_line(tabular_run, capsys):
     run, data = tabular_run
     csv = str(data / "test.csv")
-    assert "Expected a device such as cpu or cuda:0, got 'gpu0'" in _error(capsys, [str(run), csv, "--device", "gpu0"])
-    assert "Expected a device this machine has, got 'cuda:7'" in _error(capsys, [str(run), csv, "--device", "cuda:7"])
-    assert "Expected batch_size an integer >= 1, got 0" in _error(capsys, [str(run), csv, "--batch_size", "0"])
+    assert "Expected a device such as cpu or cuda:0, got 'gpu0'" in east_predict_error(
+        capsys, [str(run), csv, "--device", "gpu0"]
+    )
+    assert "Expected a device this machine has, got 'cuda:7'" in east_predict_error(
+        capsys, [str(run), csv, "--device", "cuda:7"]
+    )
+    assert "Expected batch_size an integer >= 1, got 0" in east_predict_error(
+        capsys, [str(run), csv, "--batch_size", "0"]
+    )
 
 
 # ---- text in a number column, a broken or edited decision_rule.json, Ctrl-C while writing ----
@@ -297,7 +296,7 @@ def test_text_in_a_number_column_is_one_line_naming_the_column_the_value_and_the
     bad = rows.astype({"x": object})
     bad.loc[3, "x"], bad.loc[7, "x"] = "abc", "1.2.3"
     bad.to_csv(tmp_path / "rows.csv", index=False)
-    err = _error(capsys, [str(run), str(tmp_path / "rows.csv")])
+    err = east_predict_error(capsys, [str(run), str(tmp_path / "rows.csv")])
     assert err == (
         "east-predict: error: Expected numbers in column 'x' (a numeric feature of the run), got text in 2 of 60 "
         "rows, the first 'abc' in row 4: fix or empty those cells (an empty cell is imputed)"
@@ -320,11 +319,11 @@ def test_a_decision_rule_file_that_is_not_json_is_one_line_naming_it(tabular_run
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("checkpoint-*"))
     rule = copy / "decision_rule.json"
     rule.write_text('{"offsets": {"no": 0.1,\n')
-    err = _error(capsys, [str(copy), str(data / "test.csv")])
+    err = east_predict_error(capsys, [str(copy), str(data / "test.csv")])
     assert err.startswith(f"east-predict: error: Expected {rule} to hold JSON as east-train writes it, got ")
     assert "at line 2 column 1: restore it (the rule itself is in the model's bias) or remove it" in err
     rule.write_text("[0.1, 0.2]\n")
-    err = _error(capsys, [str(copy), str(data / "test.csv")])
+    err = east_predict_error(capsys, [str(copy), str(data / "test.csv")])
     assert f"Expected {rule} to hold a JSON object as east-train writes it, got a list" in err
 
 
@@ -398,7 +397,7 @@ def test_ctrl_c_while_the_predictions_are_written_leaves_no_file_and_one_line(
     assert list(tmp_path.iterdir()) == [] and signal.getsignal(signal.SIGINT) is handler
 
 
-# ---- an --output that is a directory or a file of the run; texts that are missing or not text ----
+# ---- an --output that is a directory or a file of the run ----
 def test_an_output_that_is_a_directory_or_a_file_of_the_run_is_refused_before_the_model_loads(
     tabular_run, capsys, monkeypatch, tmp_path
 ):
@@ -427,12 +426,12 @@ def test_an_output_that_is_a_directory_or_a_file_of_the_run_is_refused_before_th
         (checkpoint / "config.json", checkpoint, checkpoint),
         (copy / "config.json", checkpoint, copy),  # a checkpoint of the run: the run's own files too
     ]:
-        assert _error(capsys, [str(run_dir), csv, "-o", str(output)]) == (
+        assert east_predict_error(capsys, [str(run_dir), csv, "-o", str(output)]) == (
             "east-predict: error: Expected --output to name a new file or one outside the run folder "
             f"{folder.resolve()}, got {output}, which is a file of the run"
         )
     for folder in (tmp_path, copy):
-        assert _error(capsys, [str(copy), csv, "-o", str(folder)]) == (
+        assert east_predict_error(capsys, [str(copy), csv, "-o", str(folder)]) == (
             f"east-predict: error: Expected --output to name a file for the predictions CSV, got {folder}, which is "
             "a directory"
         )
@@ -443,74 +442,3 @@ def test_an_output_that_is_a_directory_or_a_file_of_the_run_is_refused_before_th
     earlier = write_text(tmp_path / "earlier.csv", "an earlier file\n")
     assert main([str(copy), csv, "-o", str(earlier)]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(earlier), pd.read_csv(copy / "predictions.csv"))
-
-
-@pytest.fixture(scope="module")
-def text_run(tmp_path_factory):
-    """An untrained text_tiny model saved as east-train saves a text run (config, weights, tokenizer): what reaches
-    its tokenizer is what these tests check, not what it learned."""
-    from east_hf.hf.models.text import text_tiny_model, train_wordpiece_tokenizer
-
-    out = tmp_path_factory.mktemp("text") / "run"
-    texts = ["goal team match score", "soup bread cheese salad", "bank loan price stock"] * 4
-    tokenizer = train_wordpiece_tokenizer(texts, vocab_size=100, cache=False)
-    text_tiny_model(tokenizer, {0: "food", 1: "money", 2: "sport"}, max_length=32).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
-def test_a_text_column_of_numbers_is_one_line_in_east_trains_words(text_run, capsys, tmp_path):
-    rows = write_text(tmp_path / "numbers.csv", "text,label\n3,sport\n5,food\n")
-    assert _error(capsys, [str(text_run), str(rows)]) == (
-        "east-predict: error: text column 'text' holds int64 values, not text (row 0: 3); pass the column of "
-        "strings, or convert it"
-    )
-    predictor = east_hf.Predictor(text_run, device="cpu")
-    with pytest.raises(ValueError, match=r"^text column 'text' holds float64 values, not text \(row 1: 2\.5\); "):
-        predictor.predict(pd.DataFrame({"text": [np.nan, 2.5]}))  # a missing value aside
-    with pytest.raises(ValueError, match=r"^text column 'text' holds int values, not text \(row 2: 7\); "):
-        predictor.predict(["goal team", None, 7])
-
-
-def test_missing_and_blank_texts_are_kept_and_counted_in_one_warning(text_run, capsys, caplog, tmp_path):
-    """Rows without text stay in the output, aligned with the input, predicted from an empty input, and one warning
-    counts them: from a list, one row, a datasets.Dataset and a CSV read by east-predict."""
-    import logging
-
-    import datasets
-
-    predictor = east_hf.Predictor(text_run, device="cpu")
-    columns = ["probability_food", "probability_money", "probability_sport"]
-
-    def warnings():
-        found = [r.getMessage() for r in caplog.records if r.name == "east_hf.hf.predict.predictor"]
-        caplog.clear()
-        return found
-
-    with caplog.at_level(logging.WARNING, logger="east_hf.hf.predict.predictor"):
-        empty = predictor.predict([""], probabilities=True)
-        assert warnings() == [
-            "1 of 1 rows has no text in text (missing, empty or blank): its prediction comes from an empty input"
-        ]
-        texts = ["goal team", "", "   ", None, float("nan"), "soup bread"]
-        frame = predictor.predict(texts, probabilities=True)
-        assert warnings() == [
-            "4 of 6 rows have no text in text (missing, empty or blank): their predictions come from an empty input"
-        ]
-        assert len(frame) == 6
-        np.testing.assert_allclose(
-            frame.loc[1:4, columns].to_numpy(), np.repeat(empty[columns].to_numpy(), 4, axis=0), atol=1e-5
-        )
-        assert len(predictor.predict({"text": None})) == 1 and len(warnings()) == 1
-        dataset = datasets.Dataset.from_dict({"text": ["goal", None, ""], "label": ["sport", "food", "money"]})
-        assert predictor.predict(dataset)["label"].tolist() == ["sport", "food", "money"]
-        assert warnings()[0].startswith("2 of 3 rows have no text in text")
-
-        rows = pd.DataFrame({"text": ["goal team", "", " ", "soup"], "label": ["sport", "food", "money", "food"]})
-        rows.to_csv(tmp_path / "rows.csv", index=False)
-        out = tmp_path / "predictions.csv"
-        assert main([str(text_run), str(tmp_path / "rows.csv"), "-o", str(out), "--device", "cpu"]) == 0
-        assert warnings() == [
-            "2 of 4 rows have no text in text (missing, empty or blank): their predictions come from an empty input"
-        ]
-    assert pd.read_csv(out)["label"].tolist() == rows["label"].tolist()

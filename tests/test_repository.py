@@ -40,8 +40,9 @@ def test_results_hold_at_most_40_files():
 def test_results_hold_at_most_2_mb():
     size = sum(path.stat().st_size for path in _result_files())
     assert size <= MAX_BYTES, (
-        f"benchmarks/results holds {size:,} bytes, above the bound of {MAX_BYTES:,} ({MAX_BYTES / 2**20:g} MB): keep only the Markdown "
-        "tables the docs cite; raw records (results.json, run folders) are regenerated, not committed"
+        f"benchmarks/results holds {size:,} bytes, above the bound of {MAX_BYTES:,} ({MAX_BYTES / 2**20:g} MB): "
+        "keep only the Markdown tables the docs cite; raw records (results.json, run folders) are regenerated, "
+        "not committed"
     )
 
 

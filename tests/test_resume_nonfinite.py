@@ -21,7 +21,8 @@ def _checkpoint(folder, step: int, value: float):
 def test_the_last_checkpoint_with_nan_weights_names_itself_and_the_one_before(tmp_path):
     good, bad = _checkpoint(tmp_path, 2, 0.5), _checkpoint(tmp_path, 4, float("nan"))
     expected = (
-        f"Expected finite weights in {bad} to resume from, got NaN or inf in 'fc.bias' in {bad / 'model.safetensors'}: "
+        f"Expected finite weights in {bad} to resume from, "
+        f"got NaN or inf in 'fc.bias' in {bad / 'model.safetensors'}: "
         f"resume from the checkpoint before it with resume_from_checkpoint={good} "
         f"(east-train: --resume_from_checkpoint {good})"
     )

@@ -1,4 +1,5 @@
-"""east-train --streaming: training rows streamed from CSV files, counted in a first pass, one line without validation."""
+"""east-train --streaming: training rows streamed from CSV files, counted in a first pass,
+one line without validation."""
 
 import json
 import random

@@ -1,5 +1,5 @@
-"""EASTTrainer annealing: cooling and stopping, resume mid-stage, the warm start, the across-stage gain and the annealed
-cross-entropy weight (a tiny MLP on CPU, evaluated every 2 steps)."""
+"""EASTTrainer annealing: cooling and stopping, resume mid-stage, the warm start, the across-stage gain and the
+annealed cross-entropy weight (a tiny MLP on CPU, evaluated every 2 steps)."""
 
 import copy
 import json
@@ -157,6 +157,31 @@ def test_trainer_warm_start_ending_on_an_epoch_end_is_evaluated_once(tmp_path):
     assert [h["east_stage"] for h in evaluations(trainer)][:2] == [-1, 0]
 
 
+def test_the_evaluation_ending_a_warm_start_off_the_save_grid_is_checkpointed_and_kept_when_best(tmp_path):
+    # 64 samples / batch 4 = 16 steps an epoch; a warm start of half an epoch ends at step 8, between the evaluations
+    # and checkpoints of every 5 steps. Its evaluation is the run's best: the model kept must be that one.
+    trainer = annealing_trainer(
+        tmp_path,
+        per_device_train_batch_size=4,
+        learning_rate=0.02,
+        eval_steps=5,
+        save_strategy="steps",
+        save_steps=5,
+        logging_steps=5,
+        east_warm_start="ce",
+        east_warm_start_epochs=0.5,
+        max_steps=10,
+    )
+    trainer.train()
+    evaluated = [h["step"] for h in evaluations(trainer)]
+    assert evaluated == [5, 8, 10]
+    assert all((tmp_path / f"checkpoint-{step}").is_dir() for step in evaluated)  # each evaluation has its checkpoint
+    state = trainer.state
+    assert state.best_global_step == 8  # the warm start's last evaluation is the best
+    assert state.best_model_checkpoint == str(tmp_path / "checkpoint-8")
+    assert trainer.evaluate()["eval_fbeta"] == state.best_metric  # the model kept is the one reported
+
+
 def test_the_default_across_stage_gain_is_two_validation_samples_worth(tmp_path):
     """A hard metric on a small validation set sets new bests of one sample's size by chance; each would reset the
     stage patience. By default a stage must beat the best so far by two validation samples' worth (2 / n): the
@@ -237,7 +262,8 @@ def test_trainer_anneals_the_cross_entropy_weight_stage_by_stage(tmp_path):
 
 def test_trainer_keeps_the_model_with_the_best_mean_over_the_select_window(tmp_path):
     """east_select_window=3: every evaluation during training reports eval_mean3_fbeta, the mean of the last three
-    eval_fbeta values, and the model kept at the end is the checkpoint with the best mean, not the best single value."""
+    eval_fbeta values, and the model kept at the end is the checkpoint with the best mean,
+    not the best single value."""
     trainer = annealing_trainer(tmp_path, east_select_window=3, metric_for_best_model=None)
     assert trainer.args.metric_for_best_model == "eval_mean3_fbeta" and trainer.args.greater_is_better
     trainer.train()

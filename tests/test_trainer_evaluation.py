@@ -124,7 +124,9 @@ def full_gather(pred):
     return metrics.from_confusion_matrix(metrics.confusion_matrix(pred.predictions, pred.label_ids))
 results, gathers = {}, {}
 for name, compute in (("counted", metrics), ("gathered", full_gather)):
-    trainer = EASTTrainer(model=model, args=args, train_dataset=TinyTabular(), eval_dataset=data, compute_metrics=compute)
+    trainer = EASTTrainer(
+        model=model, args=args, train_dataset=TinyTabular(), eval_dataset=data, compute_metrics=compute
+    )
     gather, sizes = trainer.accelerator.gather, []
     trainer.accelerator.gather = lambda t: sizes.append(t.numel()) or gather(t)
     results[name] = {k: v for k, v in trainer.evaluate().items() if not k.endswith(("_time", "_runtime", "_second"))}
@@ -282,7 +284,8 @@ rule = trainer.tune_decision_rule()
 offsets = trainer.accelerator.gather(rule.offsets[None])  # (2, C): every process's rule
 if trainer.is_world_process_zero():
     json.dump({"offsets": offsets.tolist(), "expected": expected.offsets.tolist(), "score": rule.score,
-               "expected_score": expected.score, "left": sorted(p.name for p in __import__("pathlib").Path(out).iterdir())},
+               "expected_score": expected.score,
+               "left": sorted(p.name for p in __import__("pathlib").Path(out).iterdir())},
               open(f"{out}/result.json", "w"))
 import torch.distributed as dist
 dist.destroy_process_group()

@@ -130,8 +130,9 @@ def test_an_early_stopping_callback_beside_the_annealing_is_refused_in_one_line(
     before the annealing's own stopping criterion: refused in __init__ (an instance or the class) and in add_callback,
     naming EAST's early stopping."""
     message = (
-        r"^Expected no EarlyStoppingCallback with temperature annealing \(EAST's early stopping is east_patience within "
-        r"a stage and east_stage_patience across stages\), got EarlyStoppingCallback; remove it, or set "
+        r"^Expected no EarlyStoppingCallback with temperature annealing "
+        r"\(EAST's early stopping is east_patience within a stage and east_stage_patience across stages\), "
+        r"got EarlyStoppingCallback; remove it, or set "
         r"east_annealing=False to make it the only early stopping$"
     )
     for callback in (EarlyStoppingCallback(2), EarlyStoppingCallback):

@@ -4,8 +4,8 @@ The paper cools geometrically, T_k = T0 * r^k (``temperature_at``), trains each 
 stopping, lowers the temperature, resets the early-stopping counter, and stops when the validation value stops
 improving across a number of temperature decreases. ``AnnealingSchedule`` owns that state; it is fed one
 validation result per evaluation and answers with a ``Decision``. ``TemperatureAnnealingCallback``
-(``east_hf.hf.training.callbacks``) is the thin Trainer layer that applies it; ``east_hf.core.monitor_keys`` names the metric
-keys it watches.
+(``east_hf.hf.training.callbacks``) is the thin Trainer layer that applies it; ``east_hf.core.monitor_keys`` names the
+metric keys it watches.
 
 Two monitors, because two questions are asked:
 
@@ -23,8 +23,8 @@ Within a stage an improvement must beat the stage's best value by more than ``th
 (the model growing more confident by ever smaller amounts), which the paper's absolute 0 rarely does within an
 ordinary budget. A relative threshold needs a validation loss that levels off above 0: where the validation set
 becomes perfectly separated its loss falls geometrically towards 0, every relative step stays large, and only an
-absolute threshold ends the stage (the example below). Across stages, a stage's best anneal value must beat the best so far by more than
-``anneal_threshold`` (absolute, default 0).
+absolute threshold ends the stage (the example below). Across stages, a stage's best anneal value must beat the best so
+far by more than ``anneal_threshold`` (absolute, default 0).
 
 Train a linear classifier with the F1 surrogate, plain PyTorch (stop on ``Decision.STOP``, cool on the rest):
 
@@ -172,8 +172,8 @@ class AnnealingSchedule:
         warm_start: ``"none"`` (default) or ``"ce"``: begin with stage -1, trained with cross-entropy by the Trainer
             layer; it does not count as a stage. ``True`` / ``False`` stand for ``"ce"`` / ``"none"``.
         warm_start_steps: the warm start ends at the first evaluation at or after this step; None (default): it
-            ends after ``warm_start_epochs`` if given (the Trainer layer turns them into steps, ``set_steps_per_epoch``)
-            else on its own early stopping (``patience``).
+            ends after ``warm_start_epochs`` if given (the Trainer layer turns them into steps,
+            ``set_steps_per_epoch``) else on its own early stopping (``patience``).
         warm_start_epochs: length of the warm start in epochs (> 0), used when ``warm_start_steps`` is None.
         ce_weight: w0 of an annealed cross-entropy weight, w_k = w0 * ce_weight_decay^k in EAST stage k, that the
             Trainer layer adds to EAST's loss (``MixedSetLoss``); 0 (default): EAST alone, as the paper.
@@ -363,7 +363,8 @@ class AnnealingSchedule:
         anneal_value = self.selection_value
         if self.warm_start_end_step is not None and step is None:
             raise ValueError(
-                f"Expected the step of the evaluation to end the warm start after {self.warm_start_steps} steps, got None"
+                f"Expected the step of the evaluation to end the warm start after {self.warm_start_steps} steps, "
+                "got None"
             )
         if self.finished:
             self.last_improved = False

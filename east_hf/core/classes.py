@@ -25,7 +25,8 @@ def safe_name(name: Any) -> str:
 
 
 def class_names(names: Sequence[str] | Mapping[Any, str] | None, num_classes: int) -> list[str]:
-    """The label of each of ``num_classes`` classes, from a list of names or an ``id2label`` mapping (else the index)."""
+    """The label of each of ``num_classes`` classes, from a list of names or an ``id2label`` mapping
+    (else the index)."""
     if isinstance(names, Mapping):
         labels = {int(k): str(v) for k, v in names.items()}
         return [labels.get(k, str(k)) for k in range(num_classes)]

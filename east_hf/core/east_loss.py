@@ -45,7 +45,8 @@ class EASTLoss(BatchMemory, SetLoss):
 
     Args:
         metric: ``"fbeta"`` (alias ``"f1"``), ``"accuracy"``, ``"mcc"``, ``"precision"``, ``"recall"``, or any
-            callable mapping a (C, C) confusion matrix to a scalar to maximise (the paper: any confusion-matrix metric).
+            callable mapping a (C, C) confusion matrix to a scalar to maximise (the paper:
+            any confusion-matrix metric).
         beta: F-beta's beta, a float or one value per class (e.g. 0.25 on one class to prefer its precision).
         average: ``"macro"`` (default), ``"weighted"``, ``"micro"`` or ``"binary"`` (with ``pos_label``).
         temperature: T in (0, 0.4), by default ``annealing.DEFAULT_TEMPERATURE`` (0.2, the schedule's T0); a plain
@@ -193,7 +194,8 @@ class EASTLoss(BatchMemory, SetLoss):
         C = logits.shape[1]
         if self.num_classes is not None and C != self.num_classes:
             raise ValueError(
-                f"Expected logits with {self.num_classes} classes (N, {self.num_classes}), got shape {tuple(logits.shape)}"
+                f"Expected logits with {self.num_classes} classes (N, {self.num_classes}), "
+                f"got shape {tuple(logits.shape)}"
             )
         if C < 2:
             raise ValueError(f"Expected at least 2 classes, got logits of shape {tuple(logits.shape)}")

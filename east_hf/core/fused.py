@@ -29,7 +29,8 @@ __all__ = ["soft_confusion_from_logits", "soft_counts_from_logits"]
 # tau_m = 5T tau. In t = p / tau the breakpoints of Eq. (linear-param) are then fixed, alpha = 1 - 5T/2 and
 # beta = 1 + 5T/2, and so are the lower and middle slopes, k1 = T / alpha and k2 = (1 - 2T) / (5T); only the upper
 # slope mu = T tau / (1 - beta tau) moves with tau, and only the row's largest entry (v1) can lie above tau. So
-#   tau H_j = k1 p_j + (k2 - k1) rho_j + [j = top] (mu - k2) over,   rho = relu(p - tau alpha), over = relu(v1 - tau beta)
+#   tau H_j = k1 p_j + (k2 - k1) rho_j + [j = top] (mu - k2) over,
+#       rho = relu(p - tau alpha), over = relu(v1 - tau beta)
 #   g_j = c (p_j + gamma rho_j) (+ the top's share),   c = k1 / (tau S),  gamma = (k2 - k1) / k1,
 # and, since H depends on tau only through t except for mu,
 #   dH_j/dtau = -(p_j / tau) dH_j/dp_j + [j = top] mu'(tau) over / tau:
@@ -152,7 +153,8 @@ def _dense_backward(u, saved, labels, weight, T, threshold_grad):
 
 def _block_maxima(p: torch.Tensor, levels: int) -> torch.Tensor:
     """Maxima (N, nb) of the column blocks {k + nb i : i < 2**levels}, nb = C >> levels, of p (N, C)'s first
-    nb 2**levels columns: a tree of elementwise maxima of row halves, which unlike amax over short blocks vectorizes."""
+    nb 2**levels columns: a tree of elementwise maxima of row halves,
+    which unlike amax over short blocks vectorizes."""
     x = p[:, : p.shape[1] >> levels << levels]
     for _ in range(levels):
         half = x.shape[1] // 2

@@ -9,8 +9,9 @@
   (``effective_number_weights``, beta = 0.9999 as the paper).
 
 Both are the mean over the set of a per-sample loss (``east_hf.core.baselines.PerSampleSetLoss``, as
-``CrossEntropySetLoss``). Where the deferral happens is the Trainer layer's (``east_hf.hf.config.build``): the plain LDAM
-trains until its early stopping, then the re-weighted one (the paper defers at a fixed epoch, 160 of 200). Pure torch.
+``CrossEntropySetLoss``). Where the deferral happens is the Trainer layer's (``east_hf.hf.config.build``): the plain
+LDAM trains until its early stopping, then the re-weighted one (the paper defers at a fixed epoch, 160 of 200).
+Pure torch.
 
 The paper's LDAM has ``scale`` s = 30 on a cosine classifier (normalised features and weights, logits in [-1, 1]);
 the heads here are plain linear layers whose logits are not bounded, so ``scale`` defaults to 1 and the margins are
@@ -64,8 +65,8 @@ def _counts(counts: Sequence[float] | torch.Tensor) -> torch.Tensor:
         raise ValueError(f"Expected class counts as >= 2 non-negative numbers, not all 0, got {counts.tolist()}")
     if not bool((counts == counts.round()).all()):
         raise ValueError(
-            f"Expected class counts (numbers of training samples) for LDAM, got fractions {counts.tolist()}: its margins "
-            "and re-weighting depend on the counts themselves; pass east_class_priors as counts"
+            f"Expected class counts (numbers of training samples) for LDAM, got fractions {counts.tolist()}: "
+            "its margins and re-weighting depend on the counts themselves; pass east_class_priors as counts"
         )
     return counts.float()
 

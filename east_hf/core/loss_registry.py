@@ -249,8 +249,8 @@ MULTILABEL_LOSSES: dict[str, LossSpec] = {
         LossSpec("focal", _binary_focal, "binary focal loss per label, gamma = 2 (Lin et al., 2017; baseline)"),
     )
 }
-"""The multi-label loss registry, by the multiclass registry's names (``focal``: per label) plus ``asl`` (``needs_class_counts``: built from
-the training split's ``label_priors``)."""
+"""The multi-label loss registry, by the multiclass registry's names (``focal``: per label) plus ``asl``
+(``needs_class_counts``: built from the training split's ``label_priors``)."""
 MULTILABEL_PRIOR_LOSSES = tuple(name for name, spec in MULTILABEL_LOSSES.items() if spec.needs_class_counts)
 
 
@@ -333,9 +333,10 @@ class MixedSetLoss(SetLoss):
     from ``build_loss(..., multi_label=True)``), its statistics (4, L + 1) with the same extra row.
 
     Statistics: EAST's (its (3, C) counts or (C, C) matrix) with one more row, the cross-entropy's (sum, count) padded
-    with zeros to C; both additive, so the set's loss is exact across batches and processes as for the two losses alone. ``set_stage`` takes
-    each stage's weight from the annealing schedule (``AnnealingSchedule.ce_weight``: w_k = w0 * d^k), so early
-    stages keep cross-entropy's per-sample gradients and late ones train the metric alone. ``weight = 0`` is EAST.
+    with zeros to C; both additive, so the set's loss is exact across batches and processes as for the two losses
+    alone. ``set_stage`` takes each stage's weight from the annealing schedule (``AnnealingSchedule.ce_weight``:
+    w_k = w0 * d^k), so early stages keep cross-entropy's per-sample gradients and late ones train the metric alone.
+    ``weight = 0`` is EAST.
 
     >>> east = EASTLoss("fbeta", temperature=0.2)
     >>> logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 0.5]]), torch.tensor([0, 1, 1])

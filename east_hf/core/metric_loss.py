@@ -234,7 +234,8 @@ def metric_loss_from_counts(
     ``zero_if_empty``: 0 with a zero gradient where the support sums to 0 (no labelled row), ``EASTLoss``'s rule.
 
     >>> counts = torch.tensor([[5.0, 2.0], [6.0, 4.0], [7.0, 3.0]])  # the matrix [[5, 1], [2, 2]]
-    >>> round(1 - metric_loss_from_counts(counts, "fbeta").item(), 4), round(1 - metric_loss_from_counts(counts, "mcc").item(), 4)
+    >>> (round(1 - metric_loss_from_counts(counts, "fbeta").item(), 4),
+    ...  round(1 - metric_loss_from_counts(counts, "mcc").item(), 4))
     (0.6703, 0.3563)
     """
     counts = _check_counts(counts)

@@ -88,10 +88,10 @@ def multilabel_label_error(bad: float | int, ignore_index: int | None) -> ValueE
 
 
 def multilabel_entries(labels, shape, sample_weight, ignore_index, validate_args, dtype):
-    """The input formatting every multi-label statistic shares: (y, mask, weight, fault): labels (N, L) as 0/1 of ``dtype`` (ignored and faulty entries 0), the (N, L) mask of
-    the entries that count, the (N,) row weights and a () int64 fault (the number of entries that are not 0, 1 or
-    ``ignore_index``; ``NO_LABEL_FAULT`` where none). ``validate_args`` raises for a bad entry instead (one host read
-    for the labels and the weights)."""
+    """The input formatting every multi-label statistic shares: (y, mask, weight, fault): labels (N, L) as 0/1 of
+    ``dtype`` (ignored and faulty entries 0), the (N, L) mask of the entries that count, the (N,) row weights and a ()
+    int64 fault (the number of entries that are not 0, 1 or ``ignore_index``; ``NO_LABEL_FAULT`` where none).
+    ``validate_args`` raises for a bad entry instead (one host read for the labels and the weights)."""
     N, L = shape
     if not isinstance(labels, torch.Tensor):
         raise TypeError(f"Expected labels as a torch.Tensor of shape ({N}, {L}), got {type(labels).__name__}")
@@ -203,8 +203,8 @@ def _binary_mcc(tp, support, predicted, labelled):
     """Per-label binary MCC of TP, support, predicted and the labelled total: the 2x2 matrix's mcc_from_stats."""
     tn = labelled - support - predicted + tp
     neg_t, neg_p = labelled - support, labelled - predicted
-    return mcc_from_stats(tp + tn, labelled, neg_t * neg_p + support * predicted, neg_p * neg_p + predicted * predicted,
-                          neg_t * neg_t + support * support)  # fmt: skip
+    return mcc_from_stats(tp + tn, labelled, neg_t * neg_p + support * predicted,
+                          neg_p * neg_p + predicted * predicted, neg_t * neg_t + support * support)  # fmt: skip
 
 
 def per_label_metric(metric, tp, support, predicted, labelled, beta, zero_division):

@@ -10,8 +10,9 @@
   labelled entries of L+ = (1 - p)^gamma_pos log(p) for a positive and L- = p_m^gamma_neg log(1 - p_m) for a
   negative, p_m = max(p - clip, 0), as the authors' ``AsymmetricLoss`` (its eps clamp of the logarithms included).
 
-The multi-label registry (``east_hf.core.loss_registry.MULTILABEL_LOSSES``, ``build_loss(..., multi_label=True)``) makes them
-by the multiclass registry's names (``ce``, ``wce``, ``la``) and ``asl``, from the training split's ``label_priors``.
+The multi-label registry (``east_hf.core.loss_registry.MULTILABEL_LOSSES``, ``build_loss(..., multi_label=True)``)
+makes them by the multiclass registry's names (``ce``, ``wce``, ``la``) and ``asl``, from the training split's
+``label_priors``.
 
 Pure torch; every loss computed in float32 under autocast (float64 for float64 logits).
 """
@@ -325,7 +326,8 @@ class MultiLabelEASTLoss(BatchMemory, SetLoss):
         L = logits.shape[1]
         if self.num_labels is not None and L != self.num_labels:
             raise ValueError(
-                f"Expected logits with {self.num_labels} labels (N, {self.num_labels}), got shape {tuple(logits.shape)}"
+                f"Expected logits with {self.num_labels} labels (N, {self.num_labels}), "
+                f"got shape {tuple(logits.shape)}"
             )
         predictions = soft_label_predictions(logits, self.temperature)  # (N, L) float32 or float64
         with torch.autocast(logits.device.type, enabled=False):

@@ -141,10 +141,10 @@ class SetLoss(nn.Module):
 class BatchMemory:
     """``with_memory`` of a surrogate with a ``confusion_memory`` d in [0, 1) and a ``temperature`` (``EASTLoss``,
     ``MultiLabelEASTLoss``; a mixin before ``SetLoss``): a training batch's statistics plus a detached memory of the
-    earlier batches', then m <- d * (m + stats.detach()). The statistics are linear in the soft confusion matrix, so the
-    memory of its counts is that of the matrices. The memory empties when the temperature (or the statistics' shape)
-    changes: a new stage's statistics are another function of the weights. It holds about 1 / (1 - d) batches; no
-    gradient flows into earlier ones. d = 0: the batch alone, as the paper."""
+    earlier batches', then m <- d * (m + stats.detach()). The statistics are linear in the soft confusion matrix, so
+    the memory of its counts is that of the matrices. The memory empties when the temperature (or the statistics'
+    shape) changes: a new stage's statistics are another function of the weights. It holds about 1 / (1 - d) batches;
+    no gradient flows into earlier ones. d = 0: the batch alone, as the paper."""
 
     confusion_memory: float = 0.0
     temperature: float

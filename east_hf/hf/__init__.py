@@ -11,5 +11,6 @@
 - ``predict``: predictions from a saved run (``Predictor``) and the inputs it reads.
 
 Beside them: ``decision_rule`` (the rule a run tunes on validation and records), ``devices`` (what a process runs
-on, and sums across processes) and ``secret_masking`` (what never reaches a file or a log line).
+on, and sums across processes), ``secret_masking`` (what never reaches a file or a log line) and ``package_data``
+(the recipes and card templates, installed or in a source tree).
 """

@@ -18,13 +18,19 @@ from typing import Any
 import torch
 
 from east_hf.core import resolve_beta
-from east_hf.core.decision import rule as decision
 from east_hf.core.decision.logits import LogitsFile
 from east_hf.core.decision.multilabel import tune_label_offsets
-from east_hf.core.decision.rule import DecisionRule
+from east_hf.core.decision.rule import DecisionRule, tune_logit_offsets
 from east_hf.core.loss_registry import SetLoss, floored_beta
 
 __all__ = ["DECISION_RULE_FILE", "FOLDED_OFFSETS_KEY", "read_decision_rule", "rule_edited", "tune_rule"]
+
+logger = logging.getLogger("east_hf.hf.predict.predictor")  # the warning belongs to prediction, where it is read
+
+DECISION_RULE_FILE = "decision_rule.json"  # east-train's record of a tuned rule, whose offsets are in the saved bias
+# The config.json key under which east-train records the offsets ({class name: offset}) it folded into the output bias
+FOLDED_OFFSETS_KEY = "east_decision_offsets"
+
 
 def tune_rule(
     logits: LogitsFile | torch.Tensor,
@@ -46,17 +52,10 @@ def tune_rule(
         scores = logits.block(0, logits.shape[0]) if isinstance(logits, LogitsFile) else logits
         settings = dict(beta=beta, average=args.east_average, zero_division=getattr(loss, "zero_division", 0.0))
         return beta, tune_label_offsets(scores, labels, args.east_metric, **settings)
-    rule = decision.tune_logit_offsets(
+    rule = tune_logit_offsets(
         logits, labels, args.east_metric, beta=beta, average=args.east_average, pos_label=args.east_pos_label
     )
     return beta, rule
-
-
-logger = logging.getLogger("east_hf.hf.predict.predictor")  # the warning belongs to prediction, where it is read
-
-DECISION_RULE_FILE = "decision_rule.json"  # east-train's record of a tuned rule, whose offsets are in the saved bias
-# The config.json key under which east-train records the offsets ({class name: offset}) it folded into the output bias
-FOLDED_OFFSETS_KEY = "east_decision_offsets"
 
 
 def _one_line(error: BaseException) -> str:

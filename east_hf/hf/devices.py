@@ -1,11 +1,13 @@
 """What this process can run on, resolved into ``TrainingArguments`` before transformers checks them, and the sum of a
 tensor over the processes of a launch.
 
-Three cases transformers handles with an error or silently wrong: several processes without an accelerator (each would
+Four cases transformers handles with an error or silently wrong: several processes without an accelerator (each would
 train alone, so they are joined over gloo on the CPU), ``accelerate launch --num_processes N`` without
-``--multi_gpu`` (one process starts: said in one line), and ``bf16=True`` without bf16 hardware (autocast on the CPU,
-or a one-line error on an accelerator without it). ``SumAcrossProcesses`` is the differentiable sum ``EASTTrainer``
-takes of every process's loss statistics (``east_sync_across_processes``).
+``--multi_gpu`` (one process starts: said in one line), ``bf16=True`` without bf16 hardware (autocast on the CPU,
+or a one-line error on an accelerator without it), and FSDP asked for on CPU processes, by the Trainer's flag or an
+accelerate config file (the run is DDP: said in one line, with accelerate's ``cpu_ram_efficient_loading`` turned off
+before any model loads, since it leaves the other processes' new parameters as meta tensors). ``SumAcrossProcesses``
+is the differentiable sum ``EASTTrainer`` takes of every process's loss statistics (``east_sync_across_processes``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_availab
 
 __all__ = [
     "end_process_group",
+    "fsdp_request",
     "launch_advice",
     "resolve_devices",
     "resolve_unused_parameters",
+    "runs_on_cpu",
     "SumAcrossProcesses",
 ]
 
@@ -84,12 +88,54 @@ def resolve_devices(args: Any) -> None:
             )
         logger.warning("bf16=True without an accelerator: bf16 autocast on the CPU (use_cpu=True)")
         args.use_cpu = True
+    request = fsdp_request(args)
+    if request and runs_on_cpu(args):
+        _warn_once(_fsdp_on_cpu_notice(request))
+
+
+def _env_flag(name: str) -> bool:
+    """An environment flag as accelerate and transformers read it ("true", "1", "yes", "on")."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "t", "yes", "y", "on")
+
+
+def fsdp_request(args: Any) -> str | None:
+    """How FSDP is asked for, in words: the Trainer's ``fsdp`` flag, or accelerate's environment
+    (``ACCELERATE_USE_FSDP``, which ``accelerate launch --config_file`` sets from ``distributed_type: FSDP``); None
+    where it is not."""
+    if getattr(args, "fsdp", None):
+        return f"fsdp={args.fsdp!r}"
+    if _env_flag("ACCELERATE_USE_FSDP"):
+        return "accelerate's FSDP (ACCELERATE_USE_FSDP=true)"
+    return None
+
+
+def runs_on_cpu(args: Any) -> bool:
+    """True where the processes run on CPUs (``use_cpu``, or no accelerator): accelerate shards nothing there (its
+    FSDP needs an accelerator), and a launch of several processes trains as DDP over gloo."""
+    return bool(getattr(args, "use_cpu", False)) or not torch.accelerator.is_available()
+
+
+def _fsdp_on_cpu_notice(request: str) -> str:
+    """The one line said where FSDP is asked for on CPU processes. accelerate's ``cpu_ram_efficient_loading``
+    (``FSDP_CPU_RAM_EFFICIENT_LOADING``, on in accelerate's default FSDP config) makes transformers load the weights
+    on the first process only and leave the others' new parameters (a fine-tune's head) as meta tensors, for FSDP to
+    fill; nothing fills them without FSDP, so it is turned off here, before any model is loaded."""
+    notice = (
+        f"{request} is set, but the processes run on CPUs: the model is not sharded (accelerate's FSDP needs "
+        "GPUs); each process trains a whole copy, as DDP"
+    )
+    if _env_flag("ACCELERATE_USE_FSDP") and _env_flag("FSDP_CPU_RAM_EFFICIENT_LOADING"):
+        from accelerate.utils import disable_fsdp_ram_efficient_loading
+
+        disable_fsdp_ram_efficient_loading()
+        notice += ", and cpu_ram_efficient_loading is turned off so that every process loads the weights"
+    return notice
 
 
 def resolve_unused_parameters(args: Any, every_parameter_used: bool) -> None:
-    """``ddp_find_unused_parameters=False`` for a model whose forward pass uses every parameter (``every_parameter_used``:
-    the models east_hf builds from scratch), unless set: transformers' default looks for unused parameters in every
-    step of a transformers model, and torch warns in every process when it finds none."""
+    """``ddp_find_unused_parameters=False`` for a model whose forward pass uses every parameter
+    (``every_parameter_used``: the models east_hf builds from scratch), unless set: transformers' default looks for
+    unused parameters in every step of a transformers model, and torch warns in every process when it finds none."""
     if every_parameter_used and args.ddp_find_unused_parameters is None:
         args.ddp_find_unused_parameters = False
 

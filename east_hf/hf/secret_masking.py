@@ -42,7 +42,8 @@ def mask_secrets(value: Any) -> Any:
 
     >>> mask_secrets(["--hub_token", "hf_x", "--seed", "1", "--api-token=abc"])
     ['--hub_token', '***', '--seed', '1', '--api-token=***']
-    >>> mask_secrets({"hub_token": "hf_x", "average_tokens_across_devices": True, "cmd": "east-train r.yaml --hub_token hf_x"})
+    >>> mask_secrets({"hub_token": "hf_x", "average_tokens_across_devices": True,
+    ...               "cmd": "east-train r.yaml --hub_token hf_x"})
     {'hub_token': '***', 'average_tokens_across_devices': True, 'cmd': 'east-train r.yaml --hub_token ***'}
     """
     if isinstance(value, str):

@@ -3,8 +3,8 @@
 ``EASTArgumentParser`` is ``transformers.HfArgumentParser`` over four dataclasses, in the style of TRL's
 ``TrlParser``, each defined beside the code that reads it: ``ScriptArguments`` (here: what the run does
 besides training), ``DataArguments`` (``east_hf.hf.data``: which data set and how it is split), ``ModelArguments``
-(``east_hf.hf.models.build``: which model) and ``EASTConfig`` (``east_hf.hf.config.east_config``: ``TrainingArguments`` plus the
-surrogate and the annealing). A recipe is a flat YAML mapping of the same field names::
+(``east_hf.hf.models.build``: which model) and ``EASTConfig`` (``east_hf.hf.config.east_config``: ``TrainingArguments``
+plus the surrogate and the annealing). A recipe is a flat YAML mapping of the same field names::
 
     east-train recipes/cifar10_f1.yaml --learning_rate 1e-4 --loss ce
 
@@ -86,7 +86,8 @@ class ScriptArguments:
     report_classes: list[str] | None = field(
         default=None,
         metadata={
-            "help": "Classes (names, indices or 'all') with per-class metrics; default: own-beta ones (multi-label: all)."
+            "help": "Classes (names, indices or 'all') with per-class metrics; "
+            "default: own-beta ones (multi-label: all)."
         },
     )
     model_card: bool = field(default=True, metadata={"help": "Write a model card (README.md) into output_dir."})
@@ -237,9 +238,9 @@ class EASTArgumentParser(OneLineErrors, HfArgumentParser):
 
     ``parse(argv)`` reads ``RECIPE.yaml`` (the first argument, or ``--recipe PATH``, or ``--demo`` for the packaged
     demo recipe), makes its values the defaults of a fresh parser (TRL's ``TrlParser`` pattern) and parses the
-    remaining flags over them. What it adds to ``HfArgumentParser``: aliases and suggestions for unknown keys and flags,
-    recipe values checked against the field types, YAML values for ``Any`` fields (``east_beta``), defaults derived
-    from other fields, and errors that exit with status 2 and one line on stderr.
+    remaining flags over them. What it adds to ``HfArgumentParser``: aliases and suggestions for unknown keys and
+    flags, recipe values checked against the field types, YAML values for ``Any`` fields (``east_beta``), defaults
+    derived from other fields, and errors that exit with status 2 and one line on stderr.
     """
 
     def __init__(self, dataclass_types: Sequence[type] | None = None, prog: str = PROG, **kwargs):

@@ -15,6 +15,8 @@ from east_hf.core.monitor_keys import anneal_key, monitor_mode
 
 __all__ = [
     "DEFAULT_LOSSES",
+    "MULTILABEL_DEFAULT_LOSSES",
+    "default_losses",
     "parse_variants",
     "recipe_metric",
     "redefining_flags",
@@ -23,11 +25,24 @@ __all__ = [
     "variant_rows",
 ]
 
-DEFAULT_LOSSES = "east,ce,la"
-"""EAST and the strongest baselines: cross-entropy and logit-adjusted cross-entropy (with ``--tuned``, each tuned);
-``--losses all`` runs every baseline of the registry."""
+DEFAULT_LOSSES = "east,ce,la,focal,ldam"
+"""EAST and the baselines to beat on single-label data: cross-entropy, logit-adjusted cross-entropy, and the
+strongest in the project's results, focal loss and LDAM-DRW (docs/results/finetune.md, quality.md); with
+``--tuned``, each also tuned. ``--losses all`` runs every baseline of the registry."""
+MULTILABEL_DEFAULT_LOSSES = "east,ce,wce,la,asl"
+"""EAST and the multi-label baselines of the project's results (docs/results/multilabel.md): binary cross-entropy,
+with ``pos_weight``, logit-adjusted, and the asymmetric loss."""
 TARGET_FLAGS = {"--east_beta", "--beta", "--east_metric", "--metric", "--east_average", "--east_pos_label"}
 AVERAGE_FLAGS = {"--east_average", "--east_pos_label"}
+
+
+def default_losses(multi_label: bool = False) -> str:
+    """The losses compared when neither ``--losses`` nor ``--variants`` is given, for the kind of task.
+
+    >>> default_losses(), default_losses(multi_label=True)
+    ('east,ce,la,focal,ldam', 'east,ce,wce,la,asl')
+    """
+    return MULTILABEL_DEFAULT_LOSSES if multi_label else DEFAULT_LOSSES
 
 
 def parse_variants(

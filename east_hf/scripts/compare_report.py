@@ -77,7 +77,8 @@ def paired_differences(
 
 
 def _label(key: str) -> str:
-    """A column's name: ``fbeta`` -> ``F-beta``, ``fbeta_positive`` -> ``F-beta positive``, ``recall`` -> ``Recall``."""
+    """A column's name: ``fbeta`` -> ``F-beta``, ``fbeta_positive`` -> ``F-beta positive``,
+    ``recall`` -> ``Recall``."""
     name, _, cls = key.partition("_")
     names = {**LABELS, "precision": "Precision", "recall": "Recall"}
     return f"{names[name]} {cls}".strip() if name in names else key.replace("_", " ")
@@ -198,8 +199,9 @@ def write_results(
     vary_split: bool,
 ) -> str:
     """Write ``results.json`` (the command, the recipe, every run, the summary and the paired differences),
-    ``results.md`` and ``results.png`` into ``out_dir``; returns the tables of ``results.md``. The recipe and the variants' flags are written with their
-    secrets masked; ``command`` and ``runs`` as they are given (masked by their makers).
+    ``results.md`` and ``results.png`` into ``out_dir``; returns the tables of ``results.md``. The recipe and the
+    variants' flags are written with their secrets masked; ``command`` and ``runs`` as they are given (masked by their
+    makers).
 
     Variants that redefine the target (``unpaired_variants``) are left out of the paired differences, and all of them
     when ``reference`` has no runs."""

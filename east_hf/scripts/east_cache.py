@@ -135,7 +135,8 @@ def _os_error_line(error: OSError, command: str) -> str:
     """One plain line for a cache folder the command cannot read or change (read-only, no permission, ...).
 
     >>> _os_error_line(OSError(30, "Read-only file system", "/c/x"), "clear")
-    'Expected a writable cache to clear, got a read-only file system at /c/x (EROFS): nothing more was removed; make the folder writable, or remove it yourself'
+    'Expected a writable cache to clear, got a read-only file system at /c/x (EROFS): nothing more was removed;
+     make the folder writable, or remove it yourself'
     """
     import errno
 

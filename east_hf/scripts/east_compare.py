@@ -65,7 +65,16 @@ from east_hf.scripts.parsers import OneLineArgumentParser
 _HELPERS = {
     **dict.fromkeys(["LOSSES"], "east_hf.core.loss_registry"),
     **dict.fromkeys(
-        ["DEFAULT_LOSSES", "parse_variants", "recipe_metric", "redefining_flags", "reference_variant", "variant_rows"],
+        [
+            "DEFAULT_LOSSES",
+            "MULTILABEL_DEFAULT_LOSSES",
+            "default_losses",
+            "parse_variants",
+            "recipe_metric",
+            "redefining_flags",
+            "reference_variant",
+            "variant_rows",
+        ],
         "east_hf.scripts.compare_plan",
     ),
     **dict.fromkeys(
@@ -111,13 +120,15 @@ def _bool(text: str) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     from east_hf.core.loss_registry import LOSSES
-    from east_hf.scripts.compare_plan import DEFAULT_LOSSES
+    from east_hf.scripts.compare_plan import DEFAULT_LOSSES, MULTILABEL_DEFAULT_LOSSES
 
     parser = OneLineArgumentParser(
         prog="east-compare",
         description="Train EAST and baselines with identical settings and seeds; tabulate mean ± std test metrics. "
-        "By default: EAST, cross-entropy and logit-adjusted cross-entropy, each also with its decision rule tuned on "
-        "validation, paired against tuned cross-entropy (ce+tuned).",
+        "By default: EAST, cross-entropy, logit-adjusted cross-entropy and the strongest baselines of east_hf's "
+        "results, focal loss and LDAM-DRW (multi-label: binary cross-entropy, with pos_weight, logit-adjusted, and "
+        "the asymmetric loss), each also with its decision rule tuned on validation, paired against tuned "
+        "cross-entropy (ce+tuned).",
         epilog="Arguments after '--' are passed to every east-train run (e.g. -- --max_steps 50).",
     )
     parser.add_argument("recipe", help="an east-train recipe: a YAML path or a packaged recipe's name (e.g. demo)")
@@ -125,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--losses",
         default=None,
         help=f"comma-separated losses among {', '.join(LOSSES)} (multi-label: also asl; not dice or ldam), or 'all' "
-        f"(default: {DEFAULT_LOSSES} unless --variants is given)",
+        f"(default: {DEFAULT_LOSSES}; multi-label: {MULTILABEL_DEFAULT_LOSSES}; with --variants alone: none)",
     )
     parser.add_argument(
         "--tuned",
@@ -182,7 +193,7 @@ def _recipe_and_variants(
     """The recipe's path, the recipe and the variants ({name: east-train flags}); a mistake exits 2 in one line.
     ``extra``: the flags after ``--`` (every run's), which can make the runs multi-label."""
     from east_hf.scripts.arguments import load_recipe, resolve_recipe
-    from east_hf.scripts.compare_plan import DEFAULT_LOSSES, parse_variants, reference_variant, variant_rows
+    from east_hf.scripts.compare_plan import default_losses, parse_variants, reference_variant, variant_rows
 
     if args.seeds < 1:
         parser.error(f"expected --seeds >= 1, got {args.seeds}")
@@ -192,7 +203,7 @@ def _recipe_and_variants(
         multi_label = bool(recipe.get("label_columns") or recipe.get("label_separator")) or any(
             flag.split("=", 1)[0] in MULTI_LABEL_FLAGS for flag in extra
         )
-        losses = args.losses if args.losses or args.variants else DEFAULT_LOSSES
+        losses = args.losses if args.losses or args.variants else default_losses(multi_label)
         variants = parse_variants(losses, args.variants, multi_label)
     except ValueError as e:
         parser.error(str(e))

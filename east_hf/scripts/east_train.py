@@ -1,4 +1,5 @@
-"""``east-train``: train a classifier with EAST from a YAML recipe; also ``python -m east_hf.scripts.east_train RECIPE.yaml``.
+"""``east-train``: train a classifier with EAST from a YAML recipe; also
+``python -m east_hf.scripts.east_train RECIPE.yaml``.
 
     east-train recipes/cifar10_f1.yaml                  # the recipe as written
     east-train recipes/cifar10_f1.yaml --loss ce        # the cross-entropy baseline, everything else equal
@@ -14,13 +15,13 @@ ends in one line, exit status 130, at any moment: while torch and transformers l
 the top), that nothing was written; once the run has started, the last complete checkpoint and the command that
 resumes it.
 
-One run: parse (``east_hf.scripts.arguments``), load and split the data (``east_hf.hf.data``), build the model, train with
-``EASTTrainer`` (temperature annealing, the best checkpoint by the target metric kept), evaluate the best model on
+One run: parse (``east_hf.scripts.arguments``), load and split the data (``east_hf.hf.data``), build the model, train
+with ``EASTTrainer`` (temperature annealing, the best checkpoint by the target metric kept), evaluate the best model on
 the test split, and save into ``output_dir``: ``model.safetensors`` + ``config.json`` (+ the image processor or the
 tabular feature extractor, both ``preprocessor_config.json``), ``train_results.json``, ``eval_results.json``,
-``test_results.json``, ``all_results.json``, ``trainer_state.json`` and, when ``east_hf.hf.cards.model_card`` is installed, the
-model card ``README.md`` (``README.east_hf.md`` beside a ``README.md`` the user wrote or edited, which stays as it
-is). Under several processes only the main one prints and writes.
+``test_results.json``, ``all_results.json``, ``trainer_state.json`` and, when ``east_hf.hf.cards.model_card`` is
+installed, the model card ``README.md`` (``README.east_hf.md`` beside a ``README.md`` the user wrote or edited, which
+stays as it is). Under several processes only the main one prints and writes.
 
 Beside this flow: ``east_hf.scripts.output_dir`` claims the folder, ``east_hf.scripts.interruptions`` writes the line a
 run cut short ends with, ``east_hf.scripts.run_record`` says what a run depends on (what ``--dry_run`` prints).
@@ -153,12 +154,15 @@ def _write_model_card(
         return None
 
 
-def _summary(metrics: dict[str, float], output_dir: str, card: Path | None, extra: Sequence[str]) -> str:
+def _summary(
+    metrics: dict[str, float], output_dir: str, card: Path | None, extra: Sequence[str], ended: str | None = None
+) -> str:
+    """The lines a run ends with: how training ended (``ended``), the test metrics, where the files are."""
     from east_hf.hf.metrics.compute import SUMMARY_KEYS
 
     keys = [k for k in SUMMARY_KEYS if f"test_{k}" in metrics]
     keys += [k[len("test_") :] for k in metrics if k.startswith(("test_precision_", "test_recall_", "test_fbeta_"))]
-    lines = [""]
+    lines = ["", ended, ""] if ended else [""]
     if keys:
         width = max(len(k) for k in keys)
         tuned = all(f"test_tuned_{k}" in metrics for k in keys)
@@ -340,7 +344,8 @@ def _reported_metrics(parsed: ParsedArguments, data):
 
 
 def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
-    """Load the data, build the model and the trainer, train, evaluate and save; bad input exits 2 (``parser.error``)."""
+    """Load the data, build the model and the trainer, train, evaluate and save; bad input exits 2
+    (``parser.error``)."""
     from transformers import set_seed
 
     from east_hf.hf.training.trainer import EASTTrainer
@@ -387,9 +392,12 @@ def _run(parser: EASTArgumentParser, parsed: ParsedArguments) -> int:
 
 
 def _train_and_save(trainer, parsed: ParsedArguments, data, base_model: str | None) -> int:
+    from east_hf.hf.training.ending import training_ended
+
     script, training = parsed.script, parsed.training
     main_process = trainer.is_world_process_zero()
     train_result = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
+    ended = training_ended(trainer.state, trainer.args, trainer.annealing)  # the card says the same
     trainer.save_model()  # the best model (load_best_model_at_end) and its processor, into output_dir
     extra = []
     if data.modality == "text":  # the tokenizer, saved by save_model beside the model
@@ -421,7 +429,7 @@ def _train_and_save(trainer, parsed: ParsedArguments, data, base_model: str | No
                 f"validation {training.metric_for_best_model}={state.best_metric:.4f} ({state.best_model_checkpoint})"
             )
             extra.insert(0, f"best:     {best}")
-        print(_summary(test_metrics, training.output_dir, card, extra), flush=True)
+        print(_summary(test_metrics, training.output_dir, card, extra, ended), flush=True)
     return 0
 
 

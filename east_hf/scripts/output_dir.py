@@ -28,8 +28,8 @@ def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool) -> No
     """Refuse to train into a folder holding another run unless resuming it or told to overwrite it: a new run would
     replace its model and results and rotate away its checkpoints, best model included. With ``overwrite`` the
     earlier run's checkpoints and results are deleted; its ``README.md`` is not: the new run's card replaces it only
-    where it is the card east_hf wrote, unchanged, and goes beside one the user edited (``east_hf.hf.cards.model_card``). The
-    main process calls it, holding the folder's lock.
+    where it is the card east_hf wrote, unchanged, and goes beside one the user edited
+    (``east_hf.hf.cards.model_card``). The main process calls it, holding the folder's lock.
 
     A folder holding files east_hf did not write (a project, a user's README.md or config.json, a downloaded model)
     or east-compare's table is refused whatever the flags: east-train never replaces or deletes what it did not
@@ -54,7 +54,8 @@ def claim_output_dir(output_dir: str, resume: str | None, overwrite: bool) -> No
         return
     if not overwrite:
         raise ValueError(
-            f"output_dir {output_dir} already holds a run ({', '.join(found[:4])}{', ...' if len(found) > 4 else ''}); "
+            f"output_dir {output_dir} already holds a run "
+            f"({', '.join(found[:4])}{', ...' if len(found) > 4 else ''}); "
             "pass --resume_from_checkpoint true to resume it, --overwrite_output_dir true to replace it, or choose "
             "another output_dir"
         )

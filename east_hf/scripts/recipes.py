@@ -6,16 +6,16 @@ Kept apart from the parser (``east_hf.scripts.arguments``, over transformers' ``
 
 from __future__ import annotations
 
-import importlib.resources
 from pathlib import Path
+
+from east_hf.hf.package_data import package_folder
 
 __all__ = ["demo_recipe_path", "packaged_recipes", "recipe_list", "resolve_recipe"]
 
 
 def packaged_recipes() -> dict[str, Path]:
     """The recipes installed with the package (``east_hf.recipes``, the repository's ``recipes/``), by name."""
-    folder = importlib.resources.files("east_hf.recipes")
-    return {Path(p.name).stem: Path(str(p)) for p in sorted(folder.iterdir(), key=str) if p.name.endswith(".yaml")}
+    return {p.stem: p for p in sorted(package_folder("recipes").iterdir()) if p.suffix == ".yaml"}
 
 
 def demo_recipe_path() -> Path:

@@ -65,7 +65,8 @@ RECORD_LEAVES_OUT = frozenset(
     | {"license", "model_card", "print_metrics"}
 )
 """Settings that do not change what a run trains or measures: where it writes and reports, how it resumes, where it
-pushes, how it launches, what its card says. A run record leaves them out, so changing one never makes east-compare train again."""
+pushes, how it launches, what its card says. A run record leaves them out, so changing one never makes east-compare
+train again."""
 
 
 def as_json(value: Any) -> Any:
@@ -167,7 +168,8 @@ def settings_changes(old: dict[str, Any], new: dict[str, Any], defaults: dict[st
 
     >>> settings_changes({"training": {"learning_rate": 0.001}}, {"training": {"learning_rate": 0.01}})
     ['learning_rate: 0.001 -> 0.01']
-    >>> settings_changes({"training": {"optim": "adamw_torch"}}, {"training": {}}, {"training": {"optim": "adamw_torch"}})
+    >>> settings_changes({"training": {"optim": "adamw_torch"}}, {"training": {}},
+    ...                  {"training": {"optim": "adamw_torch"}})
     []
     """
     out = []

@@ -1,9 +1,9 @@
 """The decision tuner's logits: a tensor in memory, or files on disk read a column, a few rows or a block at a time.
 
-The tuner (``east_hf.core.decision.rule``) reads its (N, C) validation logits in three ways: the column of one class per
-sweep (N,), the rows whose top two a kept change may alter (R, C), and every row, a block at a time, for the top two
-and the argmax. ``TensorLogits`` serves them from a tensor and its transposed (C, N) copy. ``LogitsFile`` serves them
-from disk: the rows as appended, (N, C), and their transposition, (C, N), written through a memory map after the
+The tuner (``east_hf.core.decision.rule``) reads its (N, C) validation logits in three ways: the column of one class
+per sweep (N,), the rows whose top two a kept change may alter (R, C), and every row, a block at a time, for the top
+two and the argmax. ``TensorLogits`` serves them from a tensor and its transposed (C, N) copy. ``LogitsFile`` serves
+them from disk: the rows as appended, (N, C), and their transposition, (C, N), written through a memory map after the
 last append, so that a column is one contiguous read and a row another. Every read is a positioned read into a
 fresh array, so the process holds a column, a few rows or a block at a time whatever N and C; the files take memory
 only as the operating system's page cache, which it reclaims when others need it. Both give the same values, so the

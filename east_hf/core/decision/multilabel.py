@@ -17,8 +17,8 @@ O(N log N) a label.
 
 The reported scores are ``multilabel_metric_from_statistics`` of the hard predictions, and the tuned rule is never
 below the untuned one on the tuning data (an optimistic estimate: report the metric on held-out data). The offsets
-fold into a linear head's bias (``east_hf.core.decision.rule.fold_offsets_into_bias``), so the saved model predicts with
-sigmoid(z + b) > 0.5.
+fold into a linear head's bias (``east_hf.core.decision.rule.fold_offsets_into_bias``), so the saved model predicts
+with sigmoid(z + b) > 0.5.
 
 >>> logits = torch.tensor([[2.0, -1.0], [-0.5, -0.2], [-1.0, 1.0], [-2.0, -3.0]])
 >>> labels = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]])

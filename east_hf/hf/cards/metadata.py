@@ -1,13 +1,14 @@
 """A model card's YAML metadata: the Hub's ``model-index`` results, license, tags, task and, for a text model, the
 inference widget's examples.
 
-``card_metadata`` builds the ``huggingface_hub.ModelCardData`` that ``east_hf.hf.cards.model_card.write_model_card`` renders
-above the card's text. The widget's examples are a few validation texts (``widget_examples``): a text model's card
-shows them in the Hub's inference widget.
+``card_metadata`` builds the ``huggingface_hub.ModelCardData`` that ``east_hf.hf.cards.model_card.write_model_card``
+renders above the card's text. The widget's examples are a few validation texts (``widget_examples``): a text model's
+card shows them in the Hub's inference widget.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCardData
 
 __all__ = [
+    "HUB_LICENSES",
     "HUB_METRICS",
     "card_metadata",
     "check_license",
@@ -35,26 +37,43 @@ HUB_METRICS = {
 }
 _MULTI_LABEL_NAMES = {"mcc": "MCC (macro over labels)", "accuracy": "Subset accuracy"}  # a multi-label card's names
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-# the Hub's license ids are lowercase SPDX-like names: apache-2.0, mit, cc-by-4.0, openrail++, llama3.1, other
-_LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+-]*")
+# The license ids the Hub takes in a card's `license`, as listed at
+# https://huggingface.co/docs/hub/repositories-licenses (the table of github.com/huggingface/hub-docs,
+# docs/hub/repositories-licenses.md, 2026-08); huggingface_hub has no list of them.
+HUB_LICENSES = frozenset(
+    """
+    apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0 bigcode-openrail-m
+    afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc cc0-1.0 cc-by-2.0 cc-by-2.5
+    cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0 cc-by-nc-nd-3.0
+    cc-by-nc-nd-4.0 cc-by-nc-sa-2.0 cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0 cdla-permissive-1.0
+    cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl gpl gpl-2.0 gpl-3.0
+    lgpl lgpl-2.1 lgpl-3.0 isc h-research intel-research lppl-1.3c ms-pl apple-ascl apple-amlr mpl-2.0 odc-by odbl
+    openmdw-1.0 openmdw-1.1 openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr deepfloyd-if-license
+    fair-noncommercial-research-license llama2 llama3 llama3.1 llama3.2 llama3.3 llama4 grok2-community gemma unknown
+    other
+    """.split()
+)
 WIDGET_EXAMPLES = 3  # validation texts in the widget
 WIDGET_CHARACTERS = 300  # a longer text is cut at a word boundary before this many characters
 
 
 def check_license(license: str | None) -> str | None:
-    """``license`` when it has the form of a Hub license id (``apache-2.0``, ``mit``, ``cc-by-4.0``, ``other``), else
-    a ``ValueError``: the Hub refuses a card whose ``license`` is not one of its ids, which would fail the push after
-    training. Which ids the Hub lists is checked by the Hub itself.
+    """``license`` when it is one of the Hub's license ids (``HUB_LICENSES``: ``apache-2.0``, ``mit``, ``cc-by-4.0``,
+    ``other``, ...), else a ``ValueError``: the Hub refuses a card whose ``license`` is not one of its ids, which
+    would fail the push after training.
 
     >>> check_license("apache-2.0"), check_license(None)
     ('apache-2.0', None)
     """
-    if license is None or (isinstance(license, str) and _LICENSE_ID.fullmatch(license)):
+    if license is None or license in HUB_LICENSES:
         return license
-    suggestion = re.sub(r"[^a-z0-9.+]+", "-", str(license).lower()).strip("-")
-    hint = f"; did you mean {suggestion!r}?" if _LICENSE_ID.fullmatch(suggestion) else ""
+    spelt = re.sub(r"[^a-z0-9.+]+", "-", str(license).lower()).strip("-")  # "Apache 2.0" -> apache-2.0
+    spelt = re.sub(r"-?\blicen[cs]e\b-?", "", spelt)  # "MIT License" -> mit
+    close = difflib.get_close_matches(spelt, sorted(HUB_LICENSES), n=1, cutoff=0.8)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ValueError(
-        f"Expected a Hub license id (lowercase, e.g. apache-2.0, mit, cc-by-4.0 or other), got {license!r}{hint}"
+        f"Expected a Hub license id (e.g. apache-2.0, mit, cc-by-4.0; other for a license the Hub does not list; "
+        f"https://huggingface.co/docs/hub/repositories-licenses), got {license!r}{hint}"
     )
 
 

@@ -1,9 +1,10 @@
 """Model cards for EAST models: ``model-index`` metadata and a text model's widget (``east_hf.hf.cards.metadata``), the
 annealing trajectory (table and PNG), per-class results, the tuned decision rule, how to load the model.
 
-Rendered with ``huggingface_hub.ModelCard.from_template`` from the template in ``east_hf/hub_cards/`` (the
-top-level ``hub_cards/`` folder of the repository, installed as package data). Written on the main process only.
-No secret reaches a card: ``mask_secrets`` (``east_hf.hf.secret_masking``, re-exported here) masks the recipe.
+Rendered with ``huggingface_hub.ModelCard.from_template`` from the template in ``hub_cards/`` (the repository's
+top-level folder, installed as ``east_hf.hub_cards``; ``east_hf.hf.package_data`` finds it either way). Written on
+the main process only. No secret reaches a card: ``mask_secrets`` (``east_hf.hf.secret_masking``, re-exported
+here) masks the recipe.
 
 A card ends in a signature line, an HTML comment the Hub does not show holding the SHA-256 of the text above it
 (``east_hf.hf.cards.files``: ``is_unchanged_card``). A ``README.md`` without a valid one (the user wrote it, or edited
@@ -14,7 +15,6 @@ so.
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.resources
 import logging
 import math
 from pathlib import Path
@@ -38,7 +38,9 @@ from east_hf.hf.cards.metadata import (
 )
 from east_hf.hf.cards.plot import annealing_trajectory, plot_annealing, write_atomically
 from east_hf.hf.metrics.compute import SUMMARY_KEYS
+from east_hf.hf.package_data import package_folder
 from east_hf.hf.secret_masking import is_secret, mask_secrets
+from east_hf.hf.training.ending import plural, training_ended
 
 __all__ = [
     "CARD_BESIDE_README",
@@ -59,7 +61,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-TEMPLATE_PATH = Path(str(importlib.resources.files("east_hf.hub_cards") / "east_model_card.md"))
+TEMPLATE_PATH = package_folder("hub_cards") / "east_model_card.md"
 WARM_START_WORDS = {"ce": "cross-entropy", "la": "logit-adjusted cross-entropy", "wce": "class-weighted cross-entropy"}
 """The warm start's loss (``EASTTrainer.warm_start_loss.name``) in the card's words."""
 PLOT_FILE = "annealing.png"
@@ -106,6 +108,10 @@ def _versions() -> list[tuple[str, str]]:
 
 
 def _fmt(value: Any) -> Any:
+    """A number as prose and tables give it: a float to 4 decimals; None (no value, e.g. a warm start's temperature)
+    as a dash."""
+    if value is None:
+        return "-"
     return round(value, 4) if isinstance(value, float) else value
 
 
@@ -174,7 +180,7 @@ def card_context(
         dataset_split=dataset_split,
         repo_id=repo_id,
         recipe=_clean_recipe(recipe),
-        decision_rule=decision_rule,
+        decision_rule={k: _fmt(v) for k, v in decision_rule.items()} if decision_rule else None,
         thresholds=_thresholds(trainer, decision_rule) if decision_rule and is_multi_label(trainer) else None,
         versions=_versions(),
         citation=CITATION,
@@ -225,14 +231,37 @@ def _peft_context(model) -> dict[str, Any]:
         "peft_auto_class": "AutoPeftModelForSequenceClassification" if text else "AutoPeftModel",
         "peft_base": base,
         "classifier_kwargs": ",\n    ".join(f"{k}={v!r}" for k, v in kwargs.items()),
+        "peft_preprocessing": None if text else _timm_preprocessing(model.config),
     }
+
+
+def _timm_preprocessing(config) -> str | None:
+    """A timm model's evaluation transform in words, from its data config (``config.pretrained_cfg``, which the
+    adapter's ``preprocessor_config.json`` holds); None for any other model."""
+    pretrained_cfg = getattr(config, "pretrained_cfg", None)
+    if getattr(config, "model_type", None) != "timm_wrapper" or not isinstance(pretrained_cfg, dict):
+        return None
+    import timm.data
+
+    data = timm.data.resolve_data_config(pretrained_cfg=dict(pretrained_cfg))
+    _, height, width = data["input_size"]
+
+    def numbers(values) -> str:
+        return "(" + ", ".join(f"{float(v):.4g}" for v in values) + ")"
+
+    return (
+        f"timm's evaluation transform: {height}x{width} input, {data['interpolation']} interpolation, "
+        f"{data.get('crop_mode', 'center')} crop (crop_pct {data['crop_pct']}), mean {numbers(data['mean'])}, "
+        f"std {numbers(data['std'])}"
+    )
 
 
 def _usage_context(trainer, repo_id: str) -> dict[str, Any]:
     """The card's values for its usage snippets: a text model's example input (a text, or a text pair as the
     pipeline takes it) and the longest input its tokenizer keeps (``model_max_length``: the pipeline's
     ``truncation=True`` cuts a longer text there, as training did); a darknet19 model's name for
-    ``timm.create_model``."""
+    ``timm.create_model`` and where its ``darknet.py`` is (saved beside the weights: importing it registers
+    darknet19 with timm where east_hf is not installed)."""
     model = trainer.model
     config = getattr(model, "config", None)
     pair = len(text_columns(model)) == 2
@@ -243,6 +272,8 @@ def _usage_context(trainer, repo_id: str) -> dict[str, Any]:
         max_length=longest if isinstance(longest, int) and 0 < longest < 1_000_000 else None,
         darknet=getattr(config, "model_type", None) == "east_darknet",
         timm_name=f"hf-hub:{repo_id}" if is_hub_id(repo_id) else f"local-dir:{repo_id}",
+        hub=is_hub_id(repo_id),
+        darknet_file=str(Path(repo_id) / "darknet.py"),
     )
 
 
@@ -304,22 +335,33 @@ def _training_context(trainer, rows: list[dict[str, Any]]) -> dict[str, Any]:
         final_temperature=_fmt(temperatures[-1]) if temperatures else args.east_temperature,
         num_stages=len({r["stage"] for r in rows if isinstance(r["stage"], int)}) or 1,
         betas=betas,
+        training_ended=training_ended(trainer.state, args, annealing),  # east-train prints the same
     )
 
 
 def _loss_description(trainer, multi_label: bool) -> str:
     """The loss trained, in the registry's words: ``east_loss``'s, with the annealed cross-entropy where it has a
-    weight (the cross-entropy the trainer trained, after a fallback to the plain one)."""
+    weight (the cross-entropy the trainer trained; after a fallback to plain cross-entropy, that one, with the one
+    before it named)."""
     args, target_key = trainer.args, trainer.args.east_target_key
     description = loss_spec(args.east_loss, multi_label).describe(target_key)
     ce_weight = args.resolved_ce_weight
     if ce_weight > 0:
         ce_name = getattr(getattr(trainer, "warm_start_loss", None), "name", args.resolved_ce_loss)
-        description += (
-            f" + {ce_weight:g} x {_without_baseline(loss_spec(ce_name, multi_label).describe(target_key))}"
-            f", its weight x{args.east_ce_weight_decay:g} at every stage"
-        )
+        ce = _without_baseline(loss_spec(ce_name, multi_label).describe(target_key))
+        before = ""
+        if _fell_back(trainer) and ce_name != "ce":  # the fallback's term is the plain cross-entropy
+            ce, before = _without_baseline(loss_spec("ce", multi_label).describe(target_key)), ce
+        description += f" + {ce_weight:g} x {ce}, its weight x{args.east_ce_weight_decay:g} at every stage"
+        if before:
+            description += f"; before the fallback to plain cross-entropy, {before}"
     return description
+
+
+def _fell_back(trainer) -> bool:
+    """Whether the run fell back to plain cross-entropy (``east_ce_fallback``; ``AnnealingSchedule.fell_back``)."""
+    annealing = getattr(trainer, "annealing", None)
+    return annealing is not None and annealing.schedule.fell_back
 
 
 def _warm_start_description(trainer, spec: LossSpec, annealing) -> str:
@@ -332,9 +374,15 @@ def _warm_start_description(trainer, spec: LossSpec, annealing) -> str:
     args = trainer.args
     steps, epochs = args.east_warm_start_steps, args.east_warm_start_epochs
     ce = getattr(getattr(trainer, "warm_start_loss", None), "name", "ce")
-    return f"{WARM_START_WORDS.get(ce, ce)} for " + (
-        f"{steps} steps" if steps else f"{epochs:g} epochs" if epochs > 0 else "until its own early stopping"
+    description = f"{WARM_START_WORDS.get(ce, ce)} for " + (
+        plural(steps, "step") if steps else plural(epochs, "epoch") if epochs > 0 else "until its own early stopping"
     )
+    if annealing.schedule.fell_back:  # a second warm start, of plain cross-entropy, then EAST again from T0
+        description += (
+            "; then, the run having predicted one class at every evaluation, plain cross-entropy until its own early "
+            "stopping (east_ce_fallback) and EAST again from T0"
+        )
+    return description
 
 
 def write_model_card(

@@ -3,10 +3,11 @@
 ``EASTConfig`` is data (fields, their docs, their validation). This module turns it into objects, once, when the
 trainer is made: the loss ``east_loss`` names, the cross-entropy of the warm start and of the annealed weight (and
 EAST's mix with it), the ``AnnealingSchedule`` and its ``TemperatureAnnealingCallback``, and the hard metrics of
-the configured target, which an evaluation reports (beside the keys of a ``compute_metrics`` the user passes). What the config cannot know comes from the data: the
-number of classes and their names (the model's ``config``), the training split's class counts (the priors of ``wce``
-and ``la``), whether the training set is a stream, and the size of the validation set (the default across-stage
-threshold). Control flows one way: trainer -> builder -> core; nothing here calls back into the trainer.
+the configured target, which an evaluation reports (beside the keys of a ``compute_metrics`` the user passes). What the
+config cannot know comes from the data: the number of classes and their names (the model's ``config``), the training
+split's class counts (the priors of ``wce`` and ``la``), whether the training set is a stream, and the size of the
+validation set (the default across-stage threshold). Control flows one way: trainer -> builder -> core; nothing here
+calls back into the trainer.
 
 Multi-label classification (the model's ``config.problem_type == "multi_label_classification"``, or training labels
 that are multi-hot rows) gets the multi-label counterpart of every part under the same names: EAST's per-label
@@ -419,8 +420,8 @@ def falls_back(args: EASTConfig, multi_label: bool = False) -> bool:
 
 
 def multi_hot_datasets(model: Any, sets: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``train_dataset`` and ``eval_dataset`` of ``sets`` (a trainer's arguments) whose label column holds a list of
-    label ids per row (``Sequence(ClassLabel(...))``, go_emotions' layout, or ``Sequence(Value("int64"))``), as
+    """The ``train_dataset`` and ``eval_dataset`` of ``sets`` (a trainer's arguments) whose label column holds a list
+    of label ids per row (``Sequence(ClassLabel(...))``, go_emotions' layout, or ``Sequence(Value("int64"))``), as
     multi-hot float rows of the model's ``config.num_labels`` labels (``east_hf.hf.data.multi_hot.multi_hot_labels``);
     a mapping of evaluation sets set by set. Sets of any other layout are left out: they are used as they are."""
     from east_hf.hf.data.multi_hot import holds_label_ids, multi_hot_labels

@@ -21,7 +21,13 @@ from east_hf.core.monitor_keys import monitor_mode
 from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
 from east_hf.hf.config.fields import LOSS_FIELDS, RESOLVED_SCHEDULE_FIELDS, SCHEDULE_FIELDS, field_error
 
-__all__ = ["DEFAULT_EMA_DECAY", "check_ema_decay", "check_evaluates", "check_loss_anneal_monitor", "validate_east_fields"]
+__all__ = [
+    "DEFAULT_EMA_DECAY",
+    "check_ema_decay",
+    "check_evaluates",
+    "check_loss_anneal_monitor",
+    "validate_east_fields",
+]
 
 DEFAULT_EMA_DECAY = 0.0  # no moving average of the weights, as the paper; the callback's and the config's default
 

@@ -1,13 +1,13 @@
 """EASTConfig: ``TrainingArguments`` plus the surrogate's and the annealing's settings, as plain data.
 
 The ``east_*`` fields are the settings of two core objects, which own their defaults and their checks: the loss
-(``east_hf.core.loss_registry``: ``EASTLoss`` or a baseline) and the ``AnnealingSchedule`` (``east_hf.core.annealing``).
-A field meant to share its object's default reads it from the object's signature (``LOSS_FIELDS`` and
-``SCHEDULE_FIELDS`` name the pairs), and ``__post_init__`` makes each object once with the fields' values, so a bad
-value fails when the config is made, with the error of the object that owns the setting (its parameter shown under its
-``east_`` field name). The checks live in ``east_hf.hf.config.checks``; the rules of each loss are its ``LossSpec``'s
-(``east_hf.core.loss_registry.loss_spec``). The config builds nothing for training: ``east_hf.hf.config.build`` turns it
-into the loss, the schedule and the callback that ``EASTTrainer`` uses.
+(``east_hf.core.loss_registry``: ``EASTLoss`` or a baseline) and the ``AnnealingSchedule``
+(``east_hf.core.annealing``). A field meant to share its object's default reads it from the object's signature
+(``LOSS_FIELDS`` and ``SCHEDULE_FIELDS`` name the pairs), and ``__post_init__`` makes each object once with the fields'
+values, so a bad value fails when the config is made, with the error of the object that owns the setting (its parameter
+shown under its ``east_`` field name). The checks live in ``east_hf.hf.config.checks``; the rules of each loss are its
+``LossSpec``'s (``east_hf.core.loss_registry.loss_spec``). The config builds nothing for training:
+``east_hf.hf.config.build`` turns it into the loss, the schedule and the callback that ``EASTTrainer`` uses.
 """
 
 from __future__ import annotations
@@ -74,10 +74,11 @@ class EASTConfig(TrainingArguments):
             classes, one per class, or a mapping from class name (``id2label``) to beta, the rest 1.0.
         east_beta_floor (`float`, defaults to `1.0`): the surrogate trains each class at ``max(beta_k, floor)``;
             ``east_beta`` still defines the metric the model is judged by (validation, annealing, best model, test);
-            the decision-rule tuner uses the floor too (``EASTTrainer.tune_decision_rule``). Why: on a class that is hard to separate, the training-set optimum of F-beta < 1
-            is reached by memorising a pure subset of the training positives and pushing the others to p ~ 0, where
-            softmax gives them almost no gradient; recall-leaning betas (> 1) are left as given. ``0`` trains the
-            configured beta, as the paper (evidence: the documentation's "Per-class beta" results page).
+            the decision-rule tuner uses the floor too (``EASTTrainer.tune_decision_rule``). Why: on a class that is
+            hard to separate, the training-set optimum of F-beta < 1 is reached by memorising a pure subset of the
+            training positives and pushing the others to p ~ 0, where softmax gives them almost no gradient;
+            recall-leaning betas (> 1) are left as given. ``0`` trains the configured beta, as the paper (evidence: the
+            documentation's "Per-class beta" results page).
         east_average (`str`, defaults to `"macro"`): macro, weighted, micro or binary; multi-label: macro, weighted,
             micro (over every entry) or samples (each row's score, averaged over rows).
         east_pos_label (`int`, defaults to `1`): the positive class for ``east_average="binary"``.
@@ -120,8 +121,8 @@ class EASTConfig(TrainingArguments):
             ``east_warm_start_epochs``.
         east_ce_weight (`float`, defaults to `None`) and east_ce_weight_decay (`float`, defaults to `0.5`): an
             annealed cross-entropy weight, loss = w_k * CE + (1 - M_T) with w_k = east_ce_weight * decay^k in EAST
-            stage k (``AnnealingSchedule.ce_weight``, ``east_hf.core.loss_registry.MixedSetLoss``); 0 is EAST alone, as the
-            paper. None: 1.0 for EAST, 0 for the baselines (``resolved_ce_weight``). The warm start is its w = inf
+            stage k (``AnnealingSchedule.ce_weight``, ``east_hf.core.loss_registry.MixedSetLoss``); 0 is EAST alone, as
+            the paper. None: 1.0 for EAST, 0 for the baselines (``resolved_ce_weight``). The warm start is its w = inf
             version.
         east_ce_loss (`str`, defaults to `None`): the cross-entropy EAST uses, in the warm start and as the annealed
             weight's term: ``"ce"``, ``"wce"`` (class-weighted) or ``"la"`` (logit-adjusted), with the training

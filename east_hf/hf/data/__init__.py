@@ -17,9 +17,10 @@ relabels to binary (those classes 1, the rest 0); ``imbalance_ratio`` keeps a fr
 k; missing splits are carved from the training split by the paper's protocol (stratified, 64 % train / 16 %
 validation / 20 % test of the whole, fixed seed), and ``resplit`` pools every split first. Tabular rows become a
 float vector ``input_features`` (text columns one-hot, then standardised with training-set statistics only: see
-``fit_tabular_features``, which returns a transformers feature extractor that saves and reloads with the model); image rows keep their images and get a model's transform on the fly (``set_image_transforms``); text rows
-(``text_column``, or a text model's one column of long strings) keep their texts until ``tokenize_splits`` runs the
-model's tokenizer over them in batches.
+``fit_tabular_features``, which returns a transformers feature extractor that saves and reloads with the model); image
+rows keep their images and get a model's transform on the fly (``set_image_transforms``); text rows (``text_column``,
+or a text model's one column of long strings) keep their texts until ``tokenize_splits`` runs the model's tokenizer
+over them in batches.
 
 >>> from east_hf.hf.data import DataArguments
 >>> data = load_data(DataArguments(dataset_name="sklearn:wine"))

@@ -43,7 +43,8 @@ class DataArguments:
     dataset_name: str | None = field(
         default=None,
         metadata={
-            "help": "Hub id, local folder or file (CSV/Parquet/JSON, imagefolder), or sklearn:digits|breast_cancer|wine|iris."
+            "help": "Hub id, local folder or file (CSV/Parquet/JSON, imagefolder), "
+            "or sklearn:digits|breast_cancer|wine|iris."
         },
     )
     dataset_config: str | None = field(default=None, metadata={"help": "The Hub data set's configuration name."})
@@ -127,8 +128,8 @@ class DataArguments:
     unseen_labels: str = field(
         default="error",
         metadata={
-            "help": "A validation/test label with no training rows: 'error' (refuse the data set) or 'drop' (leave its "
-            "rows and its class out, with a warning): the model cannot predict a class it never saw."
+            "help": "A validation/test label with no training rows: 'error' (refuse the data set) or 'drop' "
+            "(leave its rows and its class out, with a warning): the model cannot predict a class it never saw."
         },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep at most this many training samples."})
@@ -189,7 +190,8 @@ class DataArguments:
                 raise ValueError(f"Expected each of label_columns once, got {repeated} more than once")
             if len(names) < 2:
                 raise ValueError(
-                    f"Expected at least 2 label_columns (one 0/1 column is a binary label: set label_column), got {names}"
+                    "Expected at least 2 label_columns (one 0/1 column is a binary label: set label_column), "
+                    f"got {names}"
                 )
             self.label_columns = names
             if self.label_column is not None:

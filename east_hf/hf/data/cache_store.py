@@ -1,4 +1,5 @@
-"""east_hf's data cache on disk: one folder per data source, holding the newest versions of its rows and prepared splits.
+"""east_hf's data cache on disk: one folder per data source,
+holding the newest versions of its rows and prepared splits.
 
 Layout::
 

@@ -1,11 +1,95 @@
-"""Image rows as model inputs: the checkpoint's or timm's transforms, applied on the fly."""
+"""Image rows as model inputs: the files checked at load, then the checkpoint's or timm's transforms, applied on the
+fly."""
 
 from __future__ import annotations
 
+import io
+import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["image_transforms", "set_image_transforms"]
+from east_hf.hf.data.messages import UNREADABLE_IMAGE, listed
+from east_hf.hf.data.rows import read_column
+from east_hf.hf.data.sources import DataError
+
+__all__ = ["UNREADABLE_IMAGE", "drop_unreadable_images", "image_transforms", "set_image_transforms"]
+
+logger = logging.getLogger(__name__)
+
+_CHECK_THREADS = 8  # files opened at once: the check waits on the disk more than on Python
+
+
+def drop_unreadable_images(splits: dict[str, Any], column: str, dataset_name: str, dropped: dict[str, int]):
+    """``splits`` without the rows whose image PIL cannot open (``Image.open`` + ``verify``: not an image, an
+    unknown format, a damaged header or PNG chunk), counted in ``dropped`` as ``UNREADABLE_IMAGE`` and named in one
+    warning line (the first few files and their count), so that a few broken files neither stop training in its
+    first epoch nor go unnoticed. A split left without any readable image is refused in one line.
+
+    Cheap: each file's header and chunks are read, its pixels are not decoded, so a JPEG cut short inside its pixel
+    data is found only when training decodes it. Images a ``datasets`` column keeps as bytes are checked in memory;
+    one kept as a remote path is left to ``datasets``, which reads it when it decodes."""
+    out, names, total = {}, [], 0
+    for split, ds in splits.items():
+        if ds is None:
+            out[split] = None
+            continue
+        cells = read_column(ds, column).to_pylist()  # {"bytes": ..., "path": ...} per row: nothing decoded
+        bad = _unreadable(cells)
+        if len(bad) == len(cells) and cells:
+            found = [_cell_name(cells[i], split, i) for i in bad]
+            raise DataError(
+                f"Expected images PIL can open in the {split} split of {dataset_name!r}, got {len(bad)} unreadable "
+                f"files and no other ({listed(found, 'files')}): convert them to PNG or JPEG"
+            )
+        if bad:
+            names += [_cell_name(cells[i], split, i) for i in bad[:5]]
+            total += len(bad)
+            bad_rows = set(bad)
+            ds = ds.select([i for i in range(len(cells)) if i not in bad_rows])
+        out[split] = ds
+    if total:
+        dropped[UNREADABLE_IMAGE] = dropped.get(UNREADABLE_IMAGE, 0) + total
+        more = f" and {total - len(names)} more" if total > len(names) else ""
+        logger.warning(
+            f"skipped {total} image file{'s' if total != 1 else ''} PIL cannot open: {', '.join(names[:5])}{more}; "
+            "fix or delete them to train on the rest without this warning"
+        )
+    return out
+
+
+def _unreadable(cells: list) -> list[int]:
+    """The positions of the cells whose image PIL cannot open, in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=_CHECK_THREADS) as pool:
+        readable = list(pool.map(_readable, cells))
+    return [i for i, ok in enumerate(readable) if not ok]
+
+
+def _readable(cell: Any) -> bool:
+    from PIL import Image
+
+    if not isinstance(cell, dict):  # a missing image: datasets decodes it as None, not a file to check
+        return True
+    data, path = cell.get("bytes"), cell.get("path")
+    if data is not None:
+        source = io.BytesIO(data)
+    elif path and os.path.isfile(path):
+        source = path
+    else:  # a remote file: read by datasets when it decodes
+        return True
+    try:
+        with Image.open(source) as image:
+            image.verify()
+    except Exception:  # noqa: BLE001  (PIL raises many kinds for a damaged file; each means unreadable)
+        return False
+    return True
+
+
+def _cell_name(cell: Any, split: str, row: int) -> str:
+    path = cell.get("path") if isinstance(cell, dict) else None
+    return str(path) if path else f"row {row} of {split}"
 
 
 def image_transforms(

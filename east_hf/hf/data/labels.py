@@ -5,9 +5,9 @@ for multi-label data alike (``east_hf.hf.data.multilabel``). ``encode_labels`` m
 are the column's distinct values (numbers in numeric order, then text), read per split as one Arrow column: Python
 sees each distinct value once, never a row. A row whose label is empty, -100 (the ignore index) or one of the
 missing-value markers the user names (``label_na_values``: ``east_hf.hf.data.missing``) keeps the label -1, is counted
-in ``dropped`` by reason (each marker by its text) and is left out by ``labelled`` once the labels are final. ``binarize`` relabels to binary
-(``positive_classes``), ``unseen_labels`` refuses or leaves out the validation/test classes without training rows, and
-``warn_untrained_classes`` names the classes left without training rows.
+in ``dropped`` by reason (each marker by its text) and is left out by ``labelled`` once the labels are final.
+``binarize`` relabels to binary (``positive_classes``), ``unseen_labels`` refuses or leaves out the validation/test
+classes without training rows, and ``warn_untrained_classes`` names the classes left without training rows.
 """
 
 from __future__ import annotations
@@ -178,8 +178,9 @@ def _json_labels(column, label_column: str, split: str | None):
     other = present[kinds[present] != kind]
     if len(other):
         raise DataError(
-            f"Expected label values of one type in column {label_column!r}, got mixed types ({shown(int(present[0]))}, "
-            f"{shown(int(other[0]))}): write every label as text, or every label as a number"
+            f"Expected label values of one type in column {label_column!r}, "
+            f"got mixed types ({shown(int(present[0]))}, {shown(int(other[0]))}): "
+            "write every label as text, or every label as a number"
         )
     if kind in ("list", "object"):
         raise DataError(
@@ -307,8 +308,9 @@ def unseen_labels(splits: dict[str, Any], names: list[str], policy: str):
     ]
     if policy == "error":
         raise DataError(
-            f"Expected every validation/test label to appear in training, got {listed(found, 'labels')}: a model "
-            "cannot predict a class it never saw; add training rows, or set unseen_labels: drop to leave those rows out"
+            f"Expected every validation/test label to appear in training, got {listed(found, 'labels')}: "
+            "a model cannot predict a class it never saw; add training rows, "
+            "or set unseen_labels: drop to leave those rows out"
         )
     keep = np.ones(len(names), dtype=bool)
     keep[unseen] = False
@@ -324,7 +326,8 @@ def unseen_labels(splits: dict[str, Any], names: list[str], policy: str):
         out[k] = ds
     left_out = sum(int(counts[k][unseen].sum()) for k in held_out)
     logger.warning(
-        f"unseen_labels=drop: left out {rows_text(left_out)} of labels with no training rows: {listed(found, 'labels')}"
+        f"unseen_labels=drop: left out {rows_text(left_out)} of labels with no training rows: "
+        f"{listed(found, 'labels')}"
     )
     return out, new_names
 

@@ -10,7 +10,8 @@ names, a list cut at five items, a row count, the rows left out at load, the per
 >>> dropped_text({"empty label": 2, "label 'NA'": 5, "label -100": 1})
 "2 rows with an empty label, 5 rows labelled 'NA' (label_na_values), 1 labelled -100"
 >>> counts_text([f"c{k}" for k in range(30)], list(range(30)))
-'30 classes, 0 to 29 each (median 14.5); fewest: c0: 0, c1: 1, c2: 2, c3: 3, c4: 4; most: c29: 29, c28: 28, c27: 27, c26: 26, c25: 25'
+'30 classes, 0 to 29 each (median 14.5); fewest: c0: 0, c1: 1, c2: 2, c3: 3, c4: 4;
+ most: c29: 29, c28: 28, c27: 27, c26: 26, c25: 25'
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 __all__ = ["closest_columns", "columns_message", "counts_text", "dropped_text", "listed", "rows_text"]
 
 SHOWN = 5  # items a message names before "and N more"
+UNREADABLE_IMAGE = "unreadable image"  # EASTData.dropped's reason for a row whose image file PIL cannot open
 SHOWN_COUNTS = 20  # classes whose counts a summary line lists; past it the fewest and the most
 
 
@@ -47,7 +49,11 @@ def rows_text(n: int) -> str:
 
 def dropped_text(dropped: dict[str, int]) -> str:
     """The rows left out at load (``EASTData.dropped``), by reason, as a summary line says them."""
-    what = {"empty label": "with an empty label", "empty text": "with an empty text"}
+    what = {
+        "empty label": "with an empty label",
+        "empty text": "with an empty text",
+        UNREADABLE_IMAGE: "with an image PIL cannot open",
+    }
     parts = []
     for reason, n in dropped.items():
         if reason in what:

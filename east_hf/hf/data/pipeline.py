@@ -25,6 +25,7 @@ import numpy as np
 from east_hf.hf.data.arguments import multilabel_refusal
 from east_hf.hf.data.cache_store import versions_kept
 from east_hf.hf.data.fingerprint import one_listing
+from east_hf.hf.data.images import drop_unreadable_images
 from east_hf.hf.data.labels import binarize, encode_labels, labelled, unseen_labels, warn_untrained_classes
 from east_hf.hf.data.messages import closest_columns
 from east_hf.hf.data.missing import missing_markers
@@ -90,9 +91,9 @@ def load_data(args, text: bool = False) -> EASTData:
     """Load, relabel, resample and split the data set of a ``DataArguments``; tabular rows are made model-ready.
 
     Tabular splits prepared from files are written once per content of the data as memory-mapped Arrow files in
-    east_hf's cache (``east_hf.hf.data.prepared_cache``): a later call with the same bytes and arguments, such as another
-    process of a distributed run after the main one (``TrainingArguments.main_process_first``), maps them instead
-    of reading the rows and preparing them again, and the processes share their pages. The warnings of the
+    east_hf's cache (``east_hf.hf.data.prepared_cache``): a later call with the same bytes and arguments, such as
+    another process of a distributed run after the main one (``TrainingArguments.main_process_first``), maps them
+    instead of reading the rows and preparing them again, and the processes share their pages. The warnings of the
     preparation are repeated. The rows themselves are cached by content too (``east_hf.hf.data.rows_cache``).
 
     ``text``: the model takes text, so a table without ``text_column`` is read as text, its column of long strings
@@ -126,8 +127,9 @@ def _load_raw(args):
     return load_raw(args.dataset_name, args.dataset_config, label_columns=labels)
 
 
-def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
-    """``folder``: where tabular splits are written as Arrow files (``None``: kept in memory); ``text``: read as text."""
+def _prepare(dsd, args, folder=None, text: bool = False, fitted_rows: int | None = None) -> EASTData:
+    """``folder``: where tabular splits are written as Arrow files (``None``: kept in memory); ``text``: read as text;
+    ``fitted_rows``: the training split is the first rows of a stream, so many (its warnings say so)."""
     import datasets
 
     multi_label = args.multi_label or has_list_labels(dsd, args.label_column)
@@ -151,7 +153,7 @@ def _prepare(dsd, args, folder=None, text: bool = False) -> EASTData:
         warn_untrainable_labels(splits["train"], names, held_out)
     else:
         warn_untrained_classes(splits["train"], names, held_out)
-    return _east_data(splits, names, args, folder, texts, dropped, multi_label)
+    return _east_data(splits, names, args, folder, texts, dropped, multi_label, fitted_rows)
 
 
 def _encode(dsd, args, multi_label: bool):
@@ -182,7 +184,14 @@ def _keep_texts(dsd, args, dropped: dict[str, int]):
 
 
 def _east_data(
-    splits, names, args, folder, texts: tuple[str, str | None] | None, dropped: dict[str, int], multi_label: bool
+    splits,
+    names,
+    args,
+    folder,
+    texts: tuple[str, str | None] | None,
+    dropped: dict[str, int],
+    multi_label: bool,
+    fitted_rows: int | None = None,
 ) -> EASTData:
     """The ``EASTData`` of the final splits: text (``texts``: the text and pair columns), image (a split with an image
     column) or tabular (rows made ``input_features``, written to ``folder``)."""
@@ -193,10 +202,11 @@ def _east_data(
     image_column = _image_column(splits["train"], args.image_column, args.dataset_name)
     if image_column is not None:
         splits = {k: ds.select_columns([image_column, "label"]) for k, ds in splits.items()}
+        splits = drop_unreadable_images(splits, image_column, args.dataset_name, dropped)
         parts = (splits["train"], splits["validation"], splits["test"], names)
         return EASTData(*parts, "image", image_column, **common)
     splits, preprocessor = tabular_splits(
-        splits, args.feature_columns, args.standardize, names, folder, multi_label=multi_label
+        splits, args.feature_columns, args.standardize, names, folder, multi_label=multi_label, fitted_rows=fitted_rows
     )
     parts = (splits["train"], splits["validation"], splits["test"], names)
     return EASTData(*parts, "tabular", preprocessor=preprocessor, **common)
@@ -208,7 +218,8 @@ def _image_column(ds, requested: str | None, dataset_name: str) -> str | None:
     if requested is not None:
         if requested not in ds.column_names:
             raise DataError(
-                f"image column {requested!r} not found in {dataset_name!r}; {closest_columns(requested, ds.column_names)}"
+                f"image column {requested!r} not found in {dataset_name!r}; "
+                f"{closest_columns(requested, ds.column_names)}"
             )
         return requested
     return next((c for c, f in ds.features.items() if isinstance(f, datasets.Image)), None)

@@ -1,13 +1,14 @@
 """Prepared tabular splits kept as memory-mapped Arrow files, so that a data set is prepared once per content.
 
 ``load_data`` prepares the splits of a data set read from files (labels encoded, splits carved, features encoded and
-standardised, float32) into ``prepared-<key>`` in the source's folder of east_hf's cache (``east_hf.hf.data.cache_store``).
-The key hashes the source's content: for a local file or folder its content fingerprint (``source_fingerprint``: the
-bytes, not the modification time), for a Hub data set the ``datasets`` cache files of its revision; with every
-``DataArguments`` field that shapes the splits (not ``image_size`` or ``augment``) and the east_hf version. The folder
-holds one ``<split>.arrow`` per split (``input_features`` (F,) float32 and ``labels``), the fitted feature extractor
-(``preprocessor_config.json``) and ``prepared.json`` (class names, whether multi-label, dropped rows, the warnings of the preparation, each
-split's rows and features, and the size and SHA-256 of every file).
+standardised, float32) into ``prepared-<key>`` in the source's folder of east_hf's cache
+(``east_hf.hf.data.cache_store``). The key hashes the source's content: for a local file or folder its content
+fingerprint (``source_fingerprint``: the bytes, not the modification time), for a Hub data set the ``datasets`` cache
+files of its revision; with every ``DataArguments`` field that shapes the splits (not ``image_size`` or ``augment``)
+and the east_hf version. The folder holds one ``<split>.arrow`` per split (``input_features`` (F,) float32 and
+``labels``), the fitted feature extractor (``preprocessor_config.json``) and ``prepared.json`` (class names, whether
+multi-label, dropped rows, the warnings of the preparation, each split's rows and features, and the size and SHA-256 of
+every file).
 
 Another call with the same key checks the folder against its record, then maps the files instead: the other processes
 of a distributed run, which load after the main one (``TrainingArguments.main_process_first``), share the pages through

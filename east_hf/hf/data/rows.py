@@ -15,7 +15,8 @@ __all__ = ["json_text", "read_batches", "read_column", "row_numbers"]
 
 
 def row_numbers(ds) -> np.ndarray | None:
-    """(N,) int64: the rows of ``ds``'s Arrow table that ``ds`` holds, in order; ``None`` without an indices mapping."""
+    """(N,) int64: the rows of ``ds``'s Arrow table that ``ds`` holds, in order;
+    ``None`` without an indices mapping."""
     indices = getattr(ds, "_indices", None)  # datasets keeps the mapping as a one-column Arrow table
     return None if indices is None else indices.column(0).to_numpy().astype(np.int64, copy=False)
 

@@ -2,8 +2,8 @@
 
 ``datasets`` keys its cache of local files on their paths and modification times, so an edit that keeps the mtime
 (``cp -p``, ``rsync -t``, ``touch -r``) would be served the old rows. Here each content of a source gets a folder of
-its own, ``raw-<key>`` in the source's folder of east_hf's cache (``east_hf.hf.data.cache_store``), ``<key>`` a hash of the
-source's content fingerprint (``source_fingerprint``), the configuration, the reading options (a CSV's
+its own, ``raw-<key>`` in the source's folder of east_hf's cache (``east_hf.hf.data.cache_store``), ``<key>`` a hash of
+the source's content fingerprint (``source_fingerprint``), the configuration, the reading options (a CSV's
 label columns read literally) and the ``datasets`` version; it is the
 ``cache_dir`` that ``datasets.load_dataset`` builds into. Its record, ``raw.json``, lists the Arrow files of each split
 with their rows, features, sizes and SHA-256. A later load of the same content maps those files directly
@@ -34,7 +34,8 @@ def _features(ds) -> Any:
 
 
 def _open(folder: Path, record: dict[str, Any]):
-    """The ``DatasetDict`` a record describes, its splits memory-mapped; ``ValueError`` when the files disagree with it."""
+    """The ``DatasetDict`` a record describes, its splits memory-mapped;
+    ``ValueError`` when the files disagree with it."""
     import datasets
 
     splits = {}

@@ -11,7 +11,8 @@ one.
 >>> check_separator("genres", "-", ["comedy|sci-fi", "drama|film-noir", "drama"])
 Traceback (most recent call last):
 ...
-east_hf.hf.data.sources.DataError: label_separator '-' cuts the label names of column 'genres' into fragments ('comedy|sci-fi' -> 'comedy|sci', 'fi'): the cells list their labels by '|' (2 of 3 cells); pass --label_separator '|'
+east_hf.hf.data.sources.DataError: label_separator '-' cuts the label names of column 'genres' into fragments
+('comedy|sci-fi' -> 'comedy|sci', 'fi'): the cells list their labels by '|' (2 of 3 cells); pass --label_separator '|'
 """
 
 from __future__ import annotations

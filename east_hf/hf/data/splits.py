@@ -81,8 +81,8 @@ def _imbalance(ds, ratio: float, num_classes: int, seed: int):
 
 
 def _stratified_split(ds, fraction: float, seed: int, what: str, multi_label: bool = False):
-    """(rest, carved): ``fraction`` of ``ds`` carved off, stratified by label; multi-label by each row's rarest positive
-    label (``east_hf.hf.data.multilabel.label_strata``, strata too small to split merged)."""
+    """(rest, carved): ``fraction`` of ``ds`` carved off, stratified by label; multi-label by each row's rarest
+    positive label (``east_hf.hf.data.multilabel.label_strata``, strata too small to split merged)."""
     from sklearn.model_selection import train_test_split
 
     labels = mergeable_strata(label_strata(label_matrix(ds)), fraction) if multi_label else label_ids(ds)

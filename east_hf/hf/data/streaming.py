@@ -5,8 +5,12 @@ counting the labelled rows and each class (the class names, the length of an epo
 priors come from unless ``east_class_priors`` gives them), and keeping the first ``SAMPLE_ROWS`` rows (with the first
 row of each class they do not hold). That sample goes through
 ``load_data``'s pipeline beside the validation and test splits: it fits the tabular feature encoding (one-hot
-categories, standardisation) or, for ``text_tiny``, the tokenizer, and it checks the columns and labels. Training then
-reads the stream again, shuffled in a buffer of ``SHUFFLE_BUFFER`` rows, each batch encoded as it is read.
+categories, standardisation) or, for ``text_tiny``, the tokenizer, and it checks the columns and labels. The first
+pass also notes the text cells of every column: a text cell in a column the encoding reads as numbers is refused
+before training in one line naming the file, the row, the column and the value (it would stop training where the
+stream reaches it), and the values of a one-hot column first seen after the sample, which the encoding makes all
+zeros as it does any unknown value, are named in one warning. Training then reads the stream again, shuffled in a
+buffer of ``SHUFFLE_BUFFER`` rows, each batch encoded as it is read.
 
 Limits: no stratified split of a stream, so the data set needs a validation split (a ``validation.csv`` beside
 ``train.csv`` in one folder, a Hub split, or ``validation_split``), refused in one line before training without one;
@@ -19,11 +23,13 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from east_hf.hf.data.messages import listed, rows_text
 from east_hf.hf.data.missing import csv_options
 from east_hf.hf.data.sources import FILE_BUILDERS, DataError, local_path, quiet_datasets
 from east_hf.hf.data.splits import VALIDATION_NAMES, find_splits
@@ -34,6 +40,9 @@ SAMPLE_ROWS = 10_000  # training rows the feature encoding or text_tiny's tokeni
 SHUFFLE_BUFFER = 10_000  # rows of the stream's shuffle buffer (datasets' IterableDataset.shuffle)
 _PASS_BATCH = 10_000  # rows read per batch in the first pass
 _ENCODE_BATCH = 1_000  # rows encoded per batch while training
+_LATER_VALUES = 1_024  # distinct values a column's record of the rows after the sample keeps (one-hot: at most 256)
+
+logger = logging.getLogger(__name__)
 
 
 class CountedStream(torch.utils.data.IterableDataset):
@@ -131,12 +140,14 @@ def _refuse_unstreamable(args) -> None:
         raise DataError("Expected one label column for streaming (one class per row), got multi-label settings")
     if args.dataset_name is None or args.dataset_name.startswith("sklearn:"):
         raise DataError(
-            f"Expected a data file, folder or Hub id for streaming, got {args.dataset_name!r} (bundled sets fit in memory)"
+            f"Expected a data file, folder or Hub id for streaming, got {args.dataset_name!r} "
+            "(bundled sets fit in memory)"
         )
 
 
 def _open_streams(args):
-    """The ``IterableDatasetDict`` of ``args.dataset_name`` (``streaming=True``): a local file or folder, or a Hub id."""
+    """The ``IterableDatasetDict`` of ``args.dataset_name`` (``streaming=True``): a local file or folder,
+    or a Hub id."""
     import datasets
 
     path = local_path(args.dataset_name)
@@ -187,6 +198,27 @@ def _blank(v: Any) -> bool:
     return v is None or (isinstance(v, str) and not v.strip())
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _is_number(text: str) -> bool:
+    """Whether a stripped cell reads as a number (as the encoding reads a numeric column's text cells)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclasses.dataclass
+class _TextCells:
+    """The text cells (neither blank nor a number) of one column in the training rows the stream trains on: the first
+    one (its row in the stream, counting from 0, and its value), how many, and, of the rows after the sample, how
+    many hold each stripped value (the first ``_LATER_VALUES`` distinct ones)."""
+
+    first: tuple[int, str] | None = None
+    count: int = 0
+    later: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+
 @dataclasses.dataclass
 class _FirstPass:
     """What one read of the training stream found: the sample (the first ``SAMPLE_ROWS`` labelled rows and the first
@@ -196,27 +228,64 @@ class _FirstPass:
     sample: dict[str, list] = dataclasses.field(default_factory=dict)
     rows: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     unlabelled: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    text: dict[str, _TextCells] = dataclasses.field(default_factory=dict)  # per column but the label's
+    read_rows: int = 0  # rows of the stream read so far, labelled or not
 
     @classmethod
     def read(cls, train, label: str, cap: int | None) -> _FirstPass:
         """Read ``train`` once (``cap``: stop after that many labelled rows)."""
         found, seen, total = cls(), set(), 0
         for batch in train.iter(batch_size=_PASS_BATCH):
+            used, in_sample, capped = [], set(), False  # the batch's rows that train, those of the sample
             for i, cell in enumerate(batch[label]):
                 name = _name(cell)
                 if name is None:
                     found.unlabelled["empty label" if _blank(cell) or cell != cell else "label -100"] += 1
                     continue
                 if cap is not None and total >= cap:
-                    return found
+                    capped = True
+                    break
                 if total < SAMPLE_ROWS or name not in seen:
+                    in_sample.add(i)
                     for column, values in batch.items():
                         found.sample.setdefault(column, []).append(values[i])
                 blank = frozenset(c for c, values in batch.items() if c != label and _blank(values[i]))
                 found.rows[name, blank] += 1
                 seen.add(name)
+                used.append(i)
                 total += 1
+            found._note_text(batch, label, used, in_sample)
+            found.read_rows += len(batch[label])
+            if capped:
+                break
         return found
+
+    def _note_text(self, batch: dict[str, list], label: str, used: list[int], in_sample: set[int]) -> None:
+        """Note the text cells of the batch's rows ``used`` (positions in the batch) in ``text``. Python looks at each
+        distinct string once; the cells themselves are typed and counted in C (``map``, ``set``, ``Counter``)."""
+        for column, values in batch.items():
+            if column == label:
+                continue
+            record = self.text.setdefault(column, _TextCells())
+            cells = values if len(used) == len(values) else [values[i] for i in used]
+            if str not in set(map(type, cells)):
+                continue
+            counts = collections.Counter(v for v in cells if v.__class__ is str)
+            text = {v: v.strip() for v in counts}
+            text = {v: stripped for v, stripped in text.items() if stripped and not _is_number(stripped)}
+            if not text:
+                continue
+            record.count += sum(counts[v] for v in text)
+            if record.first is None:
+                at = next(k for k, v in enumerate(cells) if v.__class__ is str and v in text)
+                record.first = (self.read_rows + used[at], cells[at])
+            if in_sample:  # the rows after the sample only
+                later = (values[i] for i in used if i not in in_sample)
+                counts = collections.Counter(v for v in later if v.__class__ is str)
+            for value, stripped in text.items():
+                n = counts.get(value, 0)
+                if n and (stripped in record.later or len(record.later) < _LATER_VALUES):
+                    record.later[stripped] += n
 
     def class_counts(self, names: list[str], class_label: bool, texts: list[str]) -> list[int]:
         """Training rows per class, rows with a blank text (in ``texts``) left out as the stream leaves them out."""
@@ -284,13 +353,19 @@ def load_streamed(args, text: bool, prepare: Callable[..., Any]) -> StreamedData
     class_label = features is not None and isinstance(features.get(label), datasets.ClassLabel)
     held_out = _held_out(splits, features)
     stand_in = held_out["test"] is None  # the validation split stands in for a test split, which is not carved
-    whole = {"train": datasets.Dataset.from_dict(found.sample, features=features), **held_out}
+    sample = found.sample if features is not None else _numbers_read_as_text(found.sample, label)
+    whole = {"train": datasets.Dataset.from_dict(sample, features=features), **held_out}
     if stand_in:
         whole["test"] = held_out["validation"]
     plain = dataclasses.replace(args, streaming=False, train_split="train", validation_split="validation")
-    prepared = prepare(datasets.DatasetDict(whole), dataclasses.replace(plain, test_split="test"), None, text)
+    fitted = len(whole["train"])
+    prepared = prepare(
+        datasets.DatasetDict(whole), dataclasses.replace(plain, test_split="test"), None, text, fitted_rows=fitted
+    )
     if prepared.modality not in ("tabular", "text"):
         raise DataError(f"Expected tabular or text data for streaming, got {prepared.modality} data")
+    if prepared.modality == "tabular":
+        _check_text_cells(found, prepared.preprocessor, fitted, lambda row: _where(args, train, row))
     texts = [c for c in (prepared.text_column, prepared.text_pair_column) if c is not None]
     fields = {f.name: getattr(prepared, f.name) for f in dataclasses.fields(prepared)}
     fields["test"] = None if stand_in else prepared.test
@@ -302,6 +377,83 @@ def load_streamed(args, text: bool, prepare: Callable[..., Any]) -> StreamedData
     data.columns = ["label" if c == label else c for c in first]
     data.cap, data.seed = args.max_train_samples, args.split_seed
     return data
+
+
+def _numbers_read_as_text(sample: dict[str, list], label: str) -> dict[str, list]:
+    """The sample with each column whose cells are all numbers or blank, some written as text, made numbers (a blank
+    cell None): a CSV reader reads a chunk of rows as text where one of its cells is text, beyond the sample too. A
+    column with a text cell stays as it is."""
+
+    def number(v: Any) -> bool:
+        return v is None or isinstance(v, (int, float)) or (isinstance(v, str) and (not v.strip() or _is_number(v)))
+
+    out = {}
+    for column, values in sample.items():
+        if column != label and str in set(map(type, values)) and all(map(number, values)):
+            values = [(float(v) if v.strip() else None) if isinstance(v, str) else v for v in values]
+        out[column] = values
+    return out
+
+
+def _check_text_cells(found: _FirstPass, extractor, fitted: int, where: Callable[[int], str]) -> None:
+    """Refuse a text cell in a column the encoding (``extractor``, fitted on the ``fitted`` rows of the sample) reads
+    as numbers, naming its place (``where``: a row of the stream, counting from 0, as "data row R of FILE"); warn
+    once about the values of a one-hot column first seen after the sample, which the encoding makes all zeros."""
+    for column in extractor.numeric:
+        record = found.text.get(column)
+        if record is not None and record.first is not None:
+            row, value = record.first
+            more = f" and {rows_text(record.count - 1)} more" if record.count > 1 else ""
+            raise DataError(
+                f"Expected numbers in column {column!r} (numbers in the first {fitted} training rows, which the "
+                f"encoding was fitted on), got {value!r} in {where(row)}{more}: fix or empty those cells (an empty "
+                "cell is imputed), or leave the column out with feature_columns"
+            )
+    late = []
+    for column, categories in extractor.categories.items():
+        record = found.text.get(column)
+        known = set(categories)
+        values = {v: n for v, n in (record.later if record is not None else {}).items() if v not in known}
+        if values:
+            named = listed([repr(v) for v in sorted(values)], "values")
+            late.append(f"{column!r}: {named} ({rows_text(sum(values.values()))} of train)")
+    if late:
+        logger.warning(
+            f"values first seen after the {fitted} training rows the encoder was fitted on are encoded as unknown "
+            f"(all zeros) in {listed(late, 'columns')}: shuffle the training rows, or put a row of each value among "
+            f"the first {fitted}"
+        )
+
+
+def _where(args, train, row: int) -> str:
+    """``data row R of FILE`` for the ``row``-th row (from 0) of the training stream: its split's one file, or the
+    file whose shard holds it; ``row R of the train split of NAME`` where its files are not known."""
+    files = _split_files(args)
+    if len(files) == 1:
+        return f"data row {row + 1} of {files[0]}"
+    if files and train.num_shards == len(files):  # one shard per file, read in order
+        start = 0
+        for k, file in enumerate(files):
+            rows = sum(len(next(iter(b.values()))) for b in train.shard(len(files), k).iter(batch_size=_PASS_BATCH))
+            if row < start + rows:
+                return f"data row {row - start + 1} of {file}"
+            start += rows
+    return f"row {row + 1} of the {args.train_split} split of {args.dataset_name!r}"
+
+
+def _split_files(args) -> list[str]:
+    """The data files of the training split, as ``datasets`` resolves them ([] where it cannot say)."""
+    import datasets
+
+    path = local_path(args.dataset_name)
+    if path is not None and path.is_file():
+        return [str(path)]
+    try:
+        with quiet_datasets():
+            builder = datasets.load_dataset_builder(str(path or args.dataset_name), args.dataset_config)
+        return [str(f) for f in (builder.config.data_files or {}).get(args.train_split) or []]
+    except Exception:  # noqa: BLE001  (only the message's wording depends on it)
+        return []
 
 
 def _sample_blanks(sample: dict[str, list], texts: list[str]) -> int:

@@ -243,6 +243,7 @@ def tabular_splits(
     names: list[str],
     folder: Path | None = None,
     multi_label: bool = False,
+    fitted_rows: int | None = None,
 ):
     """(splits of ``input_features`` (F,) float32 and ``labels``, the fitted extractor) from the raw splits.
 
@@ -251,13 +252,14 @@ def tabular_splits(
 
     The extractor is fitted on the training split; every split is then encoded batch by batch (``BATCH_CELLS``) into
     an Arrow fixed-size-list column, written to ``folder/<split>.arrow`` and memory-mapped, or kept in memory
-    without ``folder``. An inf in a split is refused with its column and row count.
+    without ``folder``. An inf in a split is refused with its column and row count. ``fitted_rows``: the training
+    split is the first rows of a stream, so many (``east_hf.hf.data.streaming``), which the warnings name.
     """
     columns = _feature_columns(splits["train"], feature_columns)
     present = {k: ds for k, ds in splits.items() if ds is not None}
     _check_stray_text(present, columns)
     extractor = fit_tabular_features(present["train"], columns, standardize)
-    _warn_unseen_categories(present, extractor)
+    _warn_unseen_categories(present, extractor, fitted_rows)
     schema = _schema(len(extractor.feature_names), names, multi_label)
     out = {}
     for k, ds in present.items():
@@ -267,9 +269,10 @@ def tabular_splits(
     return out, extractor
 
 
-def _warn_unseen_categories(splits: dict[str, Any], extractor) -> None:
+def _warn_unseen_categories(splits: dict[str, Any], extractor, fitted_rows: int | None = None) -> None:
     """One warning line for the values of a one-hot column that the validation / test rows hold and the training rows
-    do not: the extractor encodes them as all zeros, no category."""
+    do not: the extractor encodes them as all zeros, no category. ``fitted_rows``: the training rows are the first
+    ones of a stream, so many; later training rows may hold such a value (the stream's first pass names those)."""
     import pyarrow.compute as pc
 
     found = []
@@ -287,9 +290,10 @@ def _warn_unseen_categories(splits: dict[str, Any], extractor) -> None:
         if values:
             found.append(f"{column!r}: {listed([repr(v) for v in sorted(values)], 'values')} ({', '.join(rows)})")
     if found:
-        logger.warning(
-            f"values never seen in training are encoded as all zeros (no category) in {listed(found, 'columns')}"
+        seen = "never seen in training" if fitted_rows is None else (
+            f"not in the first {fitted_rows} training rows, which the encoder was fitted on,"
         )
+        logger.warning(f"values {seen} are encoded as all zeros (no category) in {listed(found, 'columns')}")
 
 
 def _feature_columns(train, feature_columns: Sequence[str] | None) -> list[str]:

@@ -169,7 +169,8 @@ class TabularFeatureExtractor(FeatureExtractionMixin):
         self.refuse_infinite(np.isinf(raw).sum(0), split)
 
     def refuse_infinite(self, per_feature: np.ndarray, split: str = "rows") -> None:
-        """Refuse a split whose count of inf per feature ``per_feature`` (F,) is not all 0 (summed over its batches)."""
+        """Refuse a split whose count of inf per feature ``per_feature`` (F,) is not all 0
+        (summed over its batches)."""
         if per_feature.any():
             names = self.feature_names
             columns = ", ".join(f"{names[j]!r} ({per_feature[j]} rows)" for j in np.flatnonzero(per_feature)[:5])

@@ -191,9 +191,9 @@ def build_compute_metrics(
             ``east_hf.core.resolve_beta``, as ``EASTConfig.east_beta``.
         average, pos_label, zero_division: as the functional core (``east_hf.core.fbeta``).
         id2label: class names, e.g. ``model.config.id2label``.
-        report_classes: class names (as in ``id2label``, or safe) or indices to report per class, or ``"all"``. Default: for a per-class beta the
-            classes whose beta differs from 1, but not ``pos_label`` for ``average="binary"``: ``fbeta``,
-            ``precision`` and ``recall`` are its scores already.
+        report_classes: class names (as in ``id2label``, or safe) or indices to report per class, or ``"all"``.
+            Default: for a per-class beta the classes whose beta differs from 1, but not ``pos_label`` for
+            ``average="binary"``: ``fbeta``, ``precision`` and ``recall`` are its scores already.
 
     Predictions are logits (N, C) (a tuple of model outputs: the first; ``eval_do_concat_batches=False``: a list of
     batches) or class ids (N,); labels equal to -100 are ignored. Scores are of the whole gathered evaluation set
@@ -203,7 +203,8 @@ def build_compute_metrics(
     >>> compute_metrics = build_compute_metrics(3, beta={"Cat": 2.0}, id2label={0: "Cat", 1: "dog", 2: "bird"})
     >>> logits, labels = np.eye(3)[[0, 0, 1, 2, 2, 1]], np.array([0, 1, 1, 2, 0, -100])
     >>> {key: round(value, 4) for key, value in compute_metrics((logits, labels)).items()}
-    {'accuracy': 0.6, 'fbeta': 0.6111, 'mcc': 0.4375, 'precision': 0.6667, 'recall': 0.6667, 'precision_cat': 0.5, 'recall_cat': 0.5, 'fbeta_cat': 0.5}
+    {'accuracy': 0.6, 'fbeta': 0.6111, 'mcc': 0.4375, 'precision': 0.6667, 'recall': 0.6667,
+     'precision_cat': 0.5, 'recall_cat': 0.5, 'fbeta_cat': 0.5}
     """
     if multi_label:
         return MultiLabelComputeMetrics(num_classes, **settings)

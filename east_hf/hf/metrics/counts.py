@@ -8,7 +8,7 @@ holds O(C^2) and the gathered logits O(N C).
 
 The scores are ``east_hf.core.metrics.metric_from_counts``, the functions every metric of the core is computed by,
 so every value equals the core's on the (C, C) matrix bit for bit (the counts are integers, exact in float64;
-``tests/test_metrics.py`` checks this for every average).
+``tests/test_compute_metrics.py`` checks this for every average).
 """
 
 from __future__ import annotations

@@ -58,7 +58,8 @@ class MultiLabelComputeMetrics(CountedMetrics):
     >>> logits = np.array([[2.0, -1.0, 0.5], [-1.0, 3.0, -2.0], [1.0, 1.0, -1.0]])
     >>> labels = np.array([[1, 0, 1], [0, 1, 1], [0, 1, -100]])
     >>> {key: round(value, 4) for key, value in compute_metrics((logits, labels)).items()}
-    {'accuracy': 0.3333, 'fbeta': 0.8333, 'mcc': 0.5, 'precision': 0.8333, 'recall': 0.8333, 'jaccard': 0.6667, 'precision_cat': 0.5, 'recall_cat': 1.0, 'fbeta_cat': 0.8333}
+    {'accuracy': 0.3333, 'fbeta': 0.8333, 'mcc': 0.5, 'precision': 0.8333, 'recall': 0.8333, 'jaccard': 0.6667,
+     'precision_cat': 0.5, 'recall_cat': 1.0, 'fbeta_cat': 0.8333}
     """
 
     KEYS = MULTILABEL_METRIC_KEYS

@@ -7,8 +7,9 @@ Importing this package registers ``darknet19`` / ``darknet19_tiny`` in timm, mod
 (``east_hf.hf.data.tabular_features``) with ``AutoFeatureExtractor``. A checkpoint of either reloads with
 ``load_pretrained(path)``, or with transformers' Auto classes after ``import east_hf.hf.models``; where east_hf is
 not installed, with the Auto classes and ``trust_remote_code=True``, since ``save_pretrained`` copies the model's
-code beside its weights (see ``east_hf.hf.models.darknet_hf`` and ``east_hf.hf.models.tabular``). timm's own ``timm.create_model("local-dir:RUN")``
-has no such route: timm discovers no architecture it does not ship, so it needs ``import east_hf.hf.models`` first.
+code beside its weights (see ``east_hf.hf.models.darknet_hf`` and ``east_hf.hf.models.tabular``). timm's own
+``timm.create_model("local-dir:RUN")`` has no such route: timm discovers no architecture it does not ship, so it needs
+``import east_hf.hf.models`` first.
 """
 
 from collections.abc import Mapping, Sequence
@@ -165,7 +166,8 @@ def classifier_head(model: nn.Module, num_classes: int | None = None) -> nn.Modu
     attribute (transformers' convention, and ``TabularMLPForClassification``), else the last such layer; of a peft
     model's head trained in full (``modules_to_save``), the copy that trains. Adding a
     vector to its bias adds it to every logit row (for darknet19's 1x1 conv, before the global average pool, which
-    commutes with it), which is how a tuned decision rule is folded into a saved model (``east_hf.core.decision.rule``).
+    commutes with it), which is how a tuned decision rule is folded into a saved model
+    (``east_hf.core.decision.rule``).
 
     >>> head = classifier_head(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
     >>> head.out_features

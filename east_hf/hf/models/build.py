@@ -6,11 +6,13 @@ import difflib
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from transformers import TimmWrapperConfig
 
 from east_hf.core.validation import check_range
+from east_hf.hf.data.messages import listed
 from east_hf.hf.models import (
     TabularMLPConfig,
     TabularMLPForClassification,
@@ -18,7 +20,8 @@ from east_hf.hf.models import (
     image_classifier_from_pretrained,
     label_maps,
 )
-from east_hf.hf.models.text import TEXT_TINY, text_tiny_model, train_wordpiece_tokenizer
+from east_hf.hf.models.lora import PEFT_EXTRA
+from east_hf.hf.models.text import TEXT_TINY, check_tokenizer, text_tiny_model, train_wordpiece_tokenizer
 
 __all__ = [
     "DEFAULT_IMAGE_MODEL",
@@ -27,6 +30,7 @@ __all__ = [
     "ModelArguments",
     "attach_data_config",
     "build_model",
+    "split_names",
 ]
 
 logger = logging.getLogger(__name__)
@@ -66,8 +70,8 @@ class ModelArguments:
     use_peft: bool = field(
         default=False,
         metadata={
-            "help": "Fine-tune LoRA adapters of a pretrained checkpoint (and its head in full) instead of every weight; "
-            "needs peft (pip install 'east_hf[peft]')."
+            "help": "Fine-tune LoRA adapters of a pretrained checkpoint (and its head in full) instead of every "
+            f"weight; needs peft ({PEFT_EXTRA})."
         },
     )
     lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
@@ -78,15 +82,18 @@ class ModelArguments:
     lora_target_modules: list[str] | None = field(
         default=None,
         metadata={
-            "help": "Module names to adapt (e.g. query value); default: peft's for the architecture, else every "
-            "linear layer but the head."
+            "help": "Module names to adapt, space- or comma-separated (query value, or query,value), or all-linear; "
+            "default: peft's for the architecture, else every linear layer but the head, else (a convolutional "
+            "network) its ungrouped convolutions."
         },
     )
 
     def __post_init__(self):
         if self.dropout is not None:
             check_range("dropout", self.dropout, 0, 1, "[)")
+        self.lora_target_modules = split_names(self.lora_target_modules)
         self.model_name_or_path = resolve_timm_prefix(self.model_name_or_path)
+        check_weights(self.model_name_or_path)
         if self.use_peft:
             self._check_lora()
 
@@ -101,10 +108,23 @@ class ModelArguments:
         name = self.model_name_or_path
         if name is None or name in (TABULAR_MODEL, TEXT_TINY) or _is_timm_architecture(name):
             raise ValueError(
-                f"Expected a pretrained checkpoint (a Hub id or a folder) with use_peft, got {name or 'the default'!r}, "
-                "which is built from scratch: LoRA adapts pretrained weights"
+                "Expected a pretrained checkpoint (a Hub id or a folder) with use_peft, "
+                f"got {name or 'the default'!r}, which is built from scratch: LoRA adapts pretrained weights"
             )
         require_peft()
+
+
+def split_names(names: str | list[str] | None) -> list[str] | None:
+    """A list of names given as a YAML or command-line list, a comma list (``"query,value"``, as a YAML string or
+    one command-line word) or both, as one list of names.
+
+    >>> split_names(["query,value"]), split_names("query, value"), split_names(["query", "value"]), split_names(None)
+    (['query', 'value'], ['query', 'value'], ['query', 'value'], None)
+    """
+    if names is None:
+        return None
+    items = [names] if isinstance(names, str) else list(names)
+    return [part.strip() for item in items for part in str(item).split(",") if part.strip()] or None
 
 
 def resolve_timm_prefix(name: str | None) -> str | None:
@@ -122,6 +142,25 @@ def resolve_timm_prefix(name: str | None) -> str | None:
     if not os.path.isdir(folder):
         raise ValueError(f"Expected {LOCAL_DIR}FOLDER to name a checkpoint folder, got {name!r}: no such folder")
     return folder
+
+
+def check_weights(name: str | None) -> None:
+    """Refuse, in one line before any data is read, a checkpoint folder without model weights (transformers would say
+    it is neither a folder nor a Hub id). A LoRA adapter's folder (``adapter_config.json``) is left to peft."""
+    if name is None or name in (TABULAR_MODEL, TEXT_TINY) or not os.path.isdir(name):
+        return
+    from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_INDEX_NAME, WEIGHTS_NAME
+
+    weights = (SAFE_WEIGHTS_NAME, WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_INDEX_NAME)
+    folder = Path(name)
+    if any((folder / f).is_file() for f in (*weights, "adapter_config.json")):
+        return
+    held = sorted(p.name for p in folder.iterdir())
+    raise ValueError(
+        f"Expected model weights in checkpoint folder {name!r} ({', '.join(weights)}), got "
+        f"{'an empty folder' if not held else 'no weights: it holds ' + listed(held, 'files')}; save the model into "
+        "it with save_pretrained (or copy its weights file there), or name the folder that holds the weights"
+    )
 
 
 def _offline() -> bool:
@@ -161,6 +200,7 @@ def _text_model(name: str, data, id2label, label2id, revision: str, max_length: 
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, revision=revision)
         config = AutoConfig.from_pretrained(name, revision=revision)
+        check_tokenizer(name, tokenizer, getattr(config, "vocab_size", None), _first_texts(data))
         verbosity = transformers.logging.get_verbosity()
         transformers.logging.set_verbosity_error()  # the head's report is the one line below
         try:
@@ -176,6 +216,13 @@ def _text_model(name: str, data, id2label, label2id, revision: str, max_length: 
     return model, tokenizer, name
 
 
+def _first_texts(data) -> list[str]:
+    """The first training texts (a few hundred) a checkpoint's tokenizer is tried on (``check_tokenizer``)."""
+    from east_hf.hf.data.rows import read_column
+
+    return read_column(data.train, data.text_column).slice(0, 256).to_pylist()
+
+
 def build_model(
     model_args, data, revision: str = "main", max_length: int | None = None
 ) -> tuple[Any, Any, str | None]:
@@ -189,8 +236,9 @@ def build_model(
     a Hub id or folder is fine-tuned with a new ``num_labels`` head and its own image processor.
 
     Multi-label data (``data.multi_label``): one logit per label (``num_labels`` = L, ``id2label`` the label names) and
-    ``config.problem_type = "multi_label_classification"``, which transformers' models, ``TabularMLPForClassification``,
-    ``pipeline()`` (sigmoid scores) and east_hf's trainer read as "a sigmoid per label".
+    ``config.problem_type = "multi_label_classification"``, which transformers' models,
+    ``TabularMLPForClassification``, ``pipeline()`` (sigmoid scores) and east_hf's trainer read as
+    "a sigmoid per label".
 
     ``use_peft``: the checkpoint wrapped in LoRA adapters, its head trained in full (``east_hf.hf.models.lora``).
     """
@@ -219,7 +267,8 @@ def _build_model(model_args, data, revision: str, max_length: int | None) -> tup
     if name == TABULAR_MODEL:
         if image:
             raise ValueError(
-                f"model {TABULAR_MODEL!r} takes tabular data, got an image data set: use a timm architecture or an image checkpoint"
+                f"model {TABULAR_MODEL!r} takes tabular data, got an image data set: "
+                "use a timm architecture or an image checkpoint"
             )
         config = TabularMLPConfig(
             num_features=len(data.preprocessor.feature_names),
@@ -239,8 +288,8 @@ def _build_model(model_args, data, revision: str, max_length: int | None) -> tup
         close = difflib.get_close_matches(name, [TABULAR_MODEL, TEXT_TINY, *timm.list_models()], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(
-            f"unknown model {name!r}: not a timm architecture, {TABULAR_MODEL!r}, {TEXT_TINY!r}, a local folder or a Hub "
-            f"id (owner/name){hint}"
+            f"unknown model {name!r}: not a timm architecture, {TABULAR_MODEL!r}, {TEXT_TINY!r}, "
+            f"a local folder or a Hub id (owner/name){hint}"
         )
     try:
         if not image:
@@ -272,7 +321,8 @@ def _image_classifier(name: str, num_labels: int, id2label, revision: str):
         transformers.logging.set_verbosity(verbosity)
     if config.num_labels != num_labels:
         logger.warning(
-            f"{name} has a head of {config.num_labels} classes: a new head of {num_labels} classes is trained from scratch"
+            f"{name} has a head of {config.num_labels} classes: "
+            f"a new head of {num_labels} classes is trained from scratch"
         )
     return model
 

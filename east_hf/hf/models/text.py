@@ -18,16 +18,35 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["TEXT_TINY", "TOKENIZER_RECORD", "is_text_model", "text_tiny_model", "train_wordpiece_tokenizer"]
+__all__ = [
+    "TEXT_TINY",
+    "TOKENIZER_RECORD",
+    "check_tokenizer",
+    "is_text_model",
+    "text_tiny_model",
+    "train_wordpiece_tokenizer",
+]
 
 logger = logging.getLogger(__name__)
 
 TEXT_TINY = "text_tiny"
 _SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model")
+# The files a tokenizer is read from: the fast tokenizer's, its settings, the vocabularies of WordPiece, BPE and
+# SentencePiece tokenizers (the first two are what a Hub checkpoint's cache is asked for).
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+UNKNOWN_FRACTION = 0.9  # a tokenizer that reads this share of the training texts' tokens as unknown reads none of them
+_CHECKED_TEXTS = 200  # training texts a checkpoint's tokenizer is tried on
 TOKENIZER_RECORD = "tokenizer_record.json"  # a cached tokenizer's record: the size and SHA-256 of its tokenizer.json
 
 
@@ -179,10 +198,66 @@ def is_text_model(name: str | None) -> bool:
         return False
     if name == TEXT_TINY:
         return True
-    if os.path.isdir(name):
-        return any((Path(name) / f).is_file() for f in _TOKENIZER_FILES)
+    if os.path.isdir(name):  # a tokenizer, or a text model's config (its tokenizer missing: check_tokenizer says so)
+        return any((Path(name) / f).is_file() for f in _TOKENIZER_FILES) or _has_vocabulary(Path(name))
     if "/" not in name:
         return False
     from huggingface_hub import try_to_load_from_cache
 
     return any(isinstance(try_to_load_from_cache(name, f), str) for f in _TOKENIZER_FILES[:2])
+
+
+def _has_vocabulary(folder: Path) -> bool:
+    """Whether ``folder``'s ``config.json`` gives a ``vocab_size``: a text model's (image and tabular ones lack it)."""
+    import json
+
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("vocab_size"), int)
+
+
+def check_tokenizer(name: str, tokenizer, vocab_size: int | None, texts: Sequence[str]) -> None:
+    """Refuse, in one line, a tokenizer that cannot be checkpoint ``name``'s: a vocabulary under half the model's
+    ``vocab_size`` (``config.vocab_size``; transformers reads a folder without tokenizer files as a ``BertTokenizer``
+    of 5 special tokens), or one that reads ``UNKNOWN_FRACTION`` of the tokens of the first ``_CHECKED_TEXTS`` of
+    ``texts`` (the training texts) as its unknown token. Either would train on unknown tokens only."""
+    size = len(tokenizer)
+    small = bool(vocab_size) and size < vocab_size / 2
+    got = f"a {type(tokenizer).__name__} of {size} tokens" + (
+        f" for a model of {vocab_size} (config.vocab_size)" if small else ""
+    )
+    unk = tokenizer.unk_token_id
+    sample = [str(t) for t in texts[:_CHECKED_TEXTS]]
+    unknown_share = 0.0
+    if unk is not None and sample:
+        ids = tokenizer(sample, add_special_tokens=False)["input_ids"]
+        total = sum(map(len, ids))
+        unknown_share = sum(row.count(unk) for row in ids) / total if total else 0.0
+    if unknown_share >= UNKNOWN_FRACTION:
+        got += (
+            f", reading {unknown_share:.0%} of the tokens of the first {len(sample)} training texts as "
+            f"{tokenizer.unk_token}"
+        )
+    elif not small:
+        return
+    if not os.path.isdir(name):
+        fix = (
+            "its tokenizer is another model's: fine-tune a checkpoint whose tokenizer matches its model"
+            if small
+            else "check that text_column holds the texts, or fine-tune a checkpoint whose tokenizer covers them"
+        )
+        raise ValueError(f"Expected the tokenizer of {name!r} to read the training texts, got {got}: {fix}")
+    present = [f for f in _TOKENIZER_FILES if (Path(name) / f).is_file()]
+    save = f"AutoTokenizer.from_pretrained(BASE).save_pretrained({name!r})"
+    if not present:
+        fix = f"the folder holds no tokenizer files ({', '.join(_TOKENIZER_FILES[:3])}, ...); save the tokenizer the "
+        fix += f"model was trained with into it ({save})"
+    elif small:
+        fix = f"its tokenizer files ({', '.join(present)}) are another model's; save the tokenizer the model was "
+        fix += f"trained with into it ({save})"
+    else:
+        fix = "check that text_column holds the texts, or that the folder's tokenizer is the one the model was "
+        fix += f"trained with ({save})"
+    raise ValueError(f"Expected the tokenizer of checkpoint folder {name!r}, got {got}: {fix}")

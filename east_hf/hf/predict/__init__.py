@@ -1,1 +1,2 @@
-"""Predictions from a saved run: ``Predictor`` and ``predict`` (``predictor``) and the inputs they read (``inputs``)."""
+"""Predictions from a saved run: ``Predictor`` and ``predict`` (``predictor``) and the inputs they read
+(``inputs``)."""

@@ -7,12 +7,13 @@ the transform it evaluated with, built by ``east_hf.hf.data.image_transforms`` f
 ``config.json`` or the checkpoint's image processor) and its class names (``config.id2label``).
 ``Predictor.predict(data)`` returns a pandas DataFrame with one row per input: ``path`` for images read from files,
 the input's own label column passed through (and on request an id column, or every column the model does not read,
-to join the predictions back), ``predicted_label`` by name and, on request, ``probability_<name>`` per class. ``read_inputs`` reads a CSV / Parquet / JSON file, a data folder (an imagefolder) or a datasets id as
-``east-train`` reads its data; ``east-predict`` (``east_hf.scripts.east_predict``) is the command over both.
+to join the predictions back), ``predicted_label`` by name and, on request, ``probability_<name>`` per class.
+``read_inputs`` reads a CSV / Parquet / JSON file, a data folder (an imagefolder) or a datasets id as ``east-train``
+reads its data; ``east-predict`` (``east_hf.scripts.east_predict``) is the command over both.
 
 A decision rule tuned on validation (``decision_rule.json``) is already in the saved model: ``east-train`` folds its
-offsets into the output bias (``east_hf.core.decision.rule.fold_offsets_into_bias``) before it saves, so the argmax of the
-saved model's logits applies the tuned rule and nothing is added again here. The probabilities are the softmax of
+offsets into the output bias (``east_hf.core.decision.rule.fold_offsets_into_bias``) before it saves, so the argmax of
+the saved model's logits applies the tuned rule and nothing is added again here. The probabilities are the softmax of
 those logits: the scores whose argmax is the predicted label (with a tuned rule, shifted by its offsets).
 
 A multi-label run (``config.problem_type == "multi_label_classification"``) predicts each label whose logit is above
@@ -86,9 +87,10 @@ logger = logging.getLogger(__name__)
 
 def check_run_folder(run_dir: str | os.PathLike) -> Path:
     """``run_dir`` as a ``Path`` where it holds a saved model (``config.json`` and its weights, or a LoRA run's
-    ``adapter_config.json`` and adapter: a run folder of ``east-train`` or one of its checkpoints), else a one-line ``ValueError`` saying what the folder is instead:
-    missing, a file, an east-compare table (naming one of its runs), a run that never saved its final model (naming
-    its last complete checkpoint) or any other folder (naming what it holds)."""
+    ``adapter_config.json`` and adapter: a run folder of ``east-train`` or one of its checkpoints), else a one-line
+    ``ValueError`` saying what the folder is instead: missing, a file, an east-compare table (naming one of its runs),
+    a run that never saved its final model (naming its last complete checkpoint) or any other folder
+    (naming what it holds)."""
     from east_hf.hf.training.checkpoints import WEIGHT_FILES, comparison_files, last_complete_checkpoint
 
     folder = Path(run_dir).expanduser()
@@ -148,7 +150,9 @@ class Predictor:
 
     Args:
         run_dir: a folder ``east-train`` wrote, or one of its checkpoints: ``config.json``, the weights and, for a
-            tabular run, ``preprocessor_config.json``.
+            tabular run, ``preprocessor_config.json``; or a LoRA run's adapter, loaded on its base checkpoint, which
+            must be the one it was saved on (``east_hf.hf.models.lora.check_base_weights``: else a one-line
+            ``ValueError``).
         device: where the model runs; default ``cuda`` where available, else ``cpu``.
         batch_size: inputs per forward pass; images are read and transformed one batch at a time.
 
@@ -163,6 +167,7 @@ class Predictor:
     def __init__(self, run_dir: str | os.PathLike, device: str | torch.device | None = None, batch_size: int = 256):
         from east_hf.hf.data.tabular import LEGACY_PREPROCESSOR_NAME, load_tabular_features
         from east_hf.hf.models import TabularMLPConfig, load_pretrained  # also registers east_hf's Auto classes
+        from east_hf.hf.models.lora import AdapterBaseError
 
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"Expected batch_size an integer >= 1, got {batch_size!r}")
@@ -172,6 +177,8 @@ class Predictor:
         try:
             with _quiet_loading():
                 self.model = load_pretrained(str(self.run_dir)).eval()
+        except AdapterBaseError:  # a LoRA run's adapter on another base: its own line names both checkpoints
+            raise
         except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a folder it cannot read
             raise ValueError(
                 f"Expected a model east_hf can load in {self.run_dir}, got {type(e).__name__}: {one_line(e)}"
@@ -205,7 +212,11 @@ class Predictor:
 
             from east_hf.hf.data.images import image_transforms
 
-            processor = AutoImageProcessor.from_pretrained(self.run_dir) if processor_file.is_file() else None
+            # a timm model's transform comes from its config's pretrained_cfg (a LoRA run's processor file repeats it)
+            timm = hasattr(self.model, "timm_model")
+            processor = None
+            if processor_file.is_file() and not timm:
+                processor = AutoImageProcessor.from_pretrained(self.run_dir)
             _, self.transform, _ = image_transforms(self.model, processor)  # what the run evaluated with
         self.decision_rule = read_decision_rule(self.run_dir / DECISION_RULE_FILE)
         self.decision_rule_edited = self.decision_rule is not None and rule_edited(

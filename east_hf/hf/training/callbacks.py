@@ -9,9 +9,9 @@ request to swap in the weights' moving average (``average_for_evaluation``). The
 state travels in checkpoints (``ExportableState``), so ``trainer.train(resume_from_checkpoint=...)`` continues in the
 same stage with the same counters and temperature: the trainer then reads the restored instance. A checkpoint that
 carries the stage's best weights (``east_stage_best.pt``, written in ``on_save``, after the Trainer's
-``trainer_state.json``) lists the file in its saved state (``checkpoint_files``), so ``east_hf.hf.training.checkpoints`` finds
-a save cut off between the two and a truncated file: a resume from ``"last"`` skips that checkpoint, one from its path
-is refused.
+``trainer_state.json``) lists the file in its saved state (``checkpoint_files``), so
+``east_hf.hf.training.checkpoints`` finds a save cut off between the two and a truncated file: a resume from ``"last"``
+skips that checkpoint, one from its path is refused.
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     """Anneal EAST's temperature T_k = T0 * r^k over stages of fast early stopping; stop when cooling stops helping.
 
     ``EASTTrainer`` installs the one its builder makes from its ``EASTConfig``
-    (``east_hf.hf.config.build.build_annealing_callback``) and reads ``callback.schedule`` before every step and evaluation.
-    On every evaluation during training the callback feeds ``metrics[stage_monitor]`` and ``metrics[anneal_monitor]``
-    to its ``AnnealingSchedule`` and acts on the decision: a new stage best is copied to CPU; the end of a stage (with
-    ``restore_best_per_stage``) loads the stage's best weights before the next step; the end of the annealing sets
-    ``control.should_training_stop``.
+    (``east_hf.hf.config.build.build_annealing_callback``) and reads ``callback.schedule`` before every step and
+    evaluation. On every evaluation during training the callback feeds ``metrics[stage_monitor]`` and
+    ``metrics[anneal_monitor]`` to its ``AnnealingSchedule`` and acts on the decision: a new stage best is copied to
+    CPU; the end of a stage (with ``restore_best_per_stage``) loads the stage's best weights before the next step; the
+    end of the annealing sets ``control.should_training_stop``.
 
     Args:
         schedule: the ``AnnealingSchedule`` (or its ``settings()`` dict), which validates and holds every annealing
@@ -180,7 +180,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         # (at the step after a stage ended). Saved with a checkpoint, whose scheduler holds rates scaled by it.
         self.lr_scale = 1.0
 
-    # ---- checkpoint state (ExportableState): a resumed Trainer builds type(self)(**state()["args"]), sets "attributes" ----
+    # ---- checkpoint state (ExportableState) ----
+    # a resumed Trainer builds type(self)(**state()["args"]), sets "attributes"
     @property
     def schedule_state(self) -> dict[str, Any]:
         return self.schedule.state_dict()
@@ -356,6 +357,10 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             epoch_end = self._steps_per_epoch and state.global_step % self._steps_per_epoch == 0
             if not (args.eval_strategy == "epoch" and epoch_end):
                 control.should_evaluate = True
+                # The Trainer records an evaluation's step as the best but keeps the best model only where a
+                # checkpoint holds it: an evaluation off the save grid gets its checkpoint ("best" saves on its own).
+                if args.load_best_model_at_end and args.save_strategy in ("steps", "epoch"):
+                    control.should_save = True
 
     def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
         if not self._in_train or self.schedule.finished:  # e.g. trainer.evaluate(test_set) after training
@@ -403,7 +408,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             self._stage_weights, self.restore_pending = None, False
             logger.info(
                 f"EAST annealing stopped at step {state.global_step} in stage {stage} (T={temperature:.4g}): "
-                f"{schedule.stop_reason}; best {self.anneal_monitor}={schedule.best_anneal} in stage {schedule.best_anneal_stage}"
+                f"{schedule.stop_reason}; "
+                f"best {self.anneal_monitor}={schedule.best_anneal} in stage {schedule.best_anneal_stage}"
             )
         return control
 

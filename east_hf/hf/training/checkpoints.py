@@ -7,10 +7,10 @@ a ``torch.save`` zip archive), the optimizer, scheduler, scaler and RNG files pr
 is every file a stateful callback's saved state lists under ``checkpoint_files`` (``CHECKPOINT_FILES_KEY``): a
 callback that writes into the checkpoint in ``on_save``, after ``trainer_state.json``, lists what it writes there, so
 a save killed between the two leaves a checkpoint that names a file it lacks. The annealing callback's per-stage best
-weights (``east_stage_best.pt``) and moving average (``east_ema.pt``) are such files, checked wherever they are present too. The checks read headers and
-zip directories only, never the tensors: a truncated file or a garbled header is found, bytes flipped inside a
-tensor's data are not; ``nonfinite_weight`` reads the weights themselves for NaN or inf, which a resume checks
-(``east_hf.hf.training.resume``). Nothing from transformers.
+weights (``east_stage_best.pt``) and moving average (``east_ema.pt``) are such files, checked wherever they are present
+too. The checks read headers and zip directories only, never the tensors: a truncated file or a garbled header is
+found, bytes flipped inside a tensor's data are not; ``nonfinite_weight`` reads the weights themselves for NaN or inf,
+which a resume checks (``east_hf.hf.training.resume``). Nothing from transformers.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ TOKENIZER_FILES = (
     "spm.model",
 )
 # What a run saves beside its results: the model (or a LoRA adapter), its processor, feature extractor or tokenizer and
-# their code (copied for trust_remote_code), the model card and its plot, the tuned decision rule. These are also the names of a user's
-# own files (README.md, config.json), so they count as a run's only in a folder that holds a run.
+# their code (copied for trust_remote_code), the model card and its plot, the tuned decision rule. These are also the
+# names of a user's own files (README.md, config.json), so they count as a run's only in a folder that holds a run.
 _BESIDE_A_RUN = frozenset(
     {"config.json", "generation_config.json", "preprocessor_config.json", "processor_config.json", "README.md"}
     | {"annealing.png", "decision_rule.json", *WEIGHT_FILES, *TOKENIZER_FILES}
@@ -90,7 +90,8 @@ _SYSTEM_FILES = (".DS_Store", "Thumbs.db", "desktop.ini")  # a file browser's ow
 # The table east-compare writes at the top of its output folder, above one folder per variant.
 COMPARISON_FILES = ("results.json", "results.md")
 
-# The annealing callback's copy of the current stage's best weights (east_hf.hf.training.callbacks), a torch.save archive.
+# The annealing callback's copy of the current stage's best weights (east_hf.hf.training.callbacks),
+# a torch.save archive.
 STAGE_BEST_WEIGHTS_NAME = "east_stage_best.pt"
 # The annealing callback's moving average of the weights, or the training weights where the checkpoint's model file
 # holds the average (east_hf.hf.training.callbacks), a torch.save archive.

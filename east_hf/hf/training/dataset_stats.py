@@ -87,7 +87,8 @@ def _arrow_labels(column) -> torch.Tensor:
     if len(lengths) and (lengths != lengths[0]).any():
         odd = int(np.flatnonzero(lengths != lengths[0])[0])
         raise ValueError(
-            f"Expected every multi-hot label row to hold {int(lengths[0])} values, got {int(lengths[odd])} in row {odd}"
+            f"Expected every multi-hot label row to hold {int(lengths[0])} values, "
+            f"got {int(lengths[odd])} in row {odd}"
         )
     width = int(lengths[0]) if len(lengths) else 0
     values = column.flatten().to_numpy(zero_copy_only=False)

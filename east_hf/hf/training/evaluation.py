@@ -4,17 +4,18 @@ Every loss is a function of additive statistics (``east_hf.core.loss_registry``)
 ``ComputeMetrics`` a function of (3, C) per-class counts (of ``MultiLabelComputeMetrics``, (4, L + 1) per-label and
 per-row statistics). ``CountedEvaluation`` (held by ``EASTTrainer``, whose ``prediction_step`` and
 ``evaluation_loop`` hand it each batch and each loop) sums both over the batches of each process (leaving out the
-samples that uneven sharding repeats), adds the sums across processes once, and scores them once: for EAST the surrogate of the whole set at the current temperature (one soft
-confusion matrix), for cross-entropy the mean over the set, for Dice the soft Dice of the set, and the hard metrics
-bit for bit equal to those of the gathered logits. Memory is that of the model's (batch, C) output plus a chunk of
-rows (``_CHUNK_ELEMENTS`` entries) for the loss statistics' temporaries, and the statistics, whatever C and the size
-of the set: the statistics are summed over chunks of ``_CHUNK_ELEMENTS // C`` rows, so ``eval_loss`` may differ from
-that of whole batches in the last bits of its float32 sums (as between two eval batch sizes); the hard metrics do
-not (integer counts, of ``argmax``, which keeps no (batch, C) temporary). ``predict`` and a ``compute_metrics`` of the
-user's receive every logit, gathered once by the Trainer; beside a ``compute_metrics`` of the user's the hard metrics
-are counted too and reported under the keys its result leaves free (a key of the user's keeps the user's value), so
-the keys the annealing watches are there whatever the user reports. ``with_logits_on_disk`` (the decision-rule tuner's path)
-writes the gathered logits of each batch to a temporary ``LogitsFile`` on the main process instead of keeping them.
+samples that uneven sharding repeats), adds the sums across processes once, and scores them once: for EAST the
+surrogate of the whole set at the current temperature (one soft confusion matrix), for cross-entropy the mean over the
+set, for Dice the soft Dice of the set, and the hard metrics bit for bit equal to those of the gathered logits. Memory
+is that of the model's (batch, C) output plus a chunk of rows (``_CHUNK_ELEMENTS`` entries) for the loss statistics'
+temporaries, and the statistics, whatever C and the size of the set: the statistics are summed over chunks of
+``_CHUNK_ELEMENTS // C`` rows, so ``eval_loss`` may differ from that of whole batches in the last bits of its float32
+sums (as between two eval batch sizes); the hard metrics do not (integer counts, of ``argmax``, which keeps no
+(batch, C) temporary). ``predict`` and a ``compute_metrics`` of the user's receive every logit, gathered once by the
+Trainer; beside a ``compute_metrics`` of the user's the hard metrics are counted too and reported under the keys its
+result leaves free (a key of the user's keeps the user's value), so the keys the annealing watches are there whatever
+the user reports. ``with_logits_on_disk`` (the decision-rule tuner's path) writes the gathered logits of each batch to
+a temporary ``LogitsFile`` on the main process instead of keeping them.
 """
 
 from __future__ import annotations
@@ -298,13 +299,13 @@ class CountedEvaluation:
         preprocess: Callable | None = None,
     ) -> Any:
         """Run the Trainer's evaluation ``loop`` (its ``EvalLoopOutput`` returned) with ``eval_loss`` the loss of the
-        whole set. ``mode`` says whether to count and to keep the logits (``evaluation_mode``). Counting, each process sums its batches'
-        loss statistics and (3, C) hard-metric counts (of ``preprocess(logits, labels)`` where given), the sums are
-        added across processes once at the end, and the metrics are scored from them, equal to those of the gathered
-        logits; they join the metrics under every key the loop's ``compute_metrics`` left free. Keeping the logits
-        (``predict``, a ``compute_metrics`` of the user's, which needs them) the loop gathers them as the Trainer does.
-        A validation evaluation (``metric_key_prefix="eval"``) that counts records its never-predicted classes under
-        ``step`` (``unpredicted_classes``)."""
+        whole set. ``mode`` says whether to count and to keep the logits (``evaluation_mode``). Counting, each process
+        sums its batches' loss statistics and (3, C) hard-metric counts (of ``preprocess(logits, labels)`` where
+        given), the sums are added across processes once at the end, and the metrics are scored from them, equal to
+        those of the gathered logits; they join the metrics under every key the loop's ``compute_metrics`` left free.
+        Keeping the logits (``predict``, a ``compute_metrics`` of the user's, which needs them) the loop gathers them
+        as the Trainer does. A validation evaluation (``metric_key_prefix="eval"``) that counts records its
+        never-predicted classes under ``step`` (``unpredicted_classes``)."""
         self._stats = self._counts = self._metrics = None
         (self._counting, self._keep_logits), self._preprocess = mode, preprocess
         try:

@@ -6,7 +6,7 @@ model takes, as the Trainer's dataloaders do with ``remove_unused_columns``.
 
 Refused: a warm start in epochs on a training set without a length, transformers' ``EarlyStoppingCallback`` beside
 the annealing callback, uneven batch counts across processes, and a sharded model (FSDP1, DeepSpeed ZeRO-3) with the
-annealing's weight copies; ``fsdp`` asked for where accelerate does not shard is one warning line. (The checks of the
+annealing's weight copies; FSDP asked for where accelerate does not shard is one warning line. (The checks of the
 first batch and of a resumed checkpoint's schedule are in ``east_hf.hf.training.resume``.)
 """
 
@@ -20,10 +20,24 @@ from typing import Any
 from transformers import EarlyStoppingCallback
 
 from east_hf.hf.config.build import multi_hot_datasets
+from east_hf.hf.devices import fsdp_request, runs_on_cpu
 from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
 from east_hf.hf.training.dataset_stats import dataset_length
 
-__all__ = ["TRAINER_ARGUMENTS", "check_distributed", "check_early_stopping", "check_even_batches", "check_sharding", "check_unsharded", "check_warm_start_length", "model_collator", "sharding", "trainer_arguments"]
+__all__ = [
+    "TRAINER_ARGUMENTS",
+    "check_distributed",
+    "check_early_stopping",
+    "check_even_batches",
+    "check_sharding",
+    "check_unsharded",
+    "check_warm_start_length",
+    "model_collator",
+    "sharding",
+    "trainer_arguments",
+]
+
+logger = logging.getLogger(__name__)
 
 TRAINER_ARGUMENTS = (
     "data_collator",
@@ -67,9 +81,6 @@ def model_collator(
         )
 
     return collate
-
-
-logger = logging.getLogger(__name__)
 
 
 def check_warm_start_length(annealing: TemperatureAnnealingCallback | None, train_dataset: Any) -> None:
@@ -136,14 +147,15 @@ def check_sharding(args: Any, accelerator, annealing: TemperatureAnnealingCallba
     restored as such (measured with two gloo processes: each keeps half the parameters, and a restore gives back the
     forward pass of the copied weights); under FSDP1 a full state dict gathered on every process, and under ZeRO-3
     empty placeholders: both refused. The moving average (``east_ema_decay``, a deep copy updated in place) is
-    refused under any sharding. ``fsdp`` asked for where accelerate does not shard (on CPUs: its FSDP needs GPUs;
-    training is DDP, a whole model per process) is one warning line, since nothing is sharded and the run is
-    otherwise correct."""
+    refused under any sharding. FSDP asked for (the ``fsdp`` flag or accelerate's ``ACCELERATE_USE_FSDP``) where
+    accelerate does not shard is one warning line, since nothing is sharded and the run is otherwise correct; on CPU
+    processes the config says it when it is made (``east_hf.hf.devices.resolve_devices``), before the model loads."""
     kind = sharding(accelerator)
-    if getattr(args, "fsdp", None) and kind not in ("FSDP", "FSDP2"):
+    request = fsdp_request(args)
+    if request and kind not in ("FSDP", "FSDP2") and not runs_on_cpu(args):
         logger.warning(
-            f"fsdp={args.fsdp!r} is set, but accelerate runs {accelerator.state.distributed_type}: the model is not "
-            "sharded (accelerate's FSDP needs GPUs); each process trains a whole copy, as DDP"
+            f"{request} is set, but accelerate runs {accelerator.state.distributed_type}: the model is not sharded; "
+            "each process trains a whole copy"
         )
     if kind is None or annealing is None:
         return

@@ -2,11 +2,11 @@
 one collated mini-batch of the training data.
 
 ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last *complete* checkpoint of
-``output_dir`` (``east_hf.hf.training.checkpoints``), skipping each one whose save was cut off or whose files (the weights, the
-Trainer's state, the optimizer, scheduler and RNG state, the annealing callback's ``east_stage_best.pt``) are missing,
-truncated or corrupt; a path to such a checkpoint is refused in one line naming the file. A complete checkpoint whose
-weights hold NaN or inf (valid files of bad values: resuming it would stop at its first step) is refused in one line
-naming it, the weight, and the complete checkpoint before it to resume from instead.
+``output_dir`` (``east_hf.hf.training.checkpoints``), skipping each one whose save was cut off or whose files (the
+weights, the Trainer's state, the optimizer, scheduler and RNG state, the annealing callback's ``east_stage_best.pt``)
+are missing, truncated or corrupt; a path to such a checkpoint is refused in one line naming the file. A complete
+checkpoint whose weights hold NaN or inf (valid files of bad values: resuming it would stop at its first step) is
+refused in one line naming it, the weight, and the complete checkpoint before it to resume from instead.
 
 ``load_renamed_weights`` loads a checkpoint whose weight names differ from the model's own: transformers'
 ``save_pretrained`` writes some architectures' weights under their original names (its conversion mapping: ViT, DeiT,

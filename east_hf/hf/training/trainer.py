@@ -21,22 +21,22 @@ Gradient accumulation
 
 Evaluation
     ``eval_loss`` is the loss of the whole evaluation set and the hard metrics are scored from per-class counts
-    (``east_hf.hf.training.evaluation``): ``evaluate`` keeps no logits. The trainer reports the hard metrics of its target
-    (``eval_fbeta``, ``eval_mcc``, ``eval_accuracy``, ``eval_precision``, ``eval_recall``, and per-class keys as
+    (``east_hf.hf.training.evaluation``): ``evaluate`` keeps no logits. The trainer reports the hard metrics of its
+    target (``eval_fbeta``, ``eval_mcc``, ``eval_accuracy``, ``eval_precision``, ``eval_recall``, and per-class keys as
     ``build_compute_metrics``) with or without a ``compute_metrics`` of the user's, whose keys are reported beside
     them as it returns them (a key of the user's with an own key's name keeps the user's value), so the annealing and
     the best checkpoint have their metric with no extra wiring. A monitor no evaluation reports is refused before
     training where the keys are known, else at the first evaluation.
 
-Everything the trainer trains with is built once at ``__init__`` from the config (``east_hf.hf.config.build``), and control
-flows one way: the annealing callback holds the schedule; the trainer finds the callback in its own callback list and
-pulls the stage, the temperature and whether the warm start's cross-entropy is on. Temperature and stage are added to
-every log of an EAST run, in ``log`` alone (a baseline has no temperature: its logs carry the stage only with a warm
-start). The trainer is composed of helpers with public methods that its Trainer overrides delegate to: the
+Everything the trainer trains with is built once at ``__init__`` from the config (``east_hf.hf.config.build``), and
+control flows one way: the annealing callback holds the schedule; the trainer finds the callback in its own callback
+list and pulls the stage, the temperature and whether the warm start's cross-entropy is on. Temperature and stage are
+added to every log of an EAST run, in ``log`` alone (a baseline has no temperature: its logs carry the stage only with
+a warm start). The trainer is composed of helpers with public methods that its Trainer overrides delegate to: the
 evaluation from counts (``east_hf.hf.training.evaluation.CountedEvaluation``) and the non-finite monitor
-(``east_hf.hf.training.nonfinite.NonFiniteMonitor``); the settings refused when it is made are in ``east_hf.hf.training.inputs``, the
-checks before the first step in ``east_hf.hf.training.resume``, the warnings about the kept model in
-``east_hf.hf.training.kept_model_warnings``.
+(``east_hf.hf.training.nonfinite.NonFiniteMonitor``); the settings refused when it is made are in
+``east_hf.hf.training.inputs``, the checks before the first step in ``east_hf.hf.training.resume``, the warnings about
+the kept model in ``east_hf.hf.training.kept_model_warnings``.
 """
 
 from __future__ import annotations
@@ -99,9 +99,10 @@ class EASTTrainer(Trainer):
     ``TemperatureAnnealingCallback`` unless one is passed in ``callbacks``. transformers' ``EarlyStoppingCallback`` is
     refused beside it (in ``callbacks`` or through ``add_callback``): it would end training inside a stage, before the
     annealing's own early stopping (``east_patience``, ``east_stage_patience``); with ``east_annealing=False`` it is
-    allowed. It reports the hard metrics of its target (``east_hf.hf.config.build``), beside the keys of a ``compute_metrics``
-    of the user's. A ``labels`` / ``label`` column of lists of label ids (``Sequence(ClassLabel(...))``) becomes
-    multi-hot rows of the model's labels (``east_hf.hf.data.multi_hot.multi_hot_labels``).
+    allowed. It reports the hard metrics of its target (``east_hf.hf.config.build``), beside the keys of a
+    ``compute_metrics`` of the user's. A ``labels`` / ``label`` column of lists of label ids
+    (``Sequence(ClassLabel(...))``) becomes multi-hot rows of the model's labels
+    (``east_hf.hf.data.multi_hot.multi_hot_labels``).
 
     Attributes:
         east_loss: the loss ``args.east_loss`` names (``EASTLoss``, or a baseline ``SetLoss``), built once here.
@@ -190,7 +191,8 @@ class EASTTrainer(Trainer):
     def _check_monitors(self, metrics: dict[str, float] | None = None, num_classes: int | None = None) -> None:
         """The keys ``metric_for_best_model`` and (in training) the annealing watch must be reported: at a validation
         evaluation among its ``metrics``, naming a user's ``compute_metrics`` keys and the trainer's own apart; before
-        training (``num_classes``: the logits' width) among the keys known then, unless a user's function may add any."""
+        training (``num_classes``: the logits' width) among the keys known then,
+        unless a user's function may add any."""
         users_function = is_users_compute_metrics(self.compute_metrics)  # its keys are not known before it runs
         if metrics is not None:
             keys = self._target_metrics.metric_keys() if users_function and self._target_metrics is not None else ()
@@ -346,11 +348,11 @@ class EASTTrainer(Trainer):
     def tune_decision_rule(self, eval_dataset: Any = None):
         """Tune per-class logit offsets on ``eval_dataset`` (default: the evaluation set) for the configured metric
         (``east_metric``, ``east_beta``, ``east_average``, ``east_pos_label``) and fold them into the model's output
-        bias (``east_hf.hf.models.classifier_head``), so that ``argmax`` of the model's logits applies the tuned rule in
-        every later evaluation, ``save_model`` and pipeline. A multi-label model gets one offset per label
+        bias (``east_hf.hf.models.classifier_head``), so that ``argmax`` of the model's logits applies the tuned rule
+        in every later evaluation, ``save_model`` and pipeline. A multi-label model gets one offset per label
         (``east_hf.core.decision.multilabel.tune_label_offsets``), so that ``sigmoid(logits) > 0.5`` of the saved model
-        applies it. Returns the ``east_hf.core.decision.rule.DecisionRule``, also kept as ``trainer.decision_rule``. A head
-        without a bias is a one-line error before any prediction runs.
+        applies it. Returns the ``east_hf.core.decision.rule.DecisionRule``, also kept as ``trainer.decision_rule``. A
+        head without a bias is a one-line error before any prediction runs.
 
         Each batch's validation logits are written to a temporary ``LogitsFile`` under ``output_dir`` (twice their
         size, removed afterwards), which the main process tunes from (``with_logits_on_disk``); every process folds
@@ -380,7 +382,8 @@ class EASTTrainer(Trainer):
 
     def evaluate(self, *pargs, **kwargs) -> dict[str, float]:
         """``Trainer.evaluate``; during training with ``east_ema_decay`` > 0 it evaluates the moving average of the
-        weights (swapped into the model until the next step, ``TemperatureAnnealingCallback.average_for_evaluation``)."""
+        weights (swapped into the model until the next step,
+        ``TemperatureAnnealingCallback.average_for_evaluation``)."""
         annealing = self.annealing
         if annealing is not None:
             annealing.average_for_evaluation(self.accelerator.unwrap_model(self.model))
@@ -389,12 +392,13 @@ class EASTTrainer(Trainer):
     # ---- fail early ----
     def train(self, resume_from_checkpoint: str | bool | None = None, *pargs, **kwargs):
         """``Trainer.train``; ``resume_from_checkpoint=True`` (or ``"true"`` / ``"last"``) resumes from the last
-        *complete* checkpoint of ``output_dir`` (``east_hf.hf.training.resume``). One collated mini-batch is checked before
-        any step (labels present, logits finite and as wide as the configured classes, labels in range). Stops with a
-        one-line ``FloatingPointError`` naming the step if a training loss or gradient norm is NaN or inf. A checkpoint
-        whose weight names differ from the model's (transformers' conversion mapping, e.g. ViT) is resumed from and
-        loaded as the best model through ``from_pretrained`` (``east_hf.hf.training.resume.load_renamed_weights``): the
-        Trainer's own load would leave those weights at their current values."""
+        *complete* checkpoint of ``output_dir`` (``east_hf.hf.training.resume``). One collated mini-batch is checked
+        before any step (labels present, logits finite and as wide as the configured classes, labels in range). Stops
+        with a one-line ``FloatingPointError`` naming the step if a training loss or gradient norm is NaN or inf. A
+        checkpoint whose weight names differ from the model's (transformers' conversion mapping, e.g. ViT) is resumed
+        from and loaded as the best model through ``from_pretrained``
+        (``east_hf.hf.training.resume.load_renamed_weights``): the Trainer's own load would leave those weights at
+        their current values."""
         resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
         if resume_from_checkpoint is not None:
             restores = self.args.restore_callback_states_from_checkpoint

@@ -1,5 +1,5 @@
-"""Copies of a model's weights for the annealing callback (``east_hf.hf.training.callbacks``): a stage's best weights on the
-CPU, the moving average swapped in and out of the model, and the copies a checkpoint carries, saved with their
+"""Copies of a model's weights for the annealing callback (``east_hf.hf.training.callbacks``): a stage's best weights
+on the CPU, the moving average swapped in and out of the model, and the copies a checkpoint carries, saved with their
 SHA-256 and loaded back only where it matches."""
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ Examples:
         0.2667 [0, 1, 2]
 
     Example 2-One beta per class: recall matters twice as much for class 0.
-        >>> results = macro_fbeta.compute(predictions=[0, 0, 1, 1, 2, 2], references=[0, 1, 1, 1, 2, 0], beta=[2.0, 1.0, 1.0])
+        >>> results = macro_fbeta.compute(predictions=[0, 0, 1, 1, 2, 2], references=[0, 1, 1, 1, 2, 0],
+        ...                               beta=[2.0, 1.0, 1.0])
         >>> print(round(results["fbeta"], 4), [round(f, 4) for f in results["fbeta_per_class"]])
         0.6556 [0.5, 0.8, 0.6667]
 
@@ -88,7 +89,8 @@ Examples:
         0.4444 [0.6667, 0.6667, 0.0]
 
     Example 4-Binary F-beta of the positive label, with beta = 0.5 (precision matters more).
-        >>> results = macro_fbeta.compute(predictions=[0, 1, 1, 0], references=[0, 1, 0, 0], beta=0.5, average="binary")
+        >>> results = macro_fbeta.compute(predictions=[0, 1, 1, 0], references=[0, 1, 0, 0], beta=0.5,
+        ...                               average="binary")
         >>> print(round(results["fbeta"], 4), results["precision"], results["recall"])
         0.5556 0.5 1.0
 

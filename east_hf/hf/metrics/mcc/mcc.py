@@ -61,7 +61,8 @@ Examples:
         0.5385
 
     Example 2-The same example with sample weights.
-        >>> results = mcc.compute(references=[1, 3, 2, 0, 3, 2], predictions=[1, 2, 2, 0, 3, 3], sample_weight=[0.5, 3, 1, 1, 1, 2])
+        >>> results = mcc.compute(references=[1, 3, 2, 0, 3, 2], predictions=[1, 2, 2, 0, 3, 3],
+        ...                       sample_weight=[0.5, 3, 1, 1, 1, 2])
         >>> print(round(results["mcc"], 4))
         0.0978
 
