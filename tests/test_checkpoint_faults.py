@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -239,6 +240,48 @@ def test_a_truncated_stage_best_file_is_skipped_by_resume_true_and_refused_by_pa
     first_step = int(previous.name.split("-")[1]) + 1
     assert counter.steps[0] == first_step and trainer.state.global_step > step
     assert is_complete_checkpoint(last)  # saved again, whole
+
+
+def _flip_a_tensor_byte(file: Path) -> None:
+    """Flip one byte inside the largest tensor's data of a torch.save archive: the zip's directory stays whole."""
+    with zipfile.ZipFile(file) as archive:
+        entry = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    data = bytearray(file.read_bytes())
+    header = entry.header_offset  # a zip local header: 30 bytes, then the name and the extra field, then the data
+    name_length = int.from_bytes(data[header + 26 : header + 28], "little")
+    extra_length = int.from_bytes(data[header + 28 : header + 30], "little")
+    data[header + 30 + name_length + extra_length + entry.file_size // 2] ^= 0xFF
+    file.write_bytes(bytes(data))
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_garbled_stage_best_file_fails_its_checksum_and_resume_last_uses_the_checkpoint_before(
+    stage_best_run, tmp_path, caplog
+):
+    """A byte flipped inside a tensor of east_stage_best.pt leaves a whole archive; the SHA-256 recorded beside it
+    when it was saved tells. resume "last" (as true) skips the checkpoint with one warning line naming the file and
+    goes on from the checkpoint before, as the troubleshooting page promises."""
+    from helpers import annealing_trainer
+
+    run, step = stage_best_run
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    last = out / f"checkpoint-{step}"
+    bad = last / STAGE_BEST_WEIGHTS_NAME
+    _flip_a_tensor_byte(bad)
+    assert zipfile.is_zipfile(bad) and (last / f"{STAGE_BEST_WEIGHTS_NAME}.sha256").is_file()
+    why = f"{bad} is a file whose SHA-256 "
+    assert checkpoint_problem(last).startswith(why) and "changed or garbled since" in checkpoint_problem(last)
+    previous = complete_checkpoints(out)[-1]
+    assert previous != last and last_complete_checkpoint(out) == previous
+    counter = _StepCounter()
+    trainer = annealing_trainer(out, callbacks=[counter])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="east_hf"):
+        trainer.train(resume_from_checkpoint="last")
+    (warning,) = [r.getMessage() for r in caplog.records if "skipping incomplete checkpoint" in r.getMessage()]
+    assert warning.startswith(f"skipping incomplete checkpoint {last}: {why}") and "\n" not in warning
+    assert counter.steps[0] == int(previous.name.split("-")[1]) + 1 and trainer.state.global_step > step
 
 
 def test_a_stage_best_file_damaged_after_the_check_is_one_line_not_a_traceback(tmp_path):

@@ -249,3 +249,30 @@ def test_timm_checkpoint_is_fine_tuned_with_its_own_preprocessing(capsys, tmp_pa
     saved = json.loads((out / "config.json").read_text())["pretrained_cfg"]
     assert saved["mean"] == [0.1, 0.2, 0.3] and saved["std"] == [0.5, 0.5, 0.5]
     assert saved["input_size"] == [3, 32, 32] and saved["crop_pct"] == 1.0
+
+
+def test_the_demo_says_how_training_ended_on_the_console_and_in_its_card(capsys, tmp_path):
+    """`east-train demo` on a part of its data, with a stage patience of 1: it ends on the annealing criterion well
+    inside its 30 epochs, and its last lines and its card say so, where and why."""
+    import re
+
+    from helpers import cli_args
+
+    out = tmp_path / "demo"
+    flags = cli_args(
+        output_dir=out,
+        max_train_samples=2048,
+        max_eval_samples=1024,
+        max_test_samples=512,
+        east_patience=1,
+        east_stage_patience=1,
+        report_to="none",
+    )
+    assert main(["demo", *flags]) == 0
+    (ended,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Training ended")]
+    assert re.fullmatch(
+        r"Training ended on the annealing criterion at epoch \d+ of 30, stage [1-9]\d*, T = 0\.\d+: "
+        r"1 stage without a better validation fbeta",
+        ended,
+    ), ended
+    assert f"\n{ended}.\n" in (out / "README.md").read_text()

@@ -342,7 +342,9 @@ def test_the_defaults_compare_east_with_the_strongest_baselines_each_tuned_again
         "east", "ce", "wce", "la", "asl"
     ]
     help_text = " ".join(compare.build_parser().format_help().split())
-    assert "focal loss and LDAM" in help_text and "(default: east,ce,la,focal,ldam; multi-label: east,ce,wce" in help_text
+    assert (
+        "focal loss and LDAM" in help_text and "(default: east,ce,la,focal,ldam; multi-label: east,ce,wce" in help_text
+    )
     assert compare.reference_variant(args) == "ce+tuned"
     for off in (["--tuned", "false"], ["--no_tuned"]):
         args = compare.build_parser().parse_args(["demo", *off])

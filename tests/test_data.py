@@ -84,7 +84,8 @@ def test_synthetic_binary_set_is_fixed_imbalanced_and_split_64_16_20():
     assert np.array_equal(first.test[:5]["input_features"], again.test[:5]["input_features"])  # same rows every time
 
 
-# ---- refused data (see test_input_faults.py): a non-finite validation row, a high-cardinality text column ----
+# ---- refused data: a non-finite validation row, a high-cardinality text column ----
+# (what the trainer and east-train refuse of non-finite data: test_nonfinite_and_minor_faults.py)
 def test_inf_in_a_validation_csv_row_is_refused_at_load(tmp_path):
     train = write_csv(tmp_path / "train.csv", "x,y", [f"{i * 0.1:.3f},{i % 2}" for i in range(40)])
     write_csv(tmp_path / "validation.csv", "x,y", [f"{'inf' if i == 2 else i},{i % 2}" for i in range(10)])

@@ -180,7 +180,7 @@ def test_text_in_a_numeric_column_of_a_stream_is_named_with_its_file_row_and_col
     with pytest.raises(DataError) as err:
         load_data(DataArguments(dataset_name=str(data), streaming=True))
     assert str(err.value) == (
-        "Expected numbers in column 'x' (numbers in the first 10000 training rows, which the encoding was fitted "
+        "Expected numbers in column 'x' (numbers in the first 10000 training rows, which the encoder was fitted "
         f"on), got 'oops' in data row 11001 of {data / 'train.csv'} and 1 row more: fix or empty those cells (an "
         "empty cell is imputed), or leave the column out with feature_columns"
     )

@@ -76,7 +76,7 @@ def pretrained_bert(tmp_path_factory) -> Path:
     return folder
 
 
-def test_finetune_text_ends_on_the_annealing_criterion_within_its_budget(pretrained_bert, tmp_path):
+def test_finetune_text_ends_on_the_annealing_criterion_within_its_budget(pretrained_bert, tmp_path, capsys):
     rows = _texts({"sport": 300, "money": 120, "food": 60}, seed=0)  # imbalanced: one rare class
     csv = tmp_path / "texts.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
@@ -84,12 +84,17 @@ def test_finetune_text_ends_on_the_annealing_criterion_within_its_budget(pretrai
     argv = [
         "finetune_text", "--model_name_or_path", pretrained_bert, "--dataset_name", csv, "--text_column", "review",
         "--max_length", 16, "--per_device_train_batch_size", 16, "--output_dir", out, "--report_to", "none",
-        "--model_card", "false", "--disable_tqdm", "true",
+        "--disable_tqdm", "true",
     ]  # fmt: skip
     assert main([str(a) for a in argv]) == 0
     end = _schedule_end(out)
     assert end["finished"] and end["stop_reason"] in ("stage_patience", "min_temperature", "max_stages")
     assert end["stage"] >= 1 and max(end["epochs"]) < end["budget"]  # annealed, and stopped before the budget
+    # the run says so, where it stopped, and its card says the same
+    (ended,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Training ended")]
+    stage = end["stage"]
+    assert ended.startswith(f"Training ended on the annealing criterion at epoch {round(max(end['epochs']), 1):g} of ")
+    assert f", stage {stage}, T = " in ended and f"\n{ended}.\n" in (out / "README.md").read_text()
     assert any(epoch % 1 > 0.01 for epoch in end["epochs"])  # evaluations within epochs
     test_f1 = json.loads((out / "test_results.json").read_text())["test_fbeta"]
     assert test_f1 > 0.6  # learned: predicting the majority class alone scores 0.26 macro F1

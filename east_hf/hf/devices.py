@@ -90,7 +90,12 @@ def resolve_devices(args: Any) -> None:
         args.use_cpu = True
     request = fsdp_request(args)
     if request and runs_on_cpu(args):
-        _warn_once(_fsdp_on_cpu_notice(request))
+        loading = ", and cpu_ram_efficient_loading is turned off so that every process loads the weights"
+        turned_off = _turn_off_ram_efficient_loading()
+        _warn_once(
+            f"{request} is set, but the processes run on CPUs: the model is not sharded (accelerate's FSDP needs "
+            f"GPUs); each process trains a whole copy, as DDP{loading if turned_off else ''}"
+        )
 
 
 def _env_flag(name: str) -> bool:
@@ -115,21 +120,17 @@ def runs_on_cpu(args: Any) -> bool:
     return bool(getattr(args, "use_cpu", False)) or not torch.accelerator.is_available()
 
 
-def _fsdp_on_cpu_notice(request: str) -> str:
-    """The one line said where FSDP is asked for on CPU processes. accelerate's ``cpu_ram_efficient_loading``
-    (``FSDP_CPU_RAM_EFFICIENT_LOADING``, on in accelerate's default FSDP config) makes transformers load the weights
+def _turn_off_ram_efficient_loading() -> bool:
+    """Turn accelerate's ``cpu_ram_efficient_loading`` off (``FSDP_CPU_RAM_EFFICIENT_LOADING``, on in accelerate's
+    default FSDP config) where it is on with accelerate's FSDP; whether it was. It makes transformers load the weights
     on the first process only and leave the others' new parameters (a fine-tune's head) as meta tensors, for FSDP to
-    fill; nothing fills them without FSDP, so it is turned off here, before any model is loaded."""
-    notice = (
-        f"{request} is set, but the processes run on CPUs: the model is not sharded (accelerate's FSDP needs "
-        "GPUs); each process trains a whole copy, as DDP"
-    )
-    if _env_flag("ACCELERATE_USE_FSDP") and _env_flag("FSDP_CPU_RAM_EFFICIENT_LOADING"):
-        from accelerate.utils import disable_fsdp_ram_efficient_loading
+    fill; on CPU processes nothing fills them, so it goes before any model loads, in every process."""
+    if not (_env_flag("ACCELERATE_USE_FSDP") and _env_flag("FSDP_CPU_RAM_EFFICIENT_LOADING")):
+        return False
+    from accelerate.utils import disable_fsdp_ram_efficient_loading
 
-        disable_fsdp_ram_efficient_loading()
-        notice += ", and cpu_ram_efficient_loading is turned off so that every process loads the weights"
-    return notice
+    disable_fsdp_ram_efficient_loading()
+    return True
 
 
 def resolve_unused_parameters(args: Any, every_parameter_used: bool) -> None:

@@ -21,7 +21,8 @@ the test split, and save into ``output_dir``: ``model.safetensors`` + ``config.j
 tabular feature extractor, both ``preprocessor_config.json``), ``train_results.json``, ``eval_results.json``,
 ``test_results.json``, ``all_results.json``, ``trainer_state.json`` and, when ``east_hf.hf.cards.model_card`` is
 installed, the model card ``README.md`` (``README.east_hf.md`` beside a ``README.md`` the user wrote or edited, which
-stays as it is). Under several processes only the main one prints and writes.
+stays as it is). The run ends in the line that says how training ended (``east_hf.hf.training.ending``; the card says
+the same), the test metrics and where the files are. Under several processes only the main one prints and writes.
 
 Beside this flow: ``east_hf.scripts.output_dir`` claims the folder, ``east_hf.scripts.interruptions`` writes the line a
 run cut short ends with, ``east_hf.scripts.run_record`` says what a run depends on (what ``--dry_run`` prints).

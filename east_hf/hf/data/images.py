@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from east_hf.hf.data.messages import UNREADABLE_IMAGE, listed
-from east_hf.hf.data.rows import read_column
+from east_hf.hf.data.rows import read_batches
 from east_hf.hf.data.sources import DataError
 
 __all__ = ["UNREADABLE_IMAGE", "drop_unreadable_images", "image_transforms", "set_image_transforms"]
@@ -18,6 +18,7 @@ __all__ = ["UNREADABLE_IMAGE", "drop_unreadable_images", "image_transforms", "se
 logger = logging.getLogger(__name__)
 
 _CHECK_THREADS = 8  # files opened at once: the check waits on the disk more than on Python
+_CHECK_ROWS = 1024  # images checked per batch: a data set of image bytes is never held whole in memory
 
 
 def drop_unreadable_images(splits: dict[str, Any], column: str, dataset_name: str, dropped: dict[str, int]):
@@ -34,28 +35,36 @@ def drop_unreadable_images(splits: dict[str, Any], column: str, dataset_name: st
         if ds is None:
             out[split] = None
             continue
-        cells = read_column(ds, column).to_pylist()  # {"bytes": ..., "path": ...} per row: nothing decoded
-        bad = _unreadable(cells)
-        if len(bad) == len(cells) and cells:
-            found = [_cell_name(cells[i], split, i) for i in bad]
+        bad, found = [], []  # rows of the split, their files' names
+        for start, cells in _image_cells(ds, column):
+            for i in _unreadable(cells):
+                bad.append(start + i)
+                found.append(_cell_name(cells[i], split, start + i))
+        if bad and len(bad) == len(ds):
             raise DataError(
                 f"Expected images PIL can open in the {split} split of {dataset_name!r}, got {len(bad)} unreadable "
                 f"files and no other ({listed(found, 'files')}): convert them to PNG or JPEG"
             )
         if bad:
-            names += [_cell_name(cells[i], split, i) for i in bad[:5]]
+            names += found
             total += len(bad)
             bad_rows = set(bad)
-            ds = ds.select([i for i in range(len(cells)) if i not in bad_rows])
+            ds = ds.select([i for i in range(len(ds)) if i not in bad_rows])
         out[split] = ds
     if total:
         dropped[UNREADABLE_IMAGE] = dropped.get(UNREADABLE_IMAGE, 0) + total
-        more = f" and {total - len(names)} more" if total > len(names) else ""
         logger.warning(
-            f"skipped {total} image file{'s' if total != 1 else ''} PIL cannot open: {', '.join(names[:5])}{more}; "
-            "fix or delete them to train on the rest without this warning"
+            f"skipped {total} image file{'s' if total != 1 else ''} PIL cannot open: {listed(names, 'files')}; fix "
+            "or delete them to train on the rest without this warning"
         )
     return out
+
+
+def _image_cells(ds, column: str):
+    """(first row, cells) of ``ds``'s image column in batches of ``_CHECK_ROWS`` rows: each cell the ``datasets``
+    storage of one image, ``{"bytes": ..., "path": ...}``, nothing decoded."""
+    for start, table in zip(range(0, len(ds), _CHECK_ROWS), read_batches(ds, [column], _CHECK_ROWS)):
+        yield start, table.column(column).to_pylist()
 
 
 def _unreadable(cells: list) -> list[int]:

@@ -353,7 +353,7 @@ def load_streamed(args, text: bool, prepare: Callable[..., Any]) -> StreamedData
     class_label = features is not None and isinstance(features.get(label), datasets.ClassLabel)
     held_out = _held_out(splits, features)
     stand_in = held_out["test"] is None  # the validation split stands in for a test split, which is not carved
-    sample = found.sample if features is not None else _numbers_read_as_text(found.sample, label)
+    sample = _numbers_read_as_text(found.sample, label) if _csv_source(args) else found.sample
     whole = {"train": datasets.Dataset.from_dict(sample, features=features), **held_out}
     if stand_in:
         whole["test"] = held_out["validation"]
@@ -379,10 +379,18 @@ def load_streamed(args, text: bool, prepare: Callable[..., Any]) -> StreamedData
     return data
 
 
+def _csv_source(args) -> bool:
+    """Whether the stream reads local CSV / TSV files, which pandas types chunk by chunk of rows."""
+    path = local_path(args.dataset_name)
+    if path is None:
+        return False
+    return any(f.suffix.lower() in (".csv", ".tsv") for f in ([path] if path.is_file() else path.rglob("*")))
+
+
 def _numbers_read_as_text(sample: dict[str, list], label: str) -> dict[str, list]:
-    """The sample with each column whose cells are all numbers or blank, some written as text, made numbers (a blank
-    cell None): a CSV reader reads a chunk of rows as text where one of its cells is text, beyond the sample too. A
-    column with a text cell stays as it is."""
+    """The sample of a CSV stream with each column whose cells are all numbers or blank, some written as text, made
+    numbers (a blank cell None), as the file's other chunks read them: the CSV reader reads a chunk of rows as text
+    where one of its cells is text, beyond the sample too. A column with a text cell stays as it is."""
 
     def number(v: Any) -> bool:
         return v is None or isinstance(v, (int, float)) or (isinstance(v, str) and (not v.strip() or _is_number(v)))
@@ -406,7 +414,7 @@ def _check_text_cells(found: _FirstPass, extractor, fitted: int, where: Callable
             more = f" and {rows_text(record.count - 1)} more" if record.count > 1 else ""
             raise DataError(
                 f"Expected numbers in column {column!r} (numbers in the first {fitted} training rows, which the "
-                f"encoding was fitted on), got {value!r} in {where(row)}{more}: fix or empty those cells (an empty "
+                f"encoder was fitted on), got {value!r} in {where(row)}{more}: fix or empty those cells (an empty "
                 "cell is imputed), or leave the column out with feature_columns"
             )
     late = []

@@ -21,7 +21,13 @@ from east_hf.hf.models import (
     label_maps,
 )
 from east_hf.hf.models.lora import PEFT_EXTRA
-from east_hf.hf.models.text import TEXT_TINY, check_tokenizer, text_tiny_model, train_wordpiece_tokenizer
+from east_hf.hf.models.text import (
+    CHECKED_TEXTS,
+    TEXT_TINY,
+    check_tokenizer,
+    text_tiny_model,
+    train_wordpiece_tokenizer,
+)
 
 __all__ = [
     "DEFAULT_IMAGE_MODEL",
@@ -217,10 +223,10 @@ def _text_model(name: str, data, id2label, label2id, revision: str, max_length: 
 
 
 def _first_texts(data) -> list[str]:
-    """The first training texts (a few hundred) a checkpoint's tokenizer is tried on (``check_tokenizer``)."""
+    """The first ``CHECKED_TEXTS`` training texts, which a checkpoint's tokenizer is tried on (``check_tokenizer``)."""
     from east_hf.hf.data.rows import read_column
 
-    return read_column(data.train, data.text_column).slice(0, 256).to_pylist()
+    return read_column(data.train, data.text_column).slice(0, CHECKED_TEXTS).to_pylist()
 
 
 def build_model(

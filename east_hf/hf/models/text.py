@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = [
+    "CHECKED_TEXTS",
     "TEXT_TINY",
     "TOKENIZER_RECORD",
     "check_tokenizer",
@@ -46,7 +47,7 @@ _TOKENIZER_FILES = (
     "sentencepiece.bpe.model",
 )
 UNKNOWN_FRACTION = 0.9  # a tokenizer that reads this share of the training texts' tokens as unknown reads none of them
-_CHECKED_TEXTS = 200  # training texts a checkpoint's tokenizer is tried on
+CHECKED_TEXTS = 256  # training texts a checkpoint's tokenizer is tried on
 TOKENIZER_RECORD = "tokenizer_record.json"  # a cached tokenizer's record: the size and SHA-256 of its tokenizer.json
 
 
@@ -193,7 +194,8 @@ def text_tiny_model(
 
 
 def is_text_model(name: str | None) -> bool:
-    """Whether ``name`` is ``text_tiny``, a local folder with a tokenizer, or a Hub id whose tokenizer is cached."""
+    """Whether ``name`` is ``text_tiny``, a local folder with a tokenizer or a text model's config (a ``vocab_size``),
+    or a Hub id whose tokenizer is cached."""
     if name is None:
         return False
     if name == TEXT_TINY:
@@ -221,7 +223,7 @@ def _has_vocabulary(folder: Path) -> bool:
 def check_tokenizer(name: str, tokenizer, vocab_size: int | None, texts: Sequence[str]) -> None:
     """Refuse, in one line, a tokenizer that cannot be checkpoint ``name``'s: a vocabulary under half the model's
     ``vocab_size`` (``config.vocab_size``; transformers reads a folder without tokenizer files as a ``BertTokenizer``
-    of 5 special tokens), or one that reads ``UNKNOWN_FRACTION`` of the tokens of the first ``_CHECKED_TEXTS`` of
+    of 5 special tokens), or one that reads ``UNKNOWN_FRACTION`` of the tokens of the first ``CHECKED_TEXTS`` of
     ``texts`` (the training texts) as its unknown token. Either would train on unknown tokens only."""
     size = len(tokenizer)
     small = bool(vocab_size) and size < vocab_size / 2
@@ -229,7 +231,7 @@ def check_tokenizer(name: str, tokenizer, vocab_size: int | None, texts: Sequenc
         f" for a model of {vocab_size} (config.vocab_size)" if small else ""
     )
     unk = tokenizer.unk_token_id
-    sample = [str(t) for t in texts[:_CHECKED_TEXTS]]
+    sample = [str(t) for t in texts[:CHECKED_TEXTS]]
     unknown_share = 0.0
     if unk is not None and sample:
         ids = tokenizer(sample, add_special_tokens=False)["input_ids"]

@@ -9,8 +9,9 @@ callback that writes into the checkpoint in ``on_save``, after ``trainer_state.j
 a save killed between the two leaves a checkpoint that names a file it lacks. The annealing callback's per-stage best
 weights (``east_stage_best.pt``) and moving average (``east_ema.pt``) are such files, checked wherever they are present
 too. The checks read headers and zip directories only, never the tensors: a truncated file or a garbled header is
-found, bytes flipped inside a tensor's data are not; ``nonfinite_weight`` reads the weights themselves for NaN or inf,
-which a resume checks (``east_hf.hf.training.resume``). Nothing from transformers.
+found, bytes flipped inside a tensor's data are not, except in a file saved with its SHA-256 beside it (the annealing
+callback's copies: ``CHECKSUM_SUFFIX``), whose bytes are compared with it. ``nonfinite_weight`` reads the weights
+themselves for NaN or inf, which a resume checks (``east_hf.hf.training.resume``). Nothing from transformers.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from pathlib import Path
 
 __all__ = [
     "CHECKPOINT_FILES_KEY",
+    "CHECKSUM_SUFFIX",
     "COMPARISON_FILES",
     "EMA_WEIGHTS_NAME",
     "LOCK_NAME",
     "RUN_FILES",
     "STAGE_BEST_WEIGHTS_NAME",
     "checkpoint_problem",
+    "checksum_problem",
     "comparison_files",
     "complete_checkpoints",
     "foreign_files",
@@ -109,6 +112,9 @@ STATE_ARCHIVES = (
 _RANK_RNG_STATE = re.compile(r"^rng_state_\d+\.pth$")
 # The key under which a stateful callback's saved "attributes" list the files it writes into the checkpoint.
 CHECKPOINT_FILES_KEY = "checkpoint_files"
+# Beside a copy of the weights the annealing callback saves (east_hf.hf.training.weight_copies.save_weights): the
+# file's SHA-256 in sha256sum's format ("<hex>  <name>"), so that `sha256sum -c` checks it too.
+CHECKSUM_SUFFIX = ".sha256"
 
 
 def _one_line(error: Exception) -> str:
@@ -135,6 +141,28 @@ def _archive_problem(file: Path) -> str | None:
     if not zipfile.is_zipfile(file):
         return f"{file} is not a whole torch.save archive: truncated or corrupt"
     return None
+
+
+def checksum_problem(path: str | os.PathLike) -> str | None:
+    """How the file ``path`` differs from the SHA-256 recorded beside it (``path`` + ``CHECKSUM_SUFFIX``) when it was
+    saved, or None (it matches, or no record: a file saved without one)."""
+    record = f"{path}{CHECKSUM_SUFFIX}"
+    try:
+        with open(record) as f:
+            expected = (f.read().split() or [""])[0]
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        return f"an unreadable checksum record {record} ({type(e).__name__})"
+    from east_hf.hf.data.fingerprint import file_sha256  # the data's fingerprint, memoised per unchanged file
+
+    actual = file_sha256(path)
+    if actual == expected:
+        return None
+    return (
+        f"a file whose SHA-256 {actual[:12]}... differs from the {expected[:12] or 'empty'}... recorded in {record} "
+        "when it was saved (changed or garbled since)"
+    )
 
 
 def _index_problem(index: Path) -> str | None:
@@ -194,10 +222,15 @@ def _checkpoint_problem(path: Path) -> str | None:
         elif file.suffix == ".safetensors":
             problem = _safetensors_problem(file)
         else:
-            problem = _archive_problem(file)
+            problem = _archive_problem(file) or _mismatch(file)
         if problem:
             return problem
     return None
+
+
+def _mismatch(file: Path) -> str | None:
+    problem = checksum_problem(file)
+    return f"{file} is {problem}" if problem else None
 
 
 def _callback_files(state: dict) -> list[str]:

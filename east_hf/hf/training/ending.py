@@ -76,7 +76,7 @@ def _where(annealing: TemperatureAnnealingCallback) -> str:
     return f" in stage {schedule.stage} (T = {schedule.temperature:.3g})" if annealing.reports_temperature else ""
 
 
-FELL_BACK = (
+_FELL_BACK = (
     "after falling back to plain cross-entropy (east_ce_fallback: every validation evaluation before had predicted "
     "one class)"
 )
@@ -95,7 +95,7 @@ def training_ended(state: Any, args: Any, annealing: TemperatureAnnealingCallbac
     annealing criterion"; a run that fell back to plain cross-entropy says so after the reason.
     """
     schedule = annealing.schedule if annealing is not None else None
-    fell_back = f", {FELL_BACK}" if schedule is not None and schedule.fell_back else ""
+    fell_back = f", {_FELL_BACK}" if schedule is not None and schedule.fell_back else ""
     if schedule is not None and schedule.finished:
         if not annealing.reports_temperature:
             evaluations = plural(schedule.patience, "evaluation")

@@ -11,6 +11,7 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from east_hf.hf.data.fingerprint import file_sha256
+from east_hf.hf.training.checkpoints import CHECKSUM_SUFFIX, checksum_problem
 
 __all__ = [
     "CHECKSUM_SUFFIX",
@@ -22,8 +23,6 @@ __all__ = [
     "swap_weights",
     "trainable_state_dict",
 ]
-
-CHECKSUM_SUFFIX = ".sha256"  # beside a saved copy: its SHA-256 in sha256sum's format ("<hex>  <name>")
 
 
 def cpu_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -90,31 +89,11 @@ def save_weights(weights: dict[str, torch.Tensor], path: str) -> None:
     os.replace(tmp, record)
 
 
-def _checksum_problem(path: str) -> str | None:
-    """How ``path`` differs from the SHA-256 recorded when it was saved, or None (it matches, or no record: a copy
-    saved before east_hf recorded one)."""
-    record = path + CHECKSUM_SUFFIX
-    try:
-        with open(record) as f:
-            expected = (f.read().split() or [""])[0]
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as e:
-        return f"an unreadable checksum record {record} ({type(e).__name__})"
-    actual = file_sha256(path)
-    if actual == expected:
-        return None
-    return (
-        f"a file whose SHA-256 {actual[:12]}... differs from the {expected[:12] or 'empty'}... recorded in {record} "
-        "when it was saved (changed or garbled since)"
-    )
-
-
 def load_weights(path: str, what: str, into: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
     """The ``state_dict`` saved in ``path`` (loaded ``into`` a module where given), or a one-line ``ValueError``
     naming ``what`` it should hold and the file: one that does not load, or whose bytes differ from the SHA-256
     ``save_weights`` recorded beside it."""
-    problem = _checksum_problem(path)
+    problem = checksum_problem(path)
     if problem is not None:
         raise ValueError(f"Expected {what} in {path}, got {problem}; resume from another checkpoint")
     try:
