@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from transformers import TrainerCallback
 
 from east_hf import accuracy, fbeta, hard_confusion_matrix
 
@@ -409,3 +411,19 @@ def run_two_processes(script: Path, *args) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(here), str(here.parent)])}
     command = [torchrun, "--standalone", "--nproc_per_node", "2", str(script), *map(str, args)]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
+class WeightsSpy(TrainerCallback):
+    """A trainer callback (set its ``trainer``) that records the loss in use and the weights each optimizer step
+    starts from, and the weights of each evaluation."""
+
+    def __init__(self):
+        self.trainer, self.steps, self.evaluated, self.model_at_eval = None, {}, {}, {}
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        # the weights this step started from (global_step counts the steps done before it)
+        self.steps[state.global_step] = (self.trainer.use_cross_entropy, model.state_dict()["net.0.weight"].clone())
+
+    def on_evaluate(self, args, state, control, model=None, **kwargs):
+        self.evaluated[state.global_step] = model.state_dict()["net.0.weight"].clone()
+        self.model_at_eval[state.global_step] = copy.deepcopy(model)
