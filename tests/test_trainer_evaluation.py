@@ -241,7 +241,7 @@ def test_tune_decision_rule_reads_a_file_and_removes_it(tmp_path, monkeypatch):
         assert stored.directory.parent == tmp_path and (stored.directory / "rows.bin").is_file()
         return tune(stored, labels, *args, **kwargs)
 
-    monkeypatch.setattr(decision, "tune_logit_offsets", spy)
+    monkeypatch.setattr("east_hf.hf.decision_rule.tune_logit_offsets", spy)  # where the trainer's tuning looks it up
     bias = trainer.model.net[-1].bias.detach().clone()
     rule = trainer.tune_decision_rule()
     assert seen["kind"] is decision.LogitsFile and seen["rows"] == 38  # the 3 rows labelled -100 are not written
@@ -251,15 +251,13 @@ def test_tune_decision_rule_reads_a_file_and_removes_it(tmp_path, monkeypatch):
 
 
 def test_tune_decision_rule_removes_the_file_after_an_error(tmp_path, monkeypatch):
-    from east_hf.core.decision import rule as decision
-
     trainer, _ = _tuning_trainer(tmp_path)
 
     def fails(stored, labels, *args, **kwargs):
         stored.finish()
         raise RuntimeError("tuning failed")
 
-    monkeypatch.setattr(decision, "tune_logit_offsets", fails)
+    monkeypatch.setattr("east_hf.hf.decision_rule.tune_logit_offsets", fails)
     with pytest.raises(RuntimeError, match="tuning failed"):
         trainer.tune_decision_rule()
     assert not list(tmp_path.glob("east-logits-*")) and trainer.decision_rule is None
