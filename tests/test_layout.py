@@ -219,3 +219,13 @@ def test_no_function_grows_past_its_bound():
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     }
     assert over == {}, f"Expected at most {MAX_FUNCTION_LINES} lines per function, got {over}: name its steps"
+
+
+def test_every_package_is_listed_for_the_install():
+    """pyproject.toml lists the packages a non-editable install ships: a sub-package missing there imports from a
+    clone and fails after ``pip install .``."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {module_name(path) for path in PACKAGE.rglob("__init__.py")}
+    assert found - listed == set()
