@@ -47,6 +47,7 @@ class TraceCallback(TrainerCallback):
         if not how or state.global_step > 0:
             return
         from east_hf.hf.dataset_stats import training_class_counts
+
         from east_hf.hf.models import classifier_head
 
         counts = torch.as_tensor(training_class_counts(self.trainer.train_dataset, None), dtype=torch.float32)
@@ -141,6 +142,7 @@ def head_bias(model):
 
 def main(argv: list[str]) -> int:
     import east_hf.hf.trainer as trainer_module
+
     from east_hf.scripts import east_train
 
     base = trainer_module.EASTTrainer
