@@ -46,7 +46,7 @@ class TraceCallback(TrainerCallback):
         how = os.environ.get("TRACE_HEAD_BIAS")
         if not how or state.global_step > 0:
             return
-        from east_hf.hf.dataset_stats import training_class_counts
+        from east_hf.hf.training.dataset_stats import training_class_counts
 
         from east_hf.hf.models import classifier_head
 
@@ -141,7 +141,7 @@ def head_bias(model):
 
 
 def main(argv: list[str]) -> int:
-    import east_hf.hf.trainer as trainer_module
+    import east_hf.hf.training.trainer as trainer_module
 
     from east_hf.scripts import east_train
 

@@ -355,7 +355,7 @@ def test_a_warm_start_that_tells_no_classes_apart_starts_over_from_the_initial_w
     """Falls back where the warm start ends (step 8: two epochs of 4 steps), not where the annealing would stop: the
     next step trains plain cross-entropy from the weights training began with, and the run learns; the card and the
     saved state say so."""
-    from east_hf.hf.cards import write_model_card
+    from east_hf.hf.cards.model_card import write_model_card
 
     trainer, spy = _wrong_priors_trainer(tmp_path)
     with caplog.at_level("WARNING", logger="east_hf.hf.training.callbacks"):
