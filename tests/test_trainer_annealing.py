@@ -389,3 +389,17 @@ def test_east_ce_fallback_false_stops_where_the_annealing_stops(tmp_path):
     assert max(h["eval_fbeta"] for h in evals) < 0.25 and not annealer(trainer).schedule.fell_back
     assert spy.restarted_from is None
     assert {(name, term) for _, name, term in spy.steps} == {("la", None), ("east", "la")}
+
+
+def test_a_run_whose_warm_start_tells_classes_apart_is_the_same_with_or_without_the_fallback(tmp_path):
+    """The fallback's copy of the initial weights draws nothing at random: a run that never falls back evaluates the
+    same, step for step, as one with east_ce_fallback off."""
+    runs = []
+    for fallback in (True, False):
+        trainer = annealing_trainer(
+            tmp_path / str(fallback), east_warm_start="ce", east_warm_start_epochs=2, east_ce_fallback=fallback
+        )
+        trainer.train()
+        assert not annealer(trainer).schedule.fell_back
+        runs.append([(h["step"], h["east_stage"], h["eval_loss"], h["eval_fbeta"]) for h in evaluations(trainer)])
+    assert runs[0] == runs[1] and max(f for *_, f in runs[0]) > 0.6
