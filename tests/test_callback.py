@@ -272,79 +272,38 @@ def test_callback_state_lists_the_stage_best_file_exactly_when_on_save_writes_it
 @pytest.mark.parametrize(
     "notes, falls_back",
     [
-        ([True, True], True),  # both evaluations of the warm start predicted one class: start over
-        ([True, False], False),  # the last one told classes apart
-        ([True, None], False),  # one left unsaid (a Trainer of transformers' own says nothing)
+        ([True] * 5, True),  # every evaluation predicted one class: a second warm start instead of the stop
+        ([True] * 4 + [False], False),  # the last one told classes apart
+        ([True, None, True, True, True], False),  # one left unsaid (a Trainer of transformers' own says nothing)
     ],
     ids=["one class throughout", "told apart once", "unsaid once"],
 )
-def test_ce_fallback_starts_over_from_the_initial_weights_where_the_warm_start_predicted_one_class(
-    notes, falls_back, tmp_path
-):
-    """A warm start of 2 steps (evaluated after each). Where the trainer noted one class at both, the schedule answers
-    FALL_BACK at its end (not when the annealing would stop): the next step begins from the weights training began
-    with and an empty optimiser state, in a second warm start; the checkpoint of that evaluation carries the initial
-    weights, so a run resumed from it starts over too."""
+def test_ce_fallback_goes_on_only_where_every_evaluation_predicted_one_class(notes, falls_back):
+    """Warm start of 1 step, then stages of patience 1 whose values never improve: the annealing would stop at the
+    5th evaluation. With ce_fallback it goes on in a warm start (stage -1) where the trainer noted one class at every
+    evaluation; once per run."""
     callback = TemperatureAnnealingCallback(
-        decay=0.5, patience=1, stage_patience=2, warm_start="ce", warm_start_steps=2, ce_fallback=True
+        decay=0.5, patience=1, stage_patience=2, warm_start="ce", warm_start_steps=1, ce_fallback=True
     )
-    driver = Driver(callback, args=fake_args(output_dir=str(tmp_path)))
-    initial = driver.model.weight.detach().clone()
-    driver.begin()
+    driver = Driver(callback).begin()
     for note in notes:
         if note is not None:
             callback.note_evaluation(predicted_one_class=note)
         driver.evaluate(1.0, 0.2)
-    schedule = callback.schedule
-    assert (
-        schedule.fell_back is falls_back and schedule.in_warm_start is falls_back and schedule.stage == -1 * falls_back
-    )
-    assert not driver.control.should_training_stop
-    optimizer = torch.optim.Adam(driver.model.parameters())
-    driver.model.weight.grad = torch.ones_like(driver.model.weight)
-    optimizer.step()  # moments of the training so far
-    (tmp_path / "checkpoint-2").mkdir()
-    callback.on_save(driver.args, driver.state, driver.control)
-    callback.on_step_begin(driver.args, driver.state, driver.control, model=driver.model, optimizer=optimizer)
-    restarted = torch.equal(driver.model.weight, initial)
-    assert restarted is falls_back and (len(optimizer.state) == 0) is falls_back
-    saved = tmp_path / "checkpoint-2" / STAGE_BEST_WEIGHTS_NAME
-    assert callback._initial_weights is None  # freed once the warm start ended
-    assert torch.equal(torch.load(saved)["weight"], initial) is falls_back  # else the warm start's best (step 1)
+    assert driver.control.should_training_stop is not falls_back
+    assert callback.schedule.fell_back is falls_back and callback.schedule.in_warm_start is falls_back
     if falls_back:
         for _ in range(6):  # its warm start (its own early stopping), then two stages without improvement: stop
             callback.note_evaluation(predicted_one_class=True)
             driver.evaluate(1.0, 0.2)
-        assert driver.control.should_training_stop and schedule.finished
-    with pytest.raises(ValueError, match="ce_fallback"):
-        TemperatureAnnealingCallback(ce_fallback=True)  # no warm start to fall back to
-
-
-def test_a_checkpoint_saved_during_a_warm_start_that_may_fall_back_carries_the_initial_weights(tmp_path):
-    """Saved after the warm start's first evaluation: ``east_initial.pt`` is listed and written; a callback resumed
-    from it falls back to those weights, not to the checkpoint's."""
-    from east_hf.hf.training.checkpoints import INITIAL_WEIGHTS_NAME
-
-    settings = dict(decay=0.5, patience=1, stage_patience=2, warm_start="ce", warm_start_steps=2, ce_fallback=True)
-    callback = TemperatureAnnealingCallback(**settings)
-    args = fake_args(output_dir=str(tmp_path))
-    driver = Driver(callback, args=args)
-    initial = driver.model.weight.detach().clone()
-    driver.begin()
-    callback.note_evaluation(predicted_one_class=True)
-    driver.evaluate(1.0, 0.2)
-    (tmp_path / "checkpoint-1").mkdir()
-    assert INITIAL_WEIGHTS_NAME in callback.checkpoint_files
-    callback.on_save(args, driver.state, driver.control)
-    assert torch.equal(torch.load(tmp_path / "checkpoint-1" / INITIAL_WEIGHTS_NAME)["weight"], initial)
-    fresh = TemperatureAnnealingCallback(**json.loads(json.dumps(callback.state()))["args"])
-    for name, value in json.loads(json.dumps(callback.state()))["attributes"].items():
-        setattr(fresh, name, value)
-    resumed = Driver(fresh, args=args, step=1).begin()
-    fresh.note_evaluation(predicted_one_class=True)
-    resumed.evaluate(1.0, 0.2)  # the warm start's end: FALL_BACK
-    fresh.on_step_begin(args, resumed.state, resumed.control, model=resumed.model)
-    assert fresh.schedule.fell_back and torch.equal(resumed.model.weight, initial)
+        assert driver.control.should_training_stop and callback.schedule.finished
+    # without a warm start there is none to go back to (the schedule's can_fall_back): it stops where it would
+    callback = TemperatureAnnealingCallback(decay=0.5, patience=1, stage_patience=2, ce_fallback=True)
+    driver = Driver(callback).begin()
+    for _ in range(6):  # three stages of two evaluations, the last two without a better value
+        callback.note_evaluation(predicted_one_class=True)
+        driver.evaluate(1.0, 0.2)
+    assert driver.control.should_training_stop and not callback.schedule.fell_back
 
 
 # ---- how training ended: one sentence, from the schedule's state and the Trainer's ----
@@ -422,19 +381,22 @@ def test_training_ended_after_a_fallback_to_plain_cross_entropy_says_so():
         decay=0.5, patience=1, stage_patience=2, warm_start="ce", warm_start_steps=1, ce_fallback=True
     )
     driver = Driver(callback).begin()
-    callback.note_evaluation(predicted_one_class=True)
-    driver.evaluate(1.0, 0.2)  # the warm start's end, one class throughout: a second warm start instead of stage 0
-    assert callback.schedule.fell_back and callback.schedule.in_warm_start
+    for _ in range(5):  # the annealing would stop at the 5th evaluation: a second warm start instead
+        callback.note_evaluation(predicted_one_class=True)
+        driver.evaluate(1.0, 0.2)
+    assert callback.schedule.fell_back
     fell_back = (
-        ", after falling back to plain cross-entropy from the initial weights (east_ce_fallback: every validation "
-        "evaluation of its warm start had predicted one class)"
+        ", after falling back to plain cross-entropy (east_ce_fallback: every validation evaluation before had "
+        "predicted one class)"
     )
-    assert _ended(callback, driver, 8.0, 1) == (
+    assert _ended(callback, driver, 8.0, 5) == (
         f"Training ended after its whole budget (8 epochs) in the plain cross-entropy it fell back to, before the "
         f"annealing criterion{fell_back}"
     )
-    while not callback.schedule.finished:
+    for _ in range(6):
         driver.evaluate(1.0, 0.2)
-    ended = _ended(callback, driver, 5.5, 80)
-    assert ended.startswith("Training ended on the annealing criterion at epoch 5.5 of 8, stage ")
-    assert ended.endswith(f"2 stages without a better validation fbeta{fell_back}")
+    assert callback.schedule.finished
+    assert _ended(callback, driver, 5.5, 80) == (
+        f"Training ended on the annealing criterion at epoch 5.5 of 8, stage 1, T = 0.1: "
+        f"2 stages without a better validation fbeta{fell_back}"
+    )

@@ -429,9 +429,8 @@ def test_after_a_fallback_to_plain_cross_entropy_the_card_describes_what_trained
     assert trainer.annealing.schedule.fell_back
     text = trainer.create_model_card().read_text()
     assert (
-        "| warm start | logit-adjusted cross-entropy for 2 epochs; then, every evaluation of it having predicted one "
-        "class, plain cross-entropy from the initial weights until its own early stopping (east_ce_fallback) and EAST "
-        "again from T0 |"
+        "| warm start | logit-adjusted cross-entropy for 2 epochs; then, the run having predicted one class at every "
+        "evaluation, plain cross-entropy until its own early stopping (east_ce_fallback) and EAST again from T0 |"
     ) in text
     assert (
         "| loss | EAST surrogate, 1 - soft fbeta + 1 x cross-entropy, its weight x0.5 at every stage; before the "
@@ -439,8 +438,8 @@ def test_after_a_fallback_to_plain_cross_entropy_the_card_describes_what_trained
     ) in text
     ended = next(line for line in text.splitlines() if line.startswith("Training ended"))
     assert ended.endswith(
-        "after falling back to plain cross-entropy from the initial weights (east_ce_fallback: every validation "
-        "evaluation of its warm start had predicted one class)."
+        "after falling back to plain cross-entropy (east_ce_fallback: every validation evaluation before had "
+        "predicted one class)."
     )
 
 
@@ -476,8 +475,7 @@ def test_a_darknet_card_loads_with_timm_where_east_hf_is_not_installed(tmp_path)
     torch.manual_seed(0)
     model = create_image_model("darknet19_tiny", 3, ["cat", "dog", "frog"])
     settings = dict(eval_strategy="steps", eval_steps=2, max_steps=4, east_annealing=True, east_warm_start_epochs=1)
-    # four steps from random weights predict one class: no fallback, so the warm start's row is the one asserted
-    args = east_args(tmp_path / "run", **settings, east_ce_fallback=False)
+    args = east_args(tmp_path / "run", **settings)
     trainer = EASTTrainer(
         model=model, args=args, train_dataset=TinyImages(32, size=32), eval_dataset=TinyImages(16, size=32, seed=1)
     )

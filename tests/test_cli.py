@@ -276,23 +276,3 @@ def test_the_demo_says_how_training_ended_on_the_console_and_in_its_card(capsys,
         ended,
     ), ended
     assert f"\n{ended}.\n" in (out / "README.md").read_text()
-
-
-def test_a_run_that_fell_back_says_so_in_its_end_of_run_line_and_card(capsys, tmp_path):
-    """Class priors that call benign a millionth of the data drive the logit-adjusted warm start to predict benign for
-    every row; the run falls back where the warm start ends (2 epochs of 1 step), and its last line and card say so."""
-    recipe = ROOT / "recipes" / "breast_cancer_imbalanced_f1.yaml"
-    out = tmp_path / "run"
-    flags = dict(hidden_sizes=16, max_steps=4, eval_steps=1, learning_rate=0.05, east_class_priors="[0.000001, 1]")
-    assert main([str(recipe), *two_step_flags(out, **flags, model_card="true")]) == 0
-    (ended,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Training ended")]
-    assert ended.endswith(
-        "after falling back to plain cross-entropy from the initial weights (east_ce_fallback: "
-        "every validation evaluation of its warm start had predicted one class)"
-    ), ended
-    card = (out / "README.md").read_text()
-    assert f"\n{ended}.\n" in card
-    assert (
-        "| fallback | every evaluation of the warm start predicted one class for every row, so the run fell back at "
-        "step 2" in card
-    )

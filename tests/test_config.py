@@ -66,15 +66,15 @@ def test_from_config_maps_the_east_fields(tmp_path):
             ce_weight_decay=0.5,
             lr_decay=0.7,
             select_window=3,
-            ce_fallback=True,  # single-label EAST with a warm start: east_ce_fallback's default
         ),
         stage_monitor="eval_loss",
         anneal_monitor="eval_mcc",
         selection_key="eval_mean3_mcc",
         restore_best_per_stage=False,
         ema_decay=0.9,
+        ce_fallback=True,  # single-label EAST with a warm start: east_ce_fallback's default
     )
-    assert build_annealing_callback(replace(args, east_ce_fallback=False)).schedule.ce_fallback is False
+    assert build_annealing_callback(replace(args, east_ce_fallback=False)).ce_fallback is False
     default = build_schedule(EASTConfig(output_dir=str(tmp_path), report_to=[]))
     assert (default.warm_start, default.warm_start_epochs, default.warm_start_steps) == ("ce", 2.0, None)
     own_stop = EASTConfig(output_dir=str(tmp_path), report_to=[], east_warm_start_epochs=-1)

@@ -263,55 +263,33 @@ def test_select_window_judges_stages_by_the_mean_of_the_last_evaluations():
         AnnealingSchedule(select_window=0)
 
 
-def test_a_warm_start_that_predicted_one_class_at_every_evaluation_falls_back_when_it_ends():
-    """A warm start of 2 steps whose both evaluations predicted one class: with ce_fallback its end is FALL_BACK, not
-    stage 0 (the annealing is not waited for). The fallback's warm start ignores warm_start_steps (it ends on its own
-    early stopping), the better of the two warm starts is the value to beat, the annealing starts at T0 and stops as
-    usual, and the state survives a round trip; once per schedule."""
-    s = AnnealingSchedule(
-        decay=0.5, patience=1, stage_patience=1, warm_start="ce", warm_start_steps=2, ce_fallback=True
-    )
-    assert s.update(1.0, 0.2, step=1, one_class=True) is BEST and s.one_class_so_far is True
-    assert s.update(0.9, 0.2, step=2, one_class=True) is Decision.FALL_BACK
-    assert (s.in_warm_start, s.fell_back, s.fell_back_step, s.finished, s.best_anneal) == (True, True, 2, False, 0.2)
-    assert s.update(0.8, 0.3, step=3, one_class=True) is BEST  # past warm_start_steps: a fixed length ends here
-    assert s.update(0.7, 0.5, step=4) is BEST
-    restored = AnnealingSchedule(**json.loads(json.dumps(s.settings())))
+def test_fall_back_starts_a_stopped_schedule_over_from_a_warm_start_of_its_own_early_stopping():
+    """A warm start of 2 steps, then stages of patience 1 that never improve: stopped at step 4. Fallen back, the
+    warm start ignores warm_start_steps (it ends on its own early stopping), the best anneal value so far stays the
+    one to beat, the annealing starts again at T0, and the state survives a round trip; once per schedule."""
+    s = AnnealingSchedule(decay=0.5, patience=1, stage_patience=1, warm_start="ce", warm_start_steps=2)
+    assert run(s, [(1.0, 0.2), (0.9, 0.2), (1.0, 0.2), (1.0, 0.2)]) == [BEST, NEXT, BEST, STOP]
+    assert (s.stop_reason, s.best_anneal) == ("stage_patience", 0.2)
+    s.fall_back()
+    assert (s.in_warm_start, s.finished, s.stop_reason, s.fell_back) == (True, False, None, True)
+    assert s.stages_without_improvement == 0
+    assert s.update(0.8, 0.3, step=5) is BEST  # past warm_start_steps: a fixed length would have ended it here
+    assert s.update(0.7, 0.5, step=6) is BEST
+    restored = AnnealingSchedule(**s.settings())
     restored.load_state_dict(json.loads(json.dumps(s.state_dict())))
-    assert restored.ce_fallback and restored.fell_back and restored.in_warm_start and restored.fell_back_step == 2
-    assert restored.update(0.75, 0.4, step=5, one_class=True) is NEXT  # its own early stopping (patience 1)
+    assert restored.fell_back and restored.in_warm_start
+    assert restored.update(0.75, 0.4, step=7) is NEXT  # its own early stopping (patience 1)
     assert (restored.stage, restored.temperature, restored.best_anneal) == (0, 0.2, 0.5)
-    assert restored.update(0.6, 0.4, step=6, one_class=True) is BEST
-    assert restored.update(0.6, 0.4, step=7, one_class=True) is STOP  # one class again: no second fallback
-    old = {k: v for k, v in s.state_dict().items() if k not in ("fell_back", "fell_back_step", "one_class_so_far")}
+    assert restored.update(0.6, 0.4, step=8) is BEST and restored.update(0.6, 0.4, step=9) is STOP
+    with pytest.raises(ValueError, match="not fallen back yet"):
+        restored.fall_back()
+    with pytest.raises(ValueError, match="Expected a stopped schedule"):
+        AnnealingSchedule(warm_start="ce").fall_back()
+    cold = AnnealingSchedule(patience=1, stage_patience=1)
+    assert run(cold, [(1.0, 0.2), (1.0, 0.2), (1.0, 0.2), (1.0, 0.2)])[-1] is STOP
+    with pytest.raises(ValueError, match="with a warm start"):
+        cold.fall_back()
+    old = {k: v for k, v in s.state_dict().items() if k != "fell_back"}  # a state saved before the fallback existed
     fresh = AnnealingSchedule(**s.settings())
-    fresh.load_state_dict(old)  # a state saved before the fallback existed
-    assert (fresh.fell_back, fresh.fell_back_step, fresh.one_class_so_far) == (False, None, None)
-
-
-@pytest.mark.parametrize(
-    "notes",
-    [[True, False], [False, True], [True, None]],
-    ids=["told apart at its end", "told apart at its start", "unsaid once"],
-)
-def test_a_warm_start_that_told_classes_apart_once_goes_on_to_stage_0_and_never_falls_back(notes):
-    """One evaluation of the warm start not noted as one class (None: unknown, as a Trainer of transformers' own says
-    nothing) is enough: stage 0 follows, and one class at every later evaluation until the annealing stops changes
-    nothing; without ce_fallback a one-class warm start ends as any other."""
-    s = AnnealingSchedule(
-        decay=0.5, patience=1, stage_patience=1, warm_start="ce", warm_start_steps=2, ce_fallback=True
-    )
-    decisions = [s.update(1.0, 0.2, step=step, one_class=note) for step, note in enumerate(notes, start=1)]
-    assert decisions[-1] is NEXT and s.stage == 0 and s.one_class_so_far is False
-    assert [s.update(1.0, 0.2, step=step, one_class=True) for step in (3, 4)] == [BEST, STOP]
-    assert not s.fell_back
-    off = AnnealingSchedule(patience=1, warm_start="ce", warm_start_steps=2)
-    assert [off.update(1.0, 0.2, step=step, one_class=True) for step in (1, 2)] == [BEST, NEXT]
-
-
-def test_ce_fallback_needs_a_warm_start_and_a_bool():
-    with pytest.raises(ValueError, match="ce_fallback as a bool, true only with warm_start='ce', got True"):
-        AnnealingSchedule(ce_fallback=True)
-    with pytest.raises(ValueError, match="ce_fallback as a bool, true only with warm_start='ce', got 'yes'"):
-        AnnealingSchedule(warm_start="ce", ce_fallback="yes")
-    assert AnnealingSchedule(warm_start="ce", ce_fallback=True).settings()["ce_fallback"] is True
+    fresh.load_state_dict(old)
+    assert fresh.fell_back is False

@@ -11,9 +11,10 @@ Two monitors, because two questions are asked:
 
 - Within a stage (``stage_mode="min"``): the validation surrogate at the stage's own temperature, as in the paper.
   It is the quantity being optimised, and within a stage it is one fixed function of the weights.
-- Across stages (``anneal_mode="max"``): the hard target metric by default (e.g. macro F1): surrogate values at two
-  temperatures are values of two different functions, the hard metric is comparable everywhere. The surrogate as
-  ``anneal_value`` (with ``anneal_mode="min"``) follows the paper to the letter.
+- Across stages (``anneal_mode="max"``): the hard target metric by default (e.g. macro F1). Surrogate values at two
+  temperatures are values of two different functions, so "the loss went down after cooling" says little; the hard
+  metric is comparable everywhere. Pass the surrogate as ``anneal_value`` (and ``anneal_mode="min"``) to follow
+  the paper to the letter.
 
 A stage's anneal value is the best one observed during the stage (what ``load_best_model_at_end`` would keep).
 Within a stage an improvement must beat the stage's best value by more than ``threshold``, by default a fraction
@@ -57,7 +58,7 @@ import math
 from enum import Enum
 from typing import Any
 
-from east_hf.core.validation import check_choice, check_int, check_range, check_real, check_temperature
+from east_hf.core.validation import check_choice, check_int, check_range, check_temperature
 
 __all__ = [
     "DEFAULT_DECAY",
@@ -91,8 +92,6 @@ _STATE_KEYS = (
     "stop_reason",
     "recent_anneal",
     "fell_back",
-    "fell_back_step",
-    "one_class_so_far",
 )
 
 
@@ -111,7 +110,6 @@ class Decision(str, Enum):
     CONTINUE = "continue"  # no improvement of the stage monitor, patience left
     IMPROVED = "improved"  # a new best of the stage monitor: keep these weights
     NEXT_STAGE = "next_stage"  # the stage ended; the temperature is lowered (or the warm start ended)
-    FALL_BACK = "fall_back"  # the warm start told no classes apart: start over from the initial weights (ce_fallback)
     STOP = "stop"  # annealing is over
 
 
@@ -126,13 +124,19 @@ def _improves(value: float, best: float | None, mode: str, threshold: float, rel
     return value < best - margin if mode == "min" else value > best + margin
 
 
-def _better(value: float | None, best: float | None, mode: str) -> float | None:  # the better of the two
+def _better(value: float | None, best: float | None, mode: str) -> float | None:
     return value if _improves(value, best, mode, 0.0) else best
 
 
-def _check_warm_start(warm_start: str | bool, steps: int | None, epochs: float | None, ce_fallback: bool) -> str:
-    """The warm start's name (``True`` / ``False`` stand for ``"ce"`` / ``"none"``), its length and fallback
-    checked."""
+def _as_float(value: Any, name: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"Expected {name} as a real number, got {type(value).__name__}: {value!r}") from e
+
+
+def _check_warm_start(warm_start: str | bool, steps: int | None, epochs: float | None) -> str:
+    """The warm start's name (``True`` / ``False`` stand for ``"ce"`` / ``"none"``), its length checked."""
     if steps is not None:
         check_int("warm_start_steps", steps)
     if isinstance(warm_start, bool):
@@ -140,8 +144,6 @@ def _check_warm_start(warm_start: str | bool, steps: int | None, epochs: float |
     check_choice("warm_start", warm_start, WARM_STARTS)
     if epochs is not None:
         check_range("warm_start_epochs", epochs, 0, math.inf, "(]")
-    if not isinstance(ce_fallback, bool) or (ce_fallback and warm_start == "none"):
-        raise ValueError(f"Expected ce_fallback as a bool, true only with warm_start='ce', got {ce_fallback!r}")
     return warm_start
 
 
@@ -159,9 +161,10 @@ class AnnealingSchedule:
             (``stage_patience`` usually stops first): the default 0.005 ends at stage 36 at most at r = 0.9.
         max_stages: at most this many EAST stages (the warm start not counted); None for no bound.
         threshold: an improvement of the stage monitor must exceed it (within a stage and in the warm start).
-        threshold_mode: ``"rel"`` (default): a fraction of the best value so far, as ``ReduceLROnPlateau`` (1e-2 ends a
-            stage whose surrogate improves by less than 1 % over ``patience`` evaluations); ``"abs"``: an absolute
-            change, as ``EarlyStoppingCallback``; the paper's letter is ``threshold=0.0, threshold_mode="abs"``.
+        threshold_mode: ``"rel"`` (default): the threshold is a fraction of the best value so far, as
+            ``ReduceLROnPlateau``; ``"abs"``: an absolute change, as ``EarlyStoppingCallback``. The default 1e-2
+            relative ends a stage once its surrogate improves by less than 1 % over ``patience`` evaluations; the
+            paper's letter is ``threshold=0.0, threshold_mode="abs"``.
         anneal_threshold: an absolute amount a stage's best anneal value must beat the best so far by (default 0:
             any strict improvement of the hard metric counts).
         stage_mode: ``"min"`` (default, the surrogate loss) or ``"max"``.
@@ -179,23 +182,21 @@ class AnnealingSchedule:
             EAST stage k (``lr_scale``, applied by the Trainer layer); 1 (default): one rate, as the paper. Why: as T
             falls the gradient comes from the few samples near the threshold, and steps of one size move the
             decision point further from batch to batch.
-        ce_fallback: end a warm start whose every evaluation predicted one class (``update``'s ``one_class``) with
-            ``Decision.FALL_BACK`` instead of stage 0: the Trainer layer starts over from the initial weights with
-            plain cross-entropy, a warm start until its own early stopping (whatever ``warm_start_steps`` says), then
-            anneals from T0; once per run. Needs a warm start. Why: ``EASTConfig``'s ``east_ce_fallback``.
-        select_window: the across-stage value of an evaluation is the mean of the last ``select_window`` anneal
-            values (``selection_value``), what the stages' bests are judged on and the best model chosen by; 1
-            (default): its own. Why: a hard metric over a few dozen validation positives jumps from epoch to epoch,
-            and a mean favours a model whose neighbourhood scores well. The window spans stage boundaries.
+        select_window: how many evaluations the across-stage value is the mean of: the anneal value of an evaluation
+            is replaced by the mean of the last ``select_window`` anneal values (``selection_value``), which is what
+            the stages' bests are judged on and what the best model is chosen by. 1 (default): each evaluation's own
+            value. Why: a hard metric over a few dozen validation positives jumps from epoch to epoch, and the best
+            single evaluation is partly the best jump; a mean over neighbouring evaluations favours a model whose
+            neighbourhood scores well. The window spans stage boundaries (a stage starts from the weights the last
+            one ended on or its best).
 
     The warm start's best anneal value is the reference the first EAST stage must beat.
 
     State (read it, do not set it): ``stage``, ``temperature`` and ``ce_weight`` (the stage's values), ``stage_best`` /
     ``stage_best_step`` / ``bad_evaluations`` (within the stage), ``stage_best_anneal``, ``best_anneal`` /
     ``best_anneal_stage`` / ``stages_without_improvement`` (across stages), ``finished`` and ``stop_reason``
-    (``"stage_patience"``, ``"min_temperature"`` or ``"max_stages"``), ``fell_back`` / ``fell_back_step`` (a
-    ``Decision.FALL_BACK`` was returned, at that step), ``one_class_so_far`` (every evaluation since the start or the
-    fallback predicted one class; None: none yet). ``last_improved``: whether the last update was a new stage best.
+    (``"stage_patience"``, ``"min_temperature"`` or ``"max_stages"``), ``fell_back`` (``fall_back`` ran).
+    ``last_improved`` tells whether the last update was a new stage best, also when it ended the stage.
     """
 
     def __init__(
@@ -218,7 +219,6 @@ class AnnealingSchedule:
         ce_weight_decay: float = 0.5,
         lr_decay: float = 1.0,
         select_window: int = 1,
-        ce_fallback: bool = False,
     ):
         self.temperature0 = check_temperature(temperature)
         check_range("decay", decay, 0, 1, "()")
@@ -232,12 +232,11 @@ class AnnealingSchedule:
         check_choice("threshold_mode", threshold_mode, THRESHOLD_MODES)
         check_choice("stage_mode", stage_mode, MODES)
         check_choice("anneal_mode", anneal_mode, MODES)
-        warm_start = _check_warm_start(warm_start, warm_start_steps, warm_start_epochs, ce_fallback)
+        warm_start = _check_warm_start(warm_start, warm_start_steps, warm_start_epochs)
         check_range("ce_weight", ce_weight, 0, math.inf)
         check_range("ce_weight_decay", ce_weight_decay, 0, 1)
         check_range("lr_decay", lr_decay, 0, 1, "(]")
         check_int("select_window", select_window)
-        self.ce_fallback = ce_fallback
         self.select_window = select_window
         self.decay = float(decay)
         self.ce_weight0 = float(ce_weight)
@@ -280,7 +279,6 @@ class AnnealingSchedule:
             "ce_weight_decay": self.ce_weight_decay,
             "lr_decay": self.lr_decay,
             "select_window": self.select_window,
-            "ce_fallback": self.ce_fallback,
         }
 
     @property
@@ -307,7 +305,7 @@ class AnnealingSchedule:
         self.finished = False
         self.stop_reason: str | None = None
         self.recent_anneal: list[float] = []  # the last select_window anneal values, oldest first
-        self.fell_back, self.fell_back_step, self.one_class_so_far = False, None, None  # see the class docstring
+        self.fell_back = False
         self._reset_stage()
 
     def _reset_stage(self) -> None:
@@ -342,24 +340,17 @@ class AnnealingSchedule:
     def in_warm_start(self) -> bool:
         return self.stage == WARM_START_STAGE
 
-    def update(
-        self,
-        stage_value: float,
-        anneal_value: float | None = None,
-        step: int | None = None,
-        one_class: bool | None = None,
-    ) -> Decision:
-        """Feed one evaluation; returns what to do next, having moved on already on ``NEXT_STAGE`` / ``FALL_BACK``.
+    def update(self, stage_value: float, anneal_value: float | None = None, step: int | None = None) -> Decision:
+        """Feed one evaluation; returns what to do next and, on ``NEXT_STAGE``, has already moved to the next stage.
 
         stage_value: the within-stage monitor (the validation surrogate at this stage's temperature).
         anneal_value: the across-stage monitor (the hard metric); None uses ``stage_value``, which needs
             ``anneal_mode == stage_mode``. Averaged over the last ``select_window`` evaluations
             (``selection_value``) before it is compared.
-        step: the evaluation's training step (``stage_best_step``; needed to end a warm start of ``warm_start_steps``).
-        one_class: the evaluation predicted one class for every row, the validation set holding others (None: unknown,
-            counted as not one class); read by ``ce_fallback``.
+        step: the training step of the evaluation; recorded as ``stage_best_step``, and needed to end a warm start
+            after ``warm_start_steps``.
         """
-        stage_value = check_real("stage_value", stage_value)
+        stage_value = _as_float(stage_value, "stage_value")
         if anneal_value is None:
             if self.anneal_mode != self.stage_mode:
                 raise ValueError(
@@ -367,7 +358,7 @@ class AnnealingSchedule:
                     f"the stage value needs anneal_mode equal to stage_mode={self.stage_mode!r}"
                 )
             anneal_value = stage_value
-        anneal_value = check_real("anneal_value", anneal_value)
+        anneal_value = _as_float(anneal_value, "anneal_value")
         self.recent_anneal = [*self.recent_anneal, anneal_value][-self.select_window :]
         anneal_value = self.selection_value
         if self.warm_start_end_step is not None and step is None:
@@ -378,7 +369,6 @@ class AnnealingSchedule:
         if self.finished:
             self.last_improved = False
             return Decision.STOP
-        self.one_class_so_far = bool(one_class) and self.one_class_so_far is not False
 
         relative = self.threshold_mode == "rel"
         self.last_improved = _improves(stage_value, self.stage_best, self.stage_mode, self.threshold, relative)
@@ -394,20 +384,12 @@ class AnnealingSchedule:
             stage_over = self.bad_evaluations >= self.patience
         if not stage_over:
             return Decision.IMPROVED if self.last_improved else Decision.CONTINUE
-        return self._end_stage(step)
+        return self._end_stage()
 
-    def _end_stage(self, step: int | None = None) -> Decision:
-        if self.ce_fallback and self.in_warm_start and not self.fell_back and self.one_class_so_far is True:
-            # A warm start that told no classes apart: start over. Its best (one class) stays the value to beat.
-            self.best_anneal, self.best_anneal_stage = self.stage_best_anneal, WARM_START_STAGE
-            self.fell_back, self.fell_back_step, self.one_class_so_far = True, step, None
-            self._reset_stage()
-            return Decision.FALL_BACK
+    def _end_stage(self) -> Decision:
         if self.in_warm_start:
-            # The warm start is the reference EAST has to beat (after a fallback, the better of the two warm starts);
-            # it does not count as a stage without improvement.
-            if _improves(self.stage_best_anneal, self.best_anneal, self.anneal_mode, 0.0):
-                self.best_anneal, self.best_anneal_stage = self.stage_best_anneal, WARM_START_STAGE
+            # The warm start is the reference EAST has to beat; it does not count as a stage without improvement.
+            self.best_anneal, self.best_anneal_stage = self.stage_best_anneal, WARM_START_STAGE
         elif _improves(self.stage_best_anneal, self.best_anneal, self.anneal_mode, self.anneal_threshold):
             self.best_anneal, self.best_anneal_stage = self.stage_best_anneal, self.stage
             self.stages_without_improvement = 0
@@ -431,8 +413,27 @@ class AnnealingSchedule:
     @property
     def warm_start_end_step(self) -> int | None:
         """The step at which the current warm start ends (``warm_start_steps``); None outside a warm start and where it
-        ends on its own early stopping (no ``warm_start_steps``, or the warm start after a ``Decision.FALL_BACK``)."""
+        ends on its own early stopping (no ``warm_start_steps``, or the warm start of ``fall_back``)."""
         return self.warm_start_steps if self.in_warm_start and not self.fell_back else None
+
+    @property
+    def can_fall_back(self) -> bool:
+        """Whether ``fall_back`` may run: the schedule has stopped, has a warm start to go back to, and has not fallen
+        back before (once per run)."""
+        return self.finished and self.has_warm_start and not self.fell_back
+
+    def fall_back(self) -> None:
+        """Start a stopped schedule over, once, from a warm start that ends on its own early stopping (whatever
+        ``warm_start_steps`` says), then anneal from T0; the best anneal value so far stays the one to beat. The
+        Trainer layer's fallback (``east_ce_fallback``) for a run that has told no classes apart."""
+        if not self.can_fall_back:
+            raise ValueError(
+                "Expected a stopped schedule with a warm start that has not fallen back yet, got "
+                f"finished={self.finished}, warm_start={self.warm_start!r}, fell_back={self.fell_back}"
+            )
+        self.stage, self.finished, self.stop_reason, self.fell_back = WARM_START_STAGE, False, None, True
+        self.stages_without_improvement = 0
+        self._reset_stage()
 
     def state_dict(self) -> dict[str, Any]:
         """The mutable state as a JSON-serialisable dict (the hyperparameters are the constructor's arguments)."""
@@ -440,7 +441,7 @@ class AnnealingSchedule:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned."""
-        state = {"recent_anneal": [], "fell_back": False, "fell_back_step": None, "one_class_so_far": None, **state}
+        state = {"recent_anneal": [], "fell_back": False, **state}  # keys a state may lack: their start values
         missing = [key for key in _STATE_KEYS if key not in state]
         if missing:
             raise ValueError(f"Expected an AnnealingSchedule state with keys {list(_STATE_KEYS)}, missing {missing}")

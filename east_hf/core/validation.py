@@ -29,7 +29,6 @@ __all__ = [
     "check_num_classes",
     "check_pos_label",
     "check_range",
-    "check_real",
     "check_temperature",
     "check_zero_division",
     "parse_beta",
@@ -66,14 +65,6 @@ def check_range(name: str, value: Any, low: float, high: float, bounds: str = "[
     if not ok:
         raise ValueError(f"Expected {name} in {bounds[0]}{low:g}, {high:g}{bounds[1]}, got {value!r}")
     return float(value)
-
-
-def check_real(name: str, value: Any) -> float:
-    """``value`` as a float; a ``TypeError`` naming ``name`` where it is not a real number."""
-    try:
-        return float(value)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"Expected {name} as a real number, got {type(value).__name__}: {value!r}") from e
 
 
 def check_int(name: str, value: Any, minimum: int = 1) -> int:

@@ -326,7 +326,6 @@ def _training_context(trainer, rows: list[dict[str, Any]]) -> dict[str, Any]:
         average=args.east_average,
         loss_description=_loss_description(trainer, multi_label),
         warm_start=_warm_start_description(trainer, spec, annealing),
-        fallback=fallback_note(annealing),
         weights_kept=f"a moving average of the weights (decay {ema_decay:g} per step), evaluated and selected"
         if ema_decay > 0
         else "the training weights",
@@ -380,24 +379,10 @@ def _warm_start_description(trainer, spec: LossSpec, annealing) -> str:
     )
     if annealing.schedule.fell_back:  # a second warm start, of plain cross-entropy, then EAST again from T0
         description += (
-            "; then, every evaluation of it having predicted one class, plain cross-entropy from the initial weights "
-            "until its own early stopping (east_ce_fallback) and EAST again from T0"
+            "; then, the run having predicted one class at every evaluation, plain cross-entropy until its own early "
+            "stopping (east_ce_fallback) and EAST again from T0"
         )
     return description
-
-
-def fallback_note(annealing) -> str | None:
-    """What the run did after a warm start that told no classes apart (``east_ce_fallback``), in one sentence for the
-    card and the end-of-run summary; None where it did not fall back (``annealing``: the run's annealing callback)."""
-    schedule = getattr(annealing, "schedule", None)
-    if schedule is None or not schedule.fell_back:
-        return None
-    at = f" at step {schedule.fell_back_step}" if schedule.fell_back_step is not None else ""
-    return (
-        f"every evaluation of the warm start predicted one class for every row, so the run fell back{at}: it started "
-        "over from the initial weights with plain cross-entropy until its own early stopping, then annealed with "
-        "plain cross-entropy as the annealed term (east_ce_fallback)"
-    )
 
 
 def write_model_card(

@@ -285,18 +285,16 @@ def anneal_threshold(args: EASTConfig, eval_size: int | None = None) -> float:
     return 2.0 / eval_size
 
 
-def build_schedule(
-    args: EASTConfig, eval_size: int | None = None, streamed: bool = False, multi_label: bool = False
-) -> AnnealingSchedule:
+def build_schedule(args: EASTConfig, eval_size: int | None = None, streamed: bool = False) -> AnnealingSchedule:
     """The ``AnnealingSchedule`` of the ``east_*`` fields, for a validation set of ``eval_size`` samples (the default
-    across-stage threshold, ``anneal_threshold``), with ``ce_fallback`` where ``falls_back`` (``multi_label``: never).
-    The loss's ``LossSpec`` decides: a loss without a temperature (a baseline) gets one stage (its early stopping,
-    with the same patience), and one without ``warm_start`` (``ce``, ``wce``, ``la``, ``focal``) no warm start.
-    ``streamed``: the training set has no length (an ``IterableDataset``), so a warm start measured in epochs runs
-    until its own early stopping instead, with a warning (``east_warm_start_steps`` sets its length). A loss with a
-    ``second_stage`` (``ldam``, LDAM-DRW, defers its re-weighting) trains its first stage with the same machinery:
-    stage -1 trains LDAM without class weights until its own early stopping (or ``east_warm_start_steps``), stage 0
-    the re-weighted LDAM (Cao et al. defer at a fixed epoch instead)."""
+    across-stage threshold, ``anneal_threshold``). The loss's ``LossSpec`` decides: a loss without a temperature
+    (a baseline) gets one stage (its early stopping, with the same patience), and one without ``warm_start`` (``ce``,
+    ``wce``, ``la``, ``focal``) no warm start. ``streamed``: the training set
+    has no length (an ``IterableDataset``), so a warm start measured in epochs runs until its own early stopping
+    instead, with a warning (``east_warm_start_steps`` sets its length). A loss with a ``second_stage`` (``ldam``,
+    LDAM-DRW, defers its re-weighting) trains its first stage with the same machinery: stage -1 trains LDAM without
+    class weights until its own early stopping (or ``east_warm_start_steps``), stage 0 the re-weighted LDAM (Cao et
+    al. defer at a fixed epoch instead)."""
     settings = {param: getattr(args, name) for name, param in SCHEDULE_FIELDS.items()}
     spec = loss_spec(args.east_loss)
     warm_start = args.east_warm_start if spec.warm_start else "none"
@@ -320,23 +318,24 @@ def build_schedule(
         warm_start_epochs=None if epochs == -1 else epochs,  # -1: the warm start's own early stopping
         ce_weight=args.resolved_ce_weight,
         lr_decay=args.resolved_lr_decay,
-        ce_fallback=falls_back(args, multi_label) and warm_start != "none",  # a warm start to end in a fallback
     )
 
 
 def build_annealing_callback(
     args: EASTConfig, eval_size: int | None = None, streamed: bool = False, multi_label: bool = False
 ) -> TemperatureAnnealingCallback:
-    """The ``TemperatureAnnealingCallback`` of ``build_schedule(args, eval_size, streamed, multi_label)``; it
-    reports a temperature where the loss anneals one (``LossSpec.anneals_temperature``)."""
+    """The ``TemperatureAnnealingCallback`` of ``build_schedule(args, eval_size, streamed)``; it reports a
+    temperature where the loss anneals one (``LossSpec.anneals_temperature``) and falls back to plain cross-entropy
+    where ``falls_back``."""
     return TemperatureAnnealingCallback(
-        build_schedule(args, eval_size, streamed, multi_label),
+        build_schedule(args, eval_size, streamed),
         stage_monitor=args.east_stage_monitor,
         anneal_monitor=args.east_anneal_key,
         selection_key=args.east_selection_key,
         restore_best_per_stage=args.east_restore_best_per_stage,
         ema_decay=args.east_ema_decay,
         reports_temperature=loss_spec(args.east_loss).anneals_temperature,
+        ce_fallback=falls_back(args, multi_label),
     )
 
 
@@ -388,17 +387,15 @@ def build_components(
     else:
         ce_loss = build_ce_loss(args, counts, train_dataset is not None, multi_label)  # no training set: none trains
     mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=ce_loss) if spec.anneals_temperature else None
+    fallback = fallback_mixed = None  # EASTComponents then uses ce_loss and mixed
+    if falls_back(args, multi_label) and ce_loss.name != "ce":
+        fallback = build_loss("ce", **_priors(None, multi_label))
+        fallback_mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=fallback)
     annealing = None
-    given = [c for c in callbacks if isinstance(c, TemperatureAnnealingCallback)]
-    if args.east_annealing and not given:
+    if args.east_annealing and not any(isinstance(c, TemperatureAnnealingCallback) for c in callbacks):
         streamed = train_dataset is not None and dataset_length(train_dataset) is None
         eval_size = validation_size(eval_dataset, args.east_anneal_key)
         annealing = build_annealing_callback(args, eval_size, streamed, multi_label)
-    fallback = fallback_mixed = None  # EASTComponents then uses ce_loss and mixed
-    callback = annealing or next(iter(given), None)  # its schedule decides whether and when a run falls back
-    if callback is not None and callback.schedule.ce_fallback and ce_loss.name != "ce":
-        fallback = build_loss("ce", **_priors(None, multi_label))
-        fallback_mixed = MixedSetLoss(loss, weight=0.0, cross_entropy=fallback) if mixed is not None else None
     target = None if num_classes is None else build_target_metrics(args, num_classes, id2label, multi_label)
     return EASTComponents(
         loss=loss,
@@ -415,9 +412,9 @@ def build_components(
 
 
 def falls_back(args: EASTConfig, multi_label: bool = False) -> bool:
-    """Whether a run of ``args`` may fall back to plain cross-entropy (``east_ce_fallback``): single-label EAST. Its
-    schedule gets ``ce_fallback`` where it also has a warm start (``build_schedule``), and decides when it falls
-    back."""
+    """Whether a run of ``args`` may fall back to plain cross-entropy when its model has told no classes apart
+    (``east_ce_fallback``, ``TemperatureAnnealingCallback.ce_fallback``): single-label EAST. Whether its schedule
+    can (a warm start to go back to, not used yet) is the schedule's ``can_fall_back``."""
     spec = loss_spec(args.east_loss, multi_label)
     return bool(args.east_ce_fallback) and not multi_label and spec.anneals_temperature
 

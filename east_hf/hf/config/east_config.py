@@ -132,13 +132,13 @@ class EASTConfig(TrainingArguments):
             class, the logit-adjusted one does not. The paper's loss is ``east_ce_weight=0`` (with
             ``east_warm_start="none"`` for its cold start). Without class priors (a training set that cannot be
             counted and no ``east_class_priors``), ``"la"`` and ``"wce"`` fall back to ``"ce"`` with a warning.
-        east_ce_fallback (`bool`, defaults to `True`): when every validation evaluation of the warm start predicted
-            one class for every row (the validation set holding others), start over from the initial weights (and an
-            empty optimiser state) with plain cross-entropy until its own early stopping, then anneal from T0 with
-            plain cross-entropy as the annealed term; once per run (``AnnealingSchedule``'s ``ce_fallback``). Why:
-            logit-adjusted cross-entropy starts at its constant optimum (nearly equal logits: ``softmax(f + log
-            prior)`` is the prior), so a network from scratch whose output stopped depending on its input gets no
-            coherent gradient and stays one-class; plain cross-entropy recovers. Single-label EAST; ``False``: go on.
+        east_ce_fallback (`bool`, defaults to `True`): when the annealing would stop and every validation evaluation
+            of the run predicted one class for every row (the validation set holding others), train on instead: a
+            second warm start of plain cross-entropy (whatever ``east_ce_loss`` says) until its own early stopping,
+            then the annealing again from T0, with plain cross-entropy as the annealed weight's term; once per run
+            (``TemperatureAnnealingCallback.ce_fallback``). Why: a logit-adjusted start can leave a model that tells
+            no class apart on a heavily skewed set where plain cross-entropy learns, and the annealing then stops on
+            a flat validation metric with budget left. Single-label EAST with a warm start; ``False``: stop there.
         east_class_priors (`list[float]`, `dict[str, float]` or `str`, defaults to `None`): the class counts or
             priors of ``wce``, ``la`` and ``east_ce_loss`` ``wce`` / ``la``, instead of counting the training split:
             a list by class index, a mapping from class name (``id2label``) to value naming every class, or a
@@ -316,9 +316,9 @@ class EASTConfig(TrainingArguments):
     east_ce_fallback: bool = field(
         default=True,
         metadata={
-            "help": "When every validation evaluation of the warm start predicted one class for every row, start "
-            "over from the initial weights with plain cross-entropy until its early stopping, then anneal "
-            "(single-label EAST with a warm start; false: go on from the warm start's weights)."
+            "help": "When annealing would stop while every validation evaluation predicted one class for every row, "
+            "train on with plain cross-entropy until its early stopping, then anneal again (single-label EAST "
+            "with a warm start; false: stop there)."
         },
     )
     east_ce_loss: str | None = field(

@@ -28,13 +28,7 @@ from transformers.trainer_callback import ExportableState
 from east_hf.core.annealing import AnnealingSchedule, Decision
 from east_hf.core.monitor_keys import monitor_mode
 from east_hf.hf.config.checks import DEFAULT_EMA_DECAY, check_ema_decay, check_evaluates
-from east_hf.hf.training.checkpoints import (
-    CHECKPOINT_FILES_KEY,
-    EMA_WEIGHTS_NAME,
-    INITIAL_WEIGHTS_NAME,
-    STAGE_BEST_WEIGHTS_NAME,
-)
-from east_hf.hf.training.optimizer_state import forget_optimizer_state, scale_learning_rates
+from east_hf.hf.training.checkpoints import CHECKPOINT_FILES_KEY, EMA_WEIGHTS_NAME, STAGE_BEST_WEIGHTS_NAME
 from east_hf.hf.training.weight_copies import (
     checkpoint_folder,
     cpu_state_dict,
@@ -50,7 +44,8 @@ __all__ = ["EMA_WEIGHTS_NAME", "STAGE_BEST_WEIGHTS_NAME", "TemperatureAnnealingC
 logger = logging.getLogger(__name__)
 
 
-def _eval_key(key: str) -> str:  # the Trainer's convention for metric_for_best_model: keys carry the eval_ prefix
+def _eval_key(key: str) -> str:
+    """The Trainer's convention for ``metric_for_best_model``: metric keys carry the ``eval_`` prefix."""
     return key if key.startswith("eval_") else f"eval_{key}"
 
 
@@ -87,22 +82,26 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             device or under DDP, this process's shard under FSDP2 (FSDP1 and ZeRO-3 are refused:
             ``east_hf.hf.training.inputs.check_sharding``).
         ema_decay: d in [0, 1): keep an exponential moving average of the weights, w_ema <- d * w_ema + (1 - d) * w
-            after every optimiser step (timm's ``ModelEmaV3``, parameters only; buffers such as BatchNorm's
-            statistics are the training model's, which an average would lag), and evaluate, checkpoint, select and
-            restore it instead of the training weights (0: none, as the paper); about 1 / (1 - d) steps long. Why: a
-            hard metric over a few dozen validation positives jumps from epoch to epoch, the average less.
-            ``EASTTrainer.evaluate`` swaps the average in for each evaluation in training and the next step swaps it
-            out, so a checkpoint holds the weights evaluated. Costs one copy of the model on its device (in
-            checkpoints ``east_ema.pt``); ``load_best_model_at_end=False`` ends with the average. Single device or
-            DDP.
+            after every optimiser step (timm's ``ModelEmaV3``, parameters only), and evaluate, checkpoint,
+            select and restore the average instead of the training weights (0: none, as the paper). The average
+            holds about 1 / (1 - d) steps, so it is a setting in steps: 0.95 is ~20 steps, one to three epochs of the
+            evidence tables. Why: a hard metric over a few dozen validation positives jumps from epoch to epoch, and
+            the checkpoint kept is partly the best jump; the average moves less from one evaluation to the next.
+            Buffers (BatchNorm's statistics) are the training model's: averaged again, they lag so far behind the
+            weights that a BatchNorm network early in training can predict one class for longer than a stage.
+            ``EASTTrainer.evaluate`` swaps the average into the model for each evaluation in training (the copy holds
+            the training weights meanwhile) and the next step swaps it out, so a checkpoint holds the weights that
+            were evaluated; a stage's best weights are an average, and restoring them starts both from them. Costs
+            one copy of the model on its device, in checkpoints ``east_ema.pt``, so a resume continues the average;
+            ``load_best_model_at_end=False`` ends with the average. Single device or DDP, as the stage copy.
         reports_temperature: whether the trained loss has a temperature (EAST; the builder asks the loss's
             ``LossSpec.anneals_temperature``); False for a baseline, whose messages then name no stage or temperature.
             Saved with a checkpoint, so a resumed callback reports as the one it replaces.
-
-    The schedule's ``ce_fallback`` decides when a run falls back (fed the trainer's ``note_evaluation``); on
-    ``Decision.FALL_BACK`` the next step starts over from the weights training began with (a CPU copy held until the
-    warm start ends, in its checkpoints ``east_initial.pt``) with an empty optimiser state, and the trainer trains
-    plain cross-entropy (``schedule.fell_back``).
+        ce_fallback: where the annealing would stop and every validation evaluation so far predicted one class for
+            every row (the trainer's ``note_evaluation``; without notes nothing falls back), train on: plain
+            cross-entropy until its own early stopping, then anneal again from T0 (``AnnealingSchedule.fall_back``),
+            once per run, where the schedule can (``AnnealingSchedule.can_fall_back``: a schedule without a warm start
+            has none to go back to, and stops). Why: ``EASTConfig``'s ``east_ce_fallback``.
 
     A warm start (``schedule.warm_start == "ce"``) is stage -1: the trainer trains it with cross-entropy, for
     ``warm_start_steps`` optimiser steps, or ``warm_start_epochs`` epochs (turned into steps from the length of the
@@ -118,10 +117,11 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     anneal monitor and ``save_steps`` a multiple of ``eval_steps`` (warned otherwise). Restoring a stage's best weights
     waits for the next step: the checkpoint of the evaluation that ended a stage holds the weights it evaluated.
 
-    Resuming looks for ``east_stage_best.pt`` (and ``east_initial.pt``) in ``{output_dir}/checkpoint-{global_step}``; a
-    checkpoint moved elsewhere resumes without it, with a warning, a damaged one is refused in one line naming it. The
-    saved state lists the files under ``checkpoint_files``, so a checkpoint whose file is missing or truncated counts
-    as incomplete (``east_hf.hf.training.checkpoints.checkpoint_problem``).
+    Resuming looks for ``east_stage_best.pt`` in ``{output_dir}/checkpoint-{global_step}`` (where
+    ``resume_from_checkpoint=True`` resumes from); a checkpoint moved elsewhere resumes without it, with a warning,
+    and a damaged one there is refused in one line naming it. The saved state lists the file under
+    ``checkpoint_files`` wherever the checkpoint carries it, so that a checkpoint whose file is missing or truncated
+    counts as incomplete (``east_hf.hf.training.checkpoints.checkpoint_problem``).
 
     >>> callback = TemperatureAnnealingCallback(decay=0.5, patience=2, anneal_monitor="mcc")
     >>> callback.stage_monitor, callback.anneal_monitor, callback.schedule.anneal_mode, callback.schedule.temperature
@@ -137,6 +137,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         restore_best_per_stage: bool = True,
         ema_decay: float = DEFAULT_EMA_DECAY,
         reports_temperature: bool = True,
+        ce_fallback: bool = False,
         **schedule_kwargs: Any,
     ):
         for name, key in (("stage_monitor", stage_monitor), ("anneal_monitor", anneal_monitor)):
@@ -159,6 +160,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"Expected schedule as an AnnealingSchedule or its settings, got {type(schedule).__name__}"
             )
         self.schedule = schedule
+        self.ce_fallback = bool(ce_fallback)
+        # True while every evaluation in training was noted as one class, False from the first that was not. Saved.
+        self.one_class_so_far: bool | None = None
         self._noted_one_class: bool | None = None  # the note for the evaluation whose on_evaluate comes next
         self.restore_best_per_stage = bool(restore_best_per_stage)
         self.ema_decay = check_ema_decay(ema_decay)
@@ -169,8 +173,6 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         # True between the end of a stage and the next step: _stage_weights then holds the ended stage's best.
         self.restore_pending = False
         self._stage_weights: dict[str, torch.Tensor] | None = None
-        self._initial_weights: dict[str, torch.Tensor] | None = None  # while the warm start may fall back
-        self.restart_pending = False  # a fallback's next step empties the optimiser's state; saved
         self._in_train = False
         self._steps_per_epoch: int | None = None  # optimiser steps per epoch, from the training data loader
         self._step: int | None = None  # the global step of the last event: the step a checkpoint saved now has
@@ -190,16 +192,17 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
 
     @property
     def checkpoint_files(self) -> list[str]:
-        """The files ``on_save`` writes into a checkpoint saved at the current step (``east_stage_best.pt`` while the
-        stage's best weights are not the model's own, ``east_initial.pt``, ``east_ema.pt``); the Trainer saves this
-        list in ``trainer_state.json`` before ``on_save`` runs: part of what a complete checkpoint holds."""
+        """The files ``on_save`` writes into a checkpoint saved at the current step: ``[east_stage_best.pt]`` while the
+        stage's best weights are not the model's own, else ``[]``. The Trainer saves this list in
+        ``trainer_state.json`` before ``on_save`` runs, which makes the file part of what a complete checkpoint
+        holds."""
         files = [STAGE_BEST_WEIGHTS_NAME] if self._saves_stage_best(self._step) else []
-        files += [INITIAL_WEIGHTS_NAME] if self._initial_weights is not None else []
-        return files + ([EMA_WEIGHTS_NAME] if self._ema is not None else [])  # on_save writes them then
+        return files + ([EMA_WEIGHTS_NAME] if self._ema is not None else [])  # on_save writes it then
 
     @checkpoint_files.setter
     def checkpoint_files(self, files: list[str]) -> None:
-        """A resumed Trainer sets what the checkpoint listed; derived again at the next save, nothing is kept."""
+        """A resumed Trainer sets what the checkpoint listed; the list is the checkpoint's, derived again at the next
+        save, so nothing is kept."""
 
     def _saves_stage_best(self, step: int | None) -> bool:
         if self._stage_weights is None or step is None:
@@ -215,6 +218,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "selection_key": self.selection_key,
                 "restore_best_per_stage": self.restore_best_per_stage,
                 "ema_decay": self.ema_decay,
+                "ce_fallback": self.ce_fallback,
             },
             "attributes": {
                 "schedule_state": self.schedule.state_dict(),
@@ -222,15 +226,14 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "ema_in_model": self.ema_in_model,
                 "lr_scale": self.lr_scale,
                 "reports_temperature": self.reports_temperature,  # set on the resumed instance, as a constructor would
-                "restart_pending": self.restart_pending,
+                "one_class_so_far": self.one_class_so_far,
                 CHECKPOINT_FILES_KEY: self.checkpoint_files,
             },
         }
 
     def note_evaluation(self, predicted_one_class: bool | None) -> None:
         """The trainer's note on the validation evaluation whose ``on_evaluate`` comes next: whether it predicted one
-        class for every row while the validation set holds others (None: not known); passed to the schedule, whose
-        ``ce_fallback`` reads it."""
+        class for every row while the validation set holds others (None: not known); read by ``ce_fallback``."""
         self._noted_one_class = predicted_one_class
 
     # ---- events ----
@@ -241,8 +244,6 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self._warm_start_length(args, kwargs.get("train_dataloader"))
         if state.global_step > 0:
             self._resume(args, state, model)
-        elif self._may_fall_back() and model is not None:
-            self._initial_weights = trainable_state_dict(model)
         self._start_average(args, state, model)
         if state.global_step == 0:  # else the checkpoint's factor, which its optimiser's rates carry
             self.lr_scale = 1.0
@@ -271,20 +272,11 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"({self.schedule.warm_start_epochs} epochs)"
             )
 
-    def _may_fall_back(self) -> bool:  # the schedule may still answer Decision.FALL_BACK: its initial weights are kept
-        return self.schedule.ce_fallback and self.schedule.in_warm_start and not self.schedule.fell_back
-
     def _resume(self, args, state, model) -> None:
         schedule = self.schedule
         if not args.restore_callback_states_from_checkpoint:
             logger.warning("restore_callback_states_from_checkpoint=False: annealing restarts from its first stage")
             return
-        if self._may_fall_back():
-            path = os.path.join(checkpoint_folder(args, state.global_step), INITIAL_WEIGHTS_NAME)
-            if os.path.isfile(path):
-                self._initial_weights = load_weights(path, "the weights training began with")
-            else:
-                logger.warning(f"No {path}: should the warm start fall back, it starts from the weights it has")
         if not self.restore_best_per_stage or self._stage_weights is not None:
             return
         if not self.restore_pending and schedule.stage_best_step == state.global_step:
@@ -326,13 +318,23 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             swap_weights(model, self._ema.module)
             self.ema_in_model = True
 
-    def on_step_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
-        if self.schedule.lr_scale != self.lr_scale and optimizer is not None:  # the stage's factor on the rates
-            scale_learning_rates(optimizer, lr_scheduler, self.schedule.lr_scale / self.lr_scale)
-            self.lr_scale = self.schedule.lr_scale
-        if self.restart_pending and optimizer is not None:  # a fallback starts over: no moments of what it replaces
-            forget_optimizer_state(optimizer)
-        self.restart_pending = False
+    def _scale_learning_rate(self, optimizer, lr_scheduler) -> None:
+        """Bring the optimiser's rates to the stage's ``lr_scale``: each parameter group's rate now, and the
+        scheduler's base rates (a ``LambdaLR``, as transformers' schedules, sets rate = base * factor(step) at each
+        step), so the stage's factor multiplies whatever ``lr_scheduler_type`` does."""
+        target = self.schedule.lr_scale
+        if target == self.lr_scale or optimizer is None:
+            return
+        ratio = target / self.lr_scale
+        for group in optimizer.param_groups:
+            group["lr"] *= ratio
+        scheduler = getattr(lr_scheduler, "scheduler", lr_scheduler)  # accelerate's AcceleratedScheduler wraps it
+        if getattr(scheduler, "base_lrs", None) is not None:
+            scheduler.base_lrs = [rate * ratio for rate in scheduler.base_lrs]
+        self.lr_scale = target
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        self._scale_learning_rate(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
         if self.restore_pending:
             if self._stage_weights is not None and model is not None:
                 load_trainable(model, self._stage_weights)
@@ -373,14 +375,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "compute_metrics)"
             )
         noted, self._noted_one_class = self._noted_one_class, None
+        self.one_class_so_far = bool(noted) and self.one_class_so_far is not False
         schedule = self.schedule
-        stage, temperature, initial = schedule.stage, schedule.temperature, self._initial_weights
-        decision = schedule.update(
-            metrics[self.stage_monitor], metrics[self.anneal_monitor], step=state.global_step, one_class=noted
-        )
+        stage, temperature = schedule.stage, schedule.temperature
+        decision = schedule.update(metrics[self.stage_monitor], metrics[self.anneal_monitor], step=state.global_step)
         if self.selection_key != self.anneal_monitor:  # read by the Trainer's best-model choice after this event
             metrics[self.selection_key] = schedule.selection_value
-        self._initial_weights = initial if self._may_fall_back() else None  # kept while the warm start may fall back
         if decision is Decision.IMPROVED:
             if self.restore_best_per_stage and model is not None:
                 self._stage_weights = trainable_state_dict(model)
@@ -395,14 +395,13 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"EAST stage {stage} (T={temperature:.4g}) ended at step {state.global_step}; "
                 f"stage {schedule.stage} at T={schedule.temperature:.4g}"
             )
-        elif decision is Decision.FALL_BACK:
-            # Deferred to the next step, as a stage's restore; this evaluation's checkpoint gets the initial weights.
-            self._stage_weights, self.restore_pending, self.restart_pending = initial, initial is not None, True
-            weights = "initial weights" if initial is not None else "current weights (the initial ones were not kept)"
+        elif decision is Decision.STOP and self.ce_fallback and self.one_class_so_far and schedule.can_fall_back:
+            schedule.fall_back()
+            self._stage_weights, self.restore_pending = None, False
             logger.warning(
-                f"Every validation evaluation of the warm start predicted one class for every row (step "
-                f"{state.global_step}): starting over from the {weights} with plain cross-entropy until its own early "
-                "stopping, then annealing from T0 (east_ce_fallback false: go on instead)"
+                f"Annealing would stop at step {state.global_step}, but every validation evaluation so far predicted "
+                "one class for every row: plain cross-entropy until its own early stopping, then annealing again from "
+                "T0 (east_ce_fallback false: stop here instead)"
             )
         elif decision is Decision.STOP:
             control.should_training_stop = True
@@ -417,7 +416,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
     def on_save(self, args, state, control, **kwargs):
         should_save = getattr(args, "should_save", state.is_world_process_zero)  # where trainer_state.json lists it
         saves_stage_best = self._saves_stage_best(state.global_step)
-        if not should_save or not (saves_stage_best or self._ema is not None or self._initial_weights is not None):
+        if not should_save or not (saves_stage_best or self._ema is not None):
             return
         folder = checkpoint_folder(args, state.global_step)
         if not os.path.isdir(folder):
@@ -425,8 +424,6 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             return
         if saves_stage_best:
             save_weights(self._stage_weights, os.path.join(folder, STAGE_BEST_WEIGHTS_NAME))
-        if self._initial_weights is not None:
-            save_weights(self._initial_weights, os.path.join(folder, INITIAL_WEIGHTS_NAME))
         if self._ema is not None:  # the copy: the training weights while the model holds the average
             save_weights(cpu_state_dict(self._ema.module), os.path.join(folder, EMA_WEIGHTS_NAME))
 
@@ -451,5 +448,5 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if self._ema is not None and model is not None and not self.ema_in_model and not args.load_best_model_at_end:
             model.load_state_dict(self._ema.module.state_dict())  # end with the average, as it is evaluated
         self._in_train = False
-        self._stage_weights, self.restore_pending, self._initial_weights = None, False, None
+        self._stage_weights, self.restore_pending = None, False
         self._ema, self.ema_in_model = None, False

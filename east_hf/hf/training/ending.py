@@ -77,8 +77,8 @@ def _where(annealing: TemperatureAnnealingCallback) -> str:
 
 
 _FELL_BACK = (
-    "after falling back to plain cross-entropy from the initial weights (east_ce_fallback: every validation "
-    "evaluation of its warm start had predicted one class)"
+    "after falling back to plain cross-entropy (east_ce_fallback: every validation evaluation before had predicted "
+    "one class)"
 )
 
 
