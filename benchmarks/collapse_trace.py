@@ -46,9 +46,8 @@ class TraceCallback(TrainerCallback):
         how = os.environ.get("TRACE_HEAD_BIAS")
         if not how or state.global_step > 0:
             return
-        from east_hf.hf.training.dataset_stats import training_class_counts
-
         from east_hf.hf.models import classifier_head
+        from east_hf.hf.training.dataset_stats import training_class_counts
 
         counts = torch.as_tensor(training_class_counts(self.trainer.train_dataset, None), dtype=torch.float32)
         log_prior = (counts / counts.sum()).log()
@@ -142,7 +141,6 @@ def head_bias(model):
 
 def main(argv: list[str]) -> int:
     import east_hf.hf.training.trainer as trainer_module
-
     from east_hf.scripts import east_train
 
     base = trainer_module.EASTTrainer
