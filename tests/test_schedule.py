@@ -293,3 +293,15 @@ def test_fall_back_starts_a_stopped_schedule_over_from_a_warm_start_of_its_own_e
     fresh = AnnealingSchedule(**s.settings())
     fresh.load_state_dict(old)
     assert fresh.fell_back is False
+
+
+def test_fall_back_where_the_warm_start_has_just_ended_and_not_after_stage_0_began():
+    s = AnnealingSchedule(decay=0.5, patience=1, warm_start="ce", warm_start_steps=2)
+    assert not s.can_fall_back  # in the warm start
+    assert run(s, [(1.0, 0.2), (0.9, 0.2)]) == [BEST, NEXT]
+    assert s.can_fall_back  # stage 0 before its first evaluation
+    s.fall_back()
+    assert (s.in_warm_start, s.fell_back, s.best_anneal) == (True, True, 0.2)
+    late = AnnealingSchedule(decay=0.5, patience=1, warm_start="ce", warm_start_steps=2)
+    run(late, [(1.0, 0.2), (0.9, 0.2), (0.8, 0.3)])
+    assert late.stage == 0 and not late.can_fall_back

@@ -77,6 +77,10 @@ def test_text_tiny_learns_with_the_default_loss(text_run):
     config = json.loads((text_run / "config.json").read_text())
     assert config["model_type"] == "bert" and config["hidden_size"] == 64 and config["num_hidden_layers"] == 2
     assert set(config["label2id"]) == set(COUNTS) and config["east_text_columns"] == ["text", None]
+    # its warm start predicts one class early on, as early training does, without losing its input: no restart
+    (state,) = [json.loads(p.read_text()) for p in text_run.glob("checkpoint-*/trainer_state.json")]
+    annealing = state["stateful_callbacks"]["TemperatureAnnealingCallback"]["attributes"]
+    assert annealing["initial_spread"] > 0 and annealing["schedule_state"]["fell_back"] is False
 
 
 def test_run_loads_with_auto_classes_and_a_pipeline_without_east_hf(text_run, tmp_path):

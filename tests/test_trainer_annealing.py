@@ -373,3 +373,53 @@ def test_east_ce_fallback_false_stops_where_the_annealing_stops(tmp_path):
     assert [h["east_stage"] for h in evals] == sorted(h["east_stage"] for h in evals)  # no second warm start
     assert max(h["eval_fbeta"] for h in evals) < 0.25 and not annealer(trainer).schedule.fell_back
     assert {(name, term) for _, name, term in spy.steps} == {("la", None), ("east", "la")}
+
+
+class FirstStepAfterFallback(TrainerCallback):
+    """After the annealing callback: the weights and the optimiser's state at the first step after a fallback."""
+
+    def __init__(self, trainer):
+        self.trainer, self.weights, self.optimizer_state = trainer, None, None
+
+    def on_step_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
+        if self.weights is None and annealer(self.trainer).schedule.fell_back:
+            self.weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            self.optimizer_state = dict(getattr(optimizer, "optimizer", optimizer).state)
+
+
+def test_a_warm_start_that_lost_its_input_starts_over_from_the_initial_weights(tmp_path, monkeypatch, caplog):
+    """With a collapse line above any spread, the wrong priors' one-class warm start counts as one that lost its input:
+    where it ends (2 epochs), the next step starts from the initial weights with an empty optimiser state and plain
+    cross-entropy, which learns; the warm start's checkpoints carry the initial weights for a resume."""
+    monkeypatch.setattr("east_hf.hf.training.callbacks.COLLAPSE_RATIO", 1e9)
+    trainer, spy = _wrong_priors_trainer(tmp_path)
+    initial = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    first = FirstStepAfterFallback(trainer)
+    trainer.add_callback(first)
+    with caplog.at_level("WARNING", logger="east_hf.hf.training.callbacks"):
+        trainer.train()
+    evals = evaluations(trainer)
+    end = annealer(trainer).schedule.warm_start_steps  # 2 epochs: where the first warm start ended
+    assert [h["east_stage"] for h in evals if h["step"] <= end + 2] == [-1] * len(
+        [h for h in evals if h["step"] <= end + 2]
+    )
+    assert all(torch.equal(first.weights[k], v) for k, v in initial.items()) and first.optimizer_state == {}
+    warned = [r.getMessage() for r in caplog.records if "lost its input" in r.message]
+    assert len(warned) == 1 and f"ended at step {end} " in warned[0]
+    assert (-1, "la", None) in set(spy.steps) and (-1, "ce", None) in set(spy.steps)
+    assert max(h["eval_fbeta"] for h in evals) > 0.6 and annealer(trainer).schedule.fell_back
+    saved = torch.load(tmp_path / f"checkpoint-{evals[0]['step']}" / "east_initial.pt")
+    assert all(torch.equal(saved[k], v) for k, v in initial.items())
+    assert annealer(trainer).initial_spread > 0
+
+
+def test_a_warm_start_that_keeps_its_input_goes_on(tmp_path, caplog):
+    """The same one-class warm start with the shipped collapse line: the MLP's head input keeps its spread, so the
+    warm start ends into stage 0 (the fallback where the annealing stops is the other test's)."""
+    trainer, _ = _wrong_priors_trainer(tmp_path, max_steps=30)
+    with caplog.at_level("WARNING", logger="east_hf.hf.training.callbacks"):
+        trainer.train()
+    stages = [h["east_stage"] for h in evaluations(trainer)]
+    first = stages.index(0)
+    assert first > 0 and set(stages[:first]) == {-1} and not annealer(trainer).lost_input
+    assert not [r for r in caplog.records if "lost its input" in r.message]

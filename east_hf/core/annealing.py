@@ -418,18 +418,21 @@ class AnnealingSchedule:
 
     @property
     def can_fall_back(self) -> bool:
-        """Whether ``fall_back`` may run: the schedule has stopped, has a warm start to go back to, and has not fallen
-        back before (once per run)."""
-        return self.finished and self.has_warm_start and not self.fell_back
+        """Whether ``fall_back`` may run: the schedule has a warm start to go back to, has not fallen back before (once
+        per run), and has stopped or has just ended its warm start (stage 0 before its first evaluation)."""
+        just_ended = self.stage == 0 and self.stage_best is None
+        return self.has_warm_start and not self.fell_back and (self.finished or just_ended)
 
     def fall_back(self) -> None:
-        """Start a stopped schedule over, once, from a warm start that ends on its own early stopping (whatever
+        """Start the schedule over, once, from a warm start that ends on its own early stopping (whatever
         ``warm_start_steps`` says), then anneal from T0; the best anneal value so far stays the one to beat. The
-        Trainer layer's fallback (``east_ce_fallback``) for a run that has told no classes apart."""
+        Trainer layer's fallback (``east_ce_fallback``): where the annealing stopped without telling classes apart, or
+        where a warm start ended with a network that lost its input."""
         if not self.can_fall_back:
             raise ValueError(
-                "Expected a stopped schedule with a warm start that has not fallen back yet, got "
-                f"finished={self.finished}, warm_start={self.warm_start!r}, fell_back={self.fell_back}"
+                "Expected a stopped schedule, or one whose warm start has just ended, with a warm start that has not "
+                f"fallen back yet, got finished={self.finished}, stage={self.stage}, warm_start={self.warm_start!r}, "
+                f"fell_back={self.fell_back}"
             )
         self.stage, self.finished, self.stop_reason, self.fell_back = WARM_START_STAGE, False, None, True
         self.stages_without_improvement = 0

@@ -132,13 +132,18 @@ class EASTConfig(TrainingArguments):
             class, the logit-adjusted one does not. The paper's loss is ``east_ce_weight=0`` (with
             ``east_warm_start="none"`` for its cold start). Without class priors (a training set that cannot be
             counted and no ``east_class_priors``), ``"la"`` and ``"wce"`` fall back to ``"ce"`` with a warning.
-        east_ce_fallback (`bool`, defaults to `True`): when the annealing would stop and every validation evaluation
-            of the run predicted one class for every row (the validation set holding others), train on instead: a
-            second warm start of plain cross-entropy (whatever ``east_ce_loss`` says) until its own early stopping,
-            then the annealing again from T0, with plain cross-entropy as the annealed weight's term; once per run
-            (``TemperatureAnnealingCallback.ce_fallback``). Why: a logit-adjusted start can leave a model that tells
-            no class apart on a heavily skewed set where plain cross-entropy learns, and the annealing then stops on
-            a flat validation metric with budget left. Single-label EAST with a warm start; ``False``: stop there.
+        east_ce_fallback (`bool`, defaults to `True`): fall back to plain cross-entropy (whatever ``east_ce_loss``
+            says) once per run: a second warm start until its own early stopping, then the annealing again from T0,
+            with plain cross-entropy as the annealed weight's term (``TemperatureAnnealingCallback.ce_fallback``). In
+            two places: where the warm start ends predicting one class for every validation row after the network
+            lost its input (the spread across rows of what its classification head reads fell below a quarter of the
+            untrained network's at a one-class evaluation: ``east_hf.hf.training.collapse``), starting over from the
+            initial weights with an empty optimiser state; and where the annealing would stop and every validation
+            evaluation of the run predicted one class (the validation set holding others), from the weights it has.
+            Why: a network from scratch can lose its input in its first epoch (long-tailed text, batches of
+            identical short texts); plain cross-entropy recovers from that, logit-adjusted cross-entropy does not (an
+            input-independent network sits at its constant optimum), and the annealing then stops on a flat
+            validation metric with budget left. Single-label EAST with a warm start; ``False``: neither.
         east_class_priors (`list[float]`, `dict[str, float]` or `str`, defaults to `None`): the class counts or
             priors of ``wce``, ``la`` and ``east_ce_loss`` ``wce`` / ``la``, instead of counting the training split:
             a list by class index, a mapping from class name (``id2label``) to value naming every class, or a
@@ -316,9 +321,10 @@ class EASTConfig(TrainingArguments):
     east_ce_fallback: bool = field(
         default=True,
         metadata={
-            "help": "When annealing would stop while every validation evaluation predicted one class for every row, "
-            "train on with plain cross-entropy until its early stopping, then anneal again (single-label EAST "
-            "with a warm start; false: stop there)."
+            "help": "Fall back to plain cross-entropy until its early stopping, then anneal again: from the initial "
+            "weights where the warm start ends one-class after the network lost its input, or where annealing "
+            "would stop while every validation evaluation predicted one class (single-label EAST with a warm "
+            "start; false: neither)."
         },
     )
     east_ce_loss: str | None = field(

@@ -4,7 +4,8 @@ The schedule (``east_hf.core.annealing``) decides; this callback feeds it the ev
 concerns the training loop: the stage's best weights, the evaluation that ends a warm start, the stop. It never
 touches the trainer: ``EASTTrainer`` finds the callback in its own callback list, reads the temperature, the stage
 and whether the warm start is on from ``callback.schedule``, and pushes two things to it: after each validation
-evaluation, whether it predicted one class (``note_evaluation``, for ``ce_fallback``), and before an evaluation, the
+evaluation, whether it predicted one class and how varied the input of the model's head was (``note_evaluation``, for
+``ce_fallback``), and before an evaluation, the
 request to swap in the weights' moving average (``average_for_evaluation``). The callback's
 state travels in checkpoints (``ExportableState``), so ``trainer.train(resume_from_checkpoint=...)`` continues in the
 same stage with the same counters and temperature: the trainer then reads the restored instance. A checkpoint that
@@ -25,10 +26,16 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
-from east_hf.core.annealing import AnnealingSchedule, Decision
+from east_hf.core.annealing import WARM_START_STAGE, AnnealingSchedule, Decision
 from east_hf.core.monitor_keys import monitor_mode
 from east_hf.hf.config.checks import DEFAULT_EMA_DECAY, check_ema_decay, check_evaluates
-from east_hf.hf.training.checkpoints import CHECKPOINT_FILES_KEY, EMA_WEIGHTS_NAME, STAGE_BEST_WEIGHTS_NAME
+from east_hf.hf.training.checkpoints import (
+    CHECKPOINT_FILES_KEY,
+    EMA_WEIGHTS_NAME,
+    INITIAL_WEIGHTS_NAME,
+    STAGE_BEST_WEIGHTS_NAME,
+)
+from east_hf.hf.training.collapse import COLLAPSE_RATIO
 from east_hf.hf.training.weight_copies import (
     checkpoint_folder,
     cpu_state_dict,
@@ -97,11 +104,18 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         reports_temperature: whether the trained loss has a temperature (EAST; the builder asks the loss's
             ``LossSpec.anneals_temperature``); False for a baseline, whose messages then name no stage or temperature.
             Saved with a checkpoint, so a resumed callback reports as the one it replaces.
-        ce_fallback: where the annealing would stop and every validation evaluation so far predicted one class for
-            every row (the trainer's ``note_evaluation``; without notes nothing falls back), train on: plain
-            cross-entropy until its own early stopping, then anneal again from T0 (``AnnealingSchedule.fall_back``),
-            once per run, where the schedule can (``AnnealingSchedule.can_fall_back``: a schedule without a warm start
-            has none to go back to, and stops). Why: ``EASTConfig``'s ``east_ce_fallback``.
+        ce_fallback: fall back to plain cross-entropy (``AnnealingSchedule.fall_back``: a warm start until its own
+            early stopping, then annealing again from T0), once per run, where the schedule can (a schedule without a
+            warm start has none to go back to), in one of two places (the trainer's ``note_evaluation``; without
+            notes nothing falls back). Where the warm start ends predicting one class after a network that lost its
+            input (at one of its evaluations that predicted one class, the spread of the head's input was below
+            ``COLLAPSE_RATIO`` of the untrained network's, ``initial_spread``: ``east_hf.hf.training.collapse``;
+            the spread jitters from one evaluation to the next while the network stays one-class, so the lowest
+            counts, ``lowest_spread``), the next step starts over
+            from the weights training began with and an empty optimiser state: a CPU copy of what training changes
+            is held until the warm start ends (in its checkpoints ``east_initial.pt``). Where the annealing would stop
+            and every validation evaluation so far predicted one class for every row, training goes on from the
+            weights it has. Why: ``EASTConfig``'s ``east_ce_fallback``.
 
     A warm start (``schedule.warm_start == "ce"``) is stage -1: the trainer trains it with cross-entropy, for
     ``warm_start_steps`` optimiser steps, or ``warm_start_epochs`` epochs (turned into steps from the length of the
@@ -161,6 +175,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             )
         self.schedule = schedule
         self.ce_fallback = bool(ce_fallback)
+        # The head input's spread of the untrained network (the trainer's note_initial_spread). Saved.
+        self.initial_spread: float | None = None
+        self._noted_spread: float | None = None  # the head input's spread at the evaluation whose on_evaluate is next
+        self.lowest_spread: float | None = None  # the lowest noted in a one-class evaluation of the warm start. Saved.
+        self._initial_weights: dict[str, torch.Tensor] | None = None  # held while a collapsed warm start may restart
+        self.restart_pending = False  # True from a restart until the next step empties the optimiser's state. Saved.
         # True while every evaluation in training was noted as one class, False from the first that was not. Saved.
         self.one_class_so_far: bool | None = None
         self._noted_one_class: bool | None = None  # the note for the evaluation whose on_evaluate comes next
@@ -197,6 +217,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         ``trainer_state.json`` before ``on_save`` runs, which makes the file part of what a complete checkpoint
         holds."""
         files = [STAGE_BEST_WEIGHTS_NAME] if self._saves_stage_best(self._step) else []
+        files += [INITIAL_WEIGHTS_NAME] if self._initial_weights is not None else []
         return files + ([EMA_WEIGHTS_NAME] if self._ema is not None else [])  # on_save writes it then
 
     @checkpoint_files.setter
@@ -227,14 +248,42 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "lr_scale": self.lr_scale,
                 "reports_temperature": self.reports_temperature,  # set on the resumed instance, as a constructor would
                 "one_class_so_far": self.one_class_so_far,
+                "initial_spread": self.initial_spread,
+                "lowest_spread": self.lowest_spread,
+                "restart_pending": self.restart_pending,
                 CHECKPOINT_FILES_KEY: self.checkpoint_files,
             },
         }
 
-    def note_evaluation(self, predicted_one_class: bool | None) -> None:
+    def note_evaluation(self, predicted_one_class: bool | None, head_spread: float | None = None) -> None:
         """The trainer's note on the validation evaluation whose ``on_evaluate`` comes next: whether it predicted one
-        class for every row while the validation set holds others (None: not known); read by ``ce_fallback``."""
-        self._noted_one_class = predicted_one_class
+        class for every row while the validation set holds others, and the spread of the head's input
+        (``east_hf.hf.training.collapse.head_input_spread``; measured while ``watches_collapse``); None: not known.
+        Read by ``ce_fallback``."""
+        self._noted_one_class, self._noted_spread = predicted_one_class, head_spread
+
+    def note_initial_spread(self, spread: float | None) -> None:
+        """The trainer's note, before the first step, of the untrained network's head input spread."""
+        self.initial_spread = spread
+
+    @property
+    def watches_collapse(self) -> bool:
+        """Whether a collapsed warm start may still restart: ``ce_fallback``, in a warm start that has not fallen back
+        (the trainer then measures the head input's spread at each validation evaluation)."""
+        schedule = self.schedule
+        return self.ce_fallback and schedule.has_warm_start and schedule.in_warm_start and not schedule.fell_back
+
+    def _note_spread(self, one_class: bool | None, spread: float | None) -> None:
+        """Keep the lowest head input spread of the warm start's evaluations that predicted one class."""
+        if self.watches_collapse and one_class and spread is not None:
+            self.lowest_spread = spread if self.lowest_spread is None else min(self.lowest_spread, spread)
+
+    @property
+    def lost_input(self) -> bool:
+        """Whether a one-class evaluation of the warm start had a head input spread below ``COLLAPSE_RATIO`` of the
+        untrained network's."""
+        initial, lowest = self.initial_spread, self.lowest_spread
+        return bool(initial) and lowest is not None and lowest < COLLAPSE_RATIO * initial
 
     # ---- events ----
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -244,6 +293,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self._warm_start_length(args, kwargs.get("train_dataloader"))
         if state.global_step > 0:
             self._resume(args, state, model)
+        elif self.watches_collapse and model is not None:
+            self._initial_weights = trainable_state_dict(model)
         self._start_average(args, state, model)
         if state.global_step == 0:  # else the checkpoint's factor, which its optimiser's rates carry
             self.lr_scale = 1.0
@@ -277,6 +328,12 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if not args.restore_callback_states_from_checkpoint:
             logger.warning("restore_callback_states_from_checkpoint=False: annealing restarts from its first stage")
             return
+        if self.watches_collapse:
+            path = os.path.join(checkpoint_folder(args, state.global_step), INITIAL_WEIGHTS_NAME)
+            if os.path.isfile(path):
+                self._initial_weights = load_weights(path, "the weights training began with")
+            else:
+                logger.warning(f"No {path}: a collapsed warm start restarts from the weights it has")
         if not self.restore_best_per_stage or self._stage_weights is not None:
             return
         if not self.restore_pending and schedule.stage_best_step == state.global_step:
@@ -334,7 +391,11 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self.lr_scale = target
 
     def on_step_begin(self, args, state, control, model=None, **kwargs):
-        self._scale_learning_rate(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
+        optimizer = kwargs.get("optimizer")
+        self._scale_learning_rate(optimizer, kwargs.get("lr_scheduler"))
+        if self.restart_pending and optimizer is not None:  # a restart: no moments of the weights it replaced
+            getattr(optimizer, "optimizer", optimizer).state.clear()  # accelerate's AcceleratedOptimizer wraps it
+        self.restart_pending = False
         if self.restore_pending:
             if self._stage_weights is not None and model is not None:
                 load_trainable(model, self._stage_weights)
@@ -374,14 +435,21 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 f"{sorted(metrics)}; set east_stage_monitor / east_anneal_monitor to one of them (hard metrics need "
                 "compute_metrics)"
             )
-        noted, self._noted_one_class = self._noted_one_class, None
+        noted, spread = self._noted_one_class, self._noted_spread
+        self._noted_one_class = self._noted_spread = None
+        self._note_spread(noted, spread)
         self.one_class_so_far = bool(noted) and self.one_class_so_far is not False
         schedule = self.schedule
-        stage, temperature = schedule.stage, schedule.temperature
+        stage, temperature, initial = schedule.stage, schedule.temperature, self._initial_weights
         decision = schedule.update(metrics[self.stage_monitor], metrics[self.anneal_monitor], step=state.global_step)
         if self.selection_key != self.anneal_monitor:  # read by the Trainer's best-model choice after this event
             metrics[self.selection_key] = schedule.selection_value
-        if decision is Decision.IMPROVED:
+        if not self.watches_collapse:
+            self._initial_weights = None
+        ended_warm_start = decision is Decision.NEXT_STAGE and stage == WARM_START_STAGE
+        if ended_warm_start and self.ce_fallback and noted and self.lost_input and schedule.can_fall_back:
+            self._restart(schedule, initial, state.global_step)
+        elif decision is Decision.IMPROVED:
             if self.restore_best_per_stage and model is not None:
                 self._stage_weights = trainable_state_dict(model)
         elif decision is Decision.NEXT_STAGE:
@@ -413,10 +481,24 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             )
         return control
 
+    def _restart(self, schedule: AnnealingSchedule, initial: dict | None, step: int) -> None:
+        """Fall back where a collapsed warm start ended: the next step loads ``initial`` (the weights training began
+        with; deferred as a stage's restore, so this evaluation's checkpoint holds the weights it evaluated) and
+        empties the optimiser's state."""
+        schedule.fall_back()
+        self._stage_weights, self.restore_pending, self.restart_pending = initial, initial is not None, True
+        weights = "the initial weights" if initial is not None else "the weights it has (no initial ones kept)"
+        logger.warning(
+            f"The warm start ended at step {step} predicting one class for every validation row, from a network that "
+            f"lost its input (its head's input varied {self.lowest_spread / self.initial_spread:.2g}x as much across "
+            f"rows as the untrained network's): starting over from {weights} with plain cross-entropy until its own "
+            "early stopping, then annealing from T0 (east_ce_fallback false: go on instead)"
+        )
+
     def on_save(self, args, state, control, **kwargs):
         should_save = getattr(args, "should_save", state.is_world_process_zero)  # where trainer_state.json lists it
         saves_stage_best = self._saves_stage_best(state.global_step)
-        if not should_save or not (saves_stage_best or self._ema is not None):
+        if not should_save or not (saves_stage_best or self._ema is not None or self._initial_weights is not None):
             return
         folder = checkpoint_folder(args, state.global_step)
         if not os.path.isdir(folder):
@@ -424,6 +506,8 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             return
         if saves_stage_best:
             save_weights(self._stage_weights, os.path.join(folder, STAGE_BEST_WEIGHTS_NAME))
+        if self._initial_weights is not None:
+            save_weights(self._initial_weights, os.path.join(folder, INITIAL_WEIGHTS_NAME))
         if self._ema is not None:  # the copy: the training weights while the model holds the average
             save_weights(cpu_state_dict(self._ema.module), os.path.join(folder, EMA_WEIGHTS_NAME))
 
@@ -448,5 +532,5 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         if self._ema is not None and model is not None and not self.ema_in_model and not args.load_best_model_at_end:
             model.load_state_dict(self._ema.module.state_dict())  # end with the average, as it is evaluated
         self._in_train = False
-        self._stage_weights, self.restore_pending = None, False
+        self._stage_weights, self.restore_pending, self._initial_weights = None, False, None
         self._ema, self.ema_in_model = None, False

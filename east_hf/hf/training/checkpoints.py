@@ -28,6 +28,7 @@ __all__ = [
     "CHECKSUM_SUFFIX",
     "COMPARISON_FILES",
     "EMA_WEIGHTS_NAME",
+    "INITIAL_WEIGHTS_NAME",
     "LOCK_NAME",
     "RUN_FILES",
     "STAGE_BEST_WEIGHTS_NAME",
@@ -99,6 +100,9 @@ STAGE_BEST_WEIGHTS_NAME = "east_stage_best.pt"
 # The annealing callback's moving average of the weights, or the training weights where the checkpoint's model file
 # holds the average (east_hf.hf.training.callbacks), a torch.save archive.
 EMA_WEIGHTS_NAME = "east_ema.pt"
+# The annealing callback's copy of the weights training began with, kept through a warm start that may restart from
+# them (east_ce_fallback, a collapsed warm start), a torch.save archive.
+INITIAL_WEIGHTS_NAME = "east_initial.pt"
 # torch.save archives written beside the weights (the Trainer's, and the annealing callback's); resuming loads each
 # one that is there. Under several processes each writes its own RNG state, rng_state_<rank>.pth.
 STATE_ARCHIVES = (
@@ -108,6 +112,7 @@ STATE_ARCHIVES = (
     "rng_state.pth",
     STAGE_BEST_WEIGHTS_NAME,
     EMA_WEIGHTS_NAME,
+    INITIAL_WEIGHTS_NAME,
 )
 _RANK_RNG_STATE = re.compile(r"^rng_state_\d+\.pth$")
 # The key under which a stateful callback's saved "attributes" list the files it writes into the checkpoint.

@@ -60,6 +60,7 @@ from east_hf.hf.devices import SumAcrossProcesses
 from east_hf.hf.metrics.inputs import CountedMetrics
 from east_hf.hf.models.lora import adapter_files
 from east_hf.hf.training.callbacks import TemperatureAnnealingCallback
+from east_hf.hf.training.collapse import head_input_spread
 from east_hf.hf.training.dataset_stats import training_class_counts
 from east_hf.hf.training.evaluation import (
     CountedEvaluation,
@@ -331,9 +332,11 @@ class EASTTrainer(Trainer):
         output = self._evaluator.run(loop, mode, metric_key_prefix, self.state.global_step, preprocess)
         if metric_key_prefix == "eval":
             self._check_monitors(output.metrics)
-            if self.annealing is not None:  # pushed to the callback: whether the evaluation predicted one class
+            annealing = self.annealing
+            if annealing is not None:  # pushed to the callback: one class predicted, the head input's spread
                 one_class = self._evaluator.predicted_one_class(self.state.global_step)
-                self.annealing.note_evaluation(predicted_one_class=one_class)
+                spread = self._head_input_spread() if annealing.watches_collapse and one_class else None
+                annealing.note_evaluation(predicted_one_class=one_class, head_spread=spread)
         return output
 
     def with_logits_on_disk(self, dataset: Any, fn, metric_key_prefix="test"):
@@ -404,6 +407,9 @@ class EASTTrainer(Trainer):
             restores = self.args.restore_callback_states_from_checkpoint
             check_saved_schedule(resume_from_checkpoint, self.annealing, restores)
         self._check_monitors(num_classes=self._check_first_batch() or self._num_classes)
+        annealing = self.annealing
+        if resume_from_checkpoint is None and annealing is not None and annealing.watches_collapse:
+            annealing.note_initial_spread(self._head_input_spread())
         model = self.accelerator.unwrap_model(self.model)
         if resume_from_checkpoint is not None:  # the weights the Trainer's load_state_dict cannot name (resume.py)
             load_renamed_weights(model, resume_from_checkpoint)
@@ -455,6 +461,15 @@ class EASTTrainer(Trainer):
             self.east_loss.bind_num_classes(logits.shape[1])
         self._current_loss(logits).statistics(logits, labels)  # labels in range, beta length
         return logits.shape[1]
+
+    def _head_input_spread(self) -> float | None:
+        """The spread across the leading validation rows of the input of the model's head
+        (``east_hf.hf.training.collapse.head_input_spread``), which the annealing callback compares with the untrained
+        network's to tell a warm start that lost its input; None without an evaluation set."""
+        if self.eval_dataset is None or isinstance(self.eval_dataset, dict):
+            return None
+        batches = self.get_eval_dataloader()
+        return head_input_spread(self.model, batches, self._prepare_inputs, self.accelerator)
 
     # ---- model card ----
     def create_model_card(
