@@ -423,3 +423,22 @@ def test_a_warm_start_that_keeps_its_input_goes_on(tmp_path, caplog):
     first = stages.index(0)
     assert first > 0 and set(stages[:first]) == {-1} and not annealer(trainer).lost_input
     assert not [r for r in caplog.records if "lost its input" in r.message]
+
+
+def test_measuring_the_spread_leaves_a_run_that_never_falls_back_as_it_was(tmp_path):
+    """The head input's spread is measured (east_ce_fallback) on the validation rows before the first step and at the
+    warm start's one-class evaluations, between steps: a run that never falls back trains and evaluates the same to
+    the last digit with the measurement on or off."""
+    histories = []
+    for fallback in (True, False):
+        torch.manual_seed(0)
+        model = PlainClassifier()
+        model.net.insert(2, torch.nn.Dropout(0.3))  # training draws from torch's generator
+        trainer, _ = _wrong_priors_trainer(
+            tmp_path / str(fallback), east_ce_fallback=fallback, max_steps=24, model=model
+        )
+        trainer.train()
+        callback = annealer(trainer)
+        assert not callback.schedule.fell_back and (callback.lowest_spread is not None) is fallback
+        histories.append([(h["step"], h["eval_loss"], h["eval_fbeta"]) for h in evaluations(trainer)])
+    assert histories[0] == histories[1]

@@ -62,8 +62,11 @@ def head_input_spread(
     hook = head.register_forward_pre_hook(lambda _, inputs: sums.append(_sums(_head_input(head, inputs))))
     was_training = model.training
     model.eval()
+    # A data loader's iterator draws its base seed from torch's generator: forked, so that measuring leaves training
+    # on the random stream it would have had (a run that never falls back trains the same with the measurement).
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
     try:
-        with torch.no_grad():
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
             for i, batch in enumerate(batches):
                 if i >= wanted:
                     break
