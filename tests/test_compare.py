@@ -77,7 +77,15 @@ def test_compare_tiny_run_table_matches_runs(tmp_path, capsys):
             for s in (0, 1)
         ]
         assert row[1] == f"{statistics.fmean(diffs):+.4f} ± {statistics.stdev(diffs) / 2**0.5:.4f}"
-        assert sum(map(int, row[2].split(" / "))) == 2 and row[3].strip(" |") == "2"
+        assert sum(map(int, row[2].split(" / "))) == 2 and row[3] == "2"
+        seconds = {  # the training wall-clock against ce's, paired by seed: the median of the ratios
+            v: [
+                json.loads((out / v / f"seed-{s}" / "train_results.json").read_text())["train_runtime"] for s in (0, 1)
+            ]
+            for v in (row[0].strip("| "), "ce")
+        }
+        ratios = [a / b for a, b in zip(*seconds.values())]
+        assert row[4].strip(" |") == f"{statistics.median(ratios):.2f}"
     assert (out / "results.png").read_bytes()[:4] == b"\x89PNG"
     capsys.readouterr()
     assert main([*argv, "--", *TINY]) == 0  # everything done: skipped, same table
@@ -339,7 +347,11 @@ def test_the_defaults_compare_east_with_the_strongest_baselines_each_tuned_again
     default = ("east", "ce", "la", "focal", "ldam")
     assert parse_variants(compare.DEFAULT_LOSSES, None) == {n: ["--east_loss", n] for n in default}
     assert list(parse_variants(compare.default_losses(multi_label=True), None, multi_label=True)) == [
-        "east", "ce", "wce", "la", "asl"
+        "east",
+        "ce",
+        "wce",
+        "la",
+        "asl",
     ]
     help_text = " ".join(compare.build_parser().format_help().split())
     assert (

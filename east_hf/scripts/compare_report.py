@@ -1,8 +1,9 @@
 """The tables and the figure of an ``east-compare``: ``results.json``, ``results.md`` and ``results.png``.
 
 ``results.md`` holds the mean ± sample std over seeds of each variant's test metrics (the layout of the paper's Table
-1), then each variant's difference from the reference variant, paired by seed: mean ± standard error and wins / ties
-/ losses. ``results.png`` shows the target metric per variant on an axis from 0.
+1), then each variant's difference from the reference variant, paired by seed: mean ± standard error, wins / ties /
+losses, and its training wall-clock against the reference's (the median of the seeds' ratios), so that the cost of
+a variant stands beside its score. ``results.png`` shows the target metric per variant on an axis from 0.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "markdown_table",
     "paired_differences",
     "paired_table",
+    "paired_time_ratios",
     "save_figure",
     "summarize",
     "write_results",
@@ -29,6 +31,8 @@ __all__ = [
 
 LABELS = {"fbeta": "F-beta", "accuracy": "Accuracy", "mcc": "MCC"}
 """The table's columns after the target metric, in order (the paper's Table 1), and their names."""
+TRAIN_SECONDS = "train_seconds"
+"""A run's training wall-clock in seconds, beside its test metrics (the Trainer's ``train_runtime``)."""
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, tuple[float, float, int]]]:
@@ -76,6 +80,31 @@ def paired_differences(
     return out
 
 
+def paired_time_ratios(runs: list[dict[str, Any]], reference: str) -> dict[str, tuple[float, int]]:
+    """{variant: (median, n)} of ``train_seconds(variant) / train_seconds(reference)`` over the seeds both have: the
+    training wall-clock of each variant against the reference's, paired by seed (runs of one seed share the machine's
+    state of the moment, and the median ignores a run slowed by something else on the machine). A ``+tuned`` variant
+    costs its model's training.
+
+    >>> runs = [{"variant": v, "seed": s, "metrics": {"train_seconds": t}}
+    ...         for v, ts in (("ce", [10, 20, 10]), ("east", [15, 50, 12])) for s, t in enumerate(ts)]
+    >>> paired_time_ratios(runs, "ce")
+    {'east': (1.5, 3)}
+    """
+    seconds: dict[str, dict[int, float]] = {}
+    for run in runs:
+        value = run["metrics"].get(TRAIN_SECONDS)
+        if isinstance(value, (int, float)) and value > 0:
+            seconds.setdefault(run["variant"], {})[run["seed"]] = float(value)
+    base = seconds.get(reference, {})
+    out = {}
+    for variant, values in seconds.items():
+        seeds = sorted(set(values) & set(base))
+        if variant != reference and seeds:
+            out[variant] = (statistics.median(values[s] / base[s] for s in seeds), len(seeds))
+    return out
+
+
 def _label(key: str) -> str:
     """A column's name: ``fbeta`` -> ``F-beta``, ``fbeta_positive`` -> ``F-beta positive``,
     ``recall`` -> ``Recall``."""
@@ -84,16 +113,22 @@ def _label(key: str) -> str:
     return f"{names[name]} {cls}".strip() if name in names else key.replace("_", " ")
 
 
-def paired_table(pairs: dict[str, tuple], metric: str, reference: str) -> str:
-    """The paired table: each variant's difference from ``reference`` (``paired_differences``), one row each."""
-    label = _label(metric)
+def paired_table(
+    pairs: dict[str, tuple], metric: str, reference: str, time_ratios: Mapping[str, tuple[float, int]] | None = None
+) -> str:
+    """The paired table: each variant's difference from ``reference`` (``paired_differences``), one row each, and its
+    training wall-clock against the reference's (``paired_time_ratios``; a blank cell where a run did not record
+    it)."""
+    label, ratios = _label(metric), time_ratios or {}
     lines = [
-        f"| variant | {label} − {reference} (paired, mean ± s.e.) | wins / ties / losses | seeds |",
-        "|---|---|---|---|",
+        f"| variant | {label} − {reference} (paired, mean ± s.e.) | wins / ties / losses | seeds "
+        f"| training time × {reference} (median, paired) |",
+        "|---|---|---|---|---|",
     ]
     for variant, (mean, se, wins, ties, losses, n) in pairs.items():
         spread = f" ± {se:.4f}" if n > 1 else ""  # one seed has no spread to show
-        lines.append(f"| {variant} | {mean:+.4f}{spread} | {wins} / {ties} / {losses} | {n} |")
+        ratio = f"{ratios[variant][0]:.2f}" if variant in ratios else ""
+        lines.append(f"| {variant} | {mean:+.4f}{spread} | {wins} / {ties} / {losses} | {n} | {ratio} |")
     return "\n".join(lines)
 
 
@@ -210,17 +245,18 @@ def write_results(
     paired_runs = [r for r in runs if r["variant"] not in unpaired]
     names = {r["variant"] for r in runs}
     pairs = paired_differences(paired_runs, metric, reference) if reference in names else {}
+    time_ratios = paired_time_ratios(runs, reference)
     results = {
         "command": command,
         "recipe": mask_secrets(recipe),
         "metric": metric,
         "runs": runs,
         "summary": summary,
-        "paired": {"reference": reference, "differences": pairs},
+        "paired": {"reference": reference, "differences": pairs, "time_ratios": time_ratios},
     }
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
     table = markdown_table(summary, metric)
-    paired = f"\n\n{paired_table(pairs, metric, reference)}" if pairs else ""
+    paired = f"\n\n{paired_table(pairs, metric, reference, time_ratios)}" if pairs else ""
     split = "each seed with its own data split" if vary_split else "one data split"
     (out_dir / "results.md").write_text(
         f"# {title}: test metrics, mean ± std over {seeds} seeds ({split})\n\n"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from east_hf.hf.secret_masking import mask_secrets
+from east_hf.scripts.compare_report import TRAIN_SECONDS
 from east_hf.scripts.run_record import (
     REQUEST_KEY,
     SETTINGS_NAME,
@@ -179,7 +180,8 @@ def unreadable_results(run_dir: Path) -> str | None:
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:
-    """A finished run's test metrics (``test_`` left off), its number of steps and its last EAST temperature."""
+    """A finished run's test metrics (``test_`` left off), its number of steps, its last EAST temperature and its
+    training wall-clock in seconds (``train_seconds``: the Trainer's ``train_runtime``, evaluations included)."""
     metrics = _read_object(run_dir / "test_results.json")
     out = {k[len("test_") :]: v for k, v in metrics.items() if k.startswith("test_") and isinstance(v, (int, float))}
     state_file = run_dir / "trainer_state.json"
@@ -192,6 +194,11 @@ def read_run(run_dir: Path) -> dict[str, Any]:
             if "eval_loss" in e and e.get("eval_east_stage", e.get("east_stage", 0)) >= 0
         ]
         out["final_temperature"] = temps[-1] if temps else None
+    train_file = run_dir / "train_results.json"  # the Trainer's train_runtime: seconds of training, evaluations in
+    if train_file.exists():
+        runtime = _read_object(train_file).get("train_runtime")
+        if isinstance(runtime, (int, float)):
+            out[TRAIN_SECONDS] = float(runtime)
     return out
 
 
@@ -306,6 +313,8 @@ def _entries(run: _Run, metrics: dict[str, Any], info: dict[str, Any], tuned: bo
     entries = [{"variant": run.name, "metrics": as_trained, **record}]
     if tuned:  # the same model with its decision rule tuned on validation
         tuned_metrics = {key[len("tuned_") :]: v for key, v in metrics.items() if key.startswith("tuned_")}
+        if TRAIN_SECONDS in metrics:  # the same training: its cost is the run's
+            tuned_metrics[TRAIN_SECONDS] = metrics[TRAIN_SECONDS]
         entries.append({"variant": f"{run.name}+tuned", "metrics": tuned_metrics, **record})
     return entries
 
