@@ -410,7 +410,17 @@ def test_a_warm_start_that_lost_its_input_starts_over_from_the_initial_weights(t
     assert max(h["eval_fbeta"] for h in evals) > 0.6 and annealer(trainer).schedule.fell_back
     saved = torch.load(tmp_path / f"checkpoint-{evals[0]['step']}" / "east_initial.pt")
     assert all(torch.equal(saved[k], v) for k, v in initial.items())
-    assert annealer(trainer).initial_spread > 0
+    assert annealer(trainer).initial_spread > 0 and annealer(trainer).restarted_at == end
+    text = trainer.create_model_card().read_text()  # the card and its ending say what happened
+    assert (
+        "logit-adjusted cross-entropy for 2 epochs; then, the warm start having ended predicting one class from a "
+        f"network that lost its input, from the initial weights again at step {end}: plain cross-entropy"
+    ) in text
+    ended = next(line for line in text.splitlines() if line.startswith("Training ended"))
+    assert ended.endswith(
+        f"after starting over at step {end} from the initial weights with plain cross-entropy (east_ce_fallback: the "
+        "warm start ended predicting one class, its network having lost its input)."
+    )
 
 
 def test_a_warm_start_that_keeps_its_input_goes_on(tmp_path, caplog):

@@ -377,7 +377,13 @@ def _warm_start_description(trainer, spec: LossSpec, annealing) -> str:
     description = f"{WARM_START_WORDS.get(ce, ce)} for " + (
         plural(steps, "step") if steps else plural(epochs, "epoch") if epochs > 0 else "until its own early stopping"
     )
-    if annealing.schedule.fell_back:  # a second warm start, of plain cross-entropy, then EAST again from T0
+    if annealing.schedule.fell_back and annealing.restarted_at is not None:  # started over from the initial weights
+        description += (
+            f"; then, the warm start having ended predicting one class from a network that lost its input, from the "
+            f"initial weights again at step {annealing.restarted_at}: plain cross-entropy until its own early "
+            "stopping (east_ce_fallback) and EAST from T0"
+        )
+    elif annealing.schedule.fell_back:  # a second warm start, of plain cross-entropy, then EAST again from T0
         description += (
             "; then, the run having predicted one class at every evaluation, plain cross-entropy until its own early "
             "stopping (east_ce_fallback) and EAST again from T0"

@@ -181,6 +181,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         self.lowest_spread: float | None = None  # the lowest noted in a one-class evaluation of the warm start. Saved.
         self._initial_weights: dict[str, torch.Tensor] | None = None  # held while a collapsed warm start may restart
         self.restart_pending = False  # True from a restart until the next step empties the optimiser's state. Saved.
+        self.restarted_at: int | None = None  # the step where a collapsed warm start started over. Saved.
         # True while every evaluation in training was noted as one class, False from the first that was not. Saved.
         self.one_class_so_far: bool | None = None
         self._noted_one_class: bool | None = None  # the note for the evaluation whose on_evaluate comes next
@@ -251,6 +252,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
                 "initial_spread": self.initial_spread,
                 "lowest_spread": self.lowest_spread,
                 "restart_pending": self.restart_pending,
+                "restarted_at": self.restarted_at,
                 CHECKPOINT_FILES_KEY: self.checkpoint_files,
             },
         }
@@ -487,6 +489,7 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
         empties the optimiser's state."""
         schedule.fall_back()
         self._stage_weights, self.restore_pending, self.restart_pending = initial, initial is not None, True
+        self.restarted_at = step
         weights = "the initial weights" if initial is not None else "the weights it has (no initial ones kept)"
         logger.warning(
             f"The warm start ended at step {step} predicting one class for every validation row, from a network that "

@@ -76,10 +76,18 @@ def _where(annealing: TemperatureAnnealingCallback) -> str:
     return f" in stage {schedule.stage} (T = {schedule.temperature:.3g})" if annealing.reports_temperature else ""
 
 
-_FELL_BACK = (
-    "after falling back to plain cross-entropy (east_ce_fallback: every validation evaluation before had predicted "
-    "one class)"
-)
+def _fell_back(annealing: TemperatureAnnealingCallback) -> str:
+    """How the run fell back to plain cross-entropy: where a collapsed warm start ended (``restarted_at``), or where
+    the annealing would have stopped."""
+    if annealing.restarted_at is not None:
+        return (
+            f"after starting over at step {annealing.restarted_at} from the initial weights with plain cross-entropy "
+            "(east_ce_fallback: the warm start ended predicting one class, its network having lost its input)"
+        )
+    return (
+        "after falling back to plain cross-entropy (east_ce_fallback: every validation evaluation before had "
+        "predicted one class)"
+    )
 
 
 def training_ended(state: Any, args: Any, annealing: TemperatureAnnealingCallback | None = None) -> str:
@@ -95,7 +103,7 @@ def training_ended(state: Any, args: Any, annealing: TemperatureAnnealingCallbac
     annealing criterion"; a run that fell back to plain cross-entropy says so after the reason.
     """
     schedule = annealing.schedule if annealing is not None else None
-    fell_back = f", {_FELL_BACK}" if schedule is not None and schedule.fell_back else ""
+    fell_back = f", {_fell_back(annealing)}" if schedule is not None and schedule.fell_back else ""
     if schedule is not None and schedule.finished:
         if not annealing.reports_temperature:
             evaluations = plural(schedule.patience, "evaluation")
