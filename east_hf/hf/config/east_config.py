@@ -143,7 +143,10 @@ class EASTConfig(TrainingArguments):
             Why: a network from scratch can lose its input in its first epoch (long-tailed text, batches of
             identical short texts); plain cross-entropy recovers from that, logit-adjusted cross-entropy does not (an
             input-independent network sits at its constant optimum), and the annealing then stops on a flat
-            validation metric with budget left. Single-label EAST with a warm start; ``False``: neither.
+            validation metric with budget left. Costs, through the warm start, one CPU copy of what training changes
+            (a LoRA model's adapters and head; a full fine-tune's whole model), written into each of the warm
+            start's checkpoints (``east_initial.pt``), and a forward pass over at most 1,024 validation rows before
+            the first step. Single-label EAST with a warm start; ``False``: neither.
         east_class_priors (`list[float]`, `dict[str, float]` or `str`, defaults to `None`): the class counts or
             priors of ``wce``, ``la`` and ``east_ce_loss`` ``wce`` / ``la``, instead of counting the training split:
             a list by class index, a mapping from class name (``id2label``) to value naming every class, or a
