@@ -192,11 +192,16 @@ def stage_best_run(tmp_path_factory) -> tuple[Path, int]:
     return out, step
 
 
-def test_a_checkpoint_lists_its_stage_best_weights_and_is_incomplete_without_them(stage_best_run, tmp_path):
+def _copy_of(stage_best_run, tmp_path) -> tuple[Path, Path]:
+    """A copy of the stage-best run to damage, and its last checkpoint."""
     run, step = stage_best_run
     out = tmp_path / "run"
     shutil.copytree(run, out)
-    last = out / f"checkpoint-{step}"
+    return out, out / f"checkpoint-{step}"
+
+
+def test_a_checkpoint_lists_its_stage_best_weights_and_is_incomplete_without_them(stage_best_run, tmp_path):
+    out, last = _copy_of(stage_best_run, tmp_path)
     saved = json.loads((last / "trainer_state.json").read_text())["stateful_callbacks"]
     assert saved["TemperatureAnnealingCallback"]["attributes"]["checkpoint_files"] == [STAGE_BEST_WEIGHTS_NAME]
     assert last_complete_checkpoint(out) == last
@@ -212,10 +217,7 @@ def test_a_checkpoint_lists_its_stage_best_weights_and_is_incomplete_without_the
 def test_a_truncated_stage_best_file_is_skipped_by_resume_true_and_refused_by_path(stage_best_run, tmp_path, caplog):
     from helpers import annealing_trainer
 
-    run, step = stage_best_run
-    out = tmp_path / "run"
-    shutil.copytree(run, out)
-    last = out / f"checkpoint-{step}"
+    out, last = _copy_of(stage_best_run, tmp_path)
     bad = last / STAGE_BEST_WEIGHTS_NAME
     _truncate(bad)
     previous = complete_checkpoints(out)[-1]
@@ -238,7 +240,7 @@ def test_a_truncated_stage_best_file_is_skipped_by_resume_true_and_refused_by_pa
         == f"skipping incomplete checkpoint {last}: {bad} is not a whole torch.save archive: truncated or corrupt"
     )
     first_step = int(previous.name.split("-")[1]) + 1
-    assert counter.steps[0] == first_step and trainer.state.global_step > step
+    assert counter.steps[0] == first_step and trainer.state.global_step > stage_best_run[1]
     assert is_complete_checkpoint(last)  # saved again, whole
 
 
@@ -263,10 +265,7 @@ def test_a_garbled_stage_best_file_fails_its_checksum_and_resume_last_uses_the_c
     goes on from the checkpoint before, as the troubleshooting page promises."""
     from helpers import annealing_trainer
 
-    run, step = stage_best_run
-    out = tmp_path / "run"
-    shutil.copytree(run, out)
-    last = out / f"checkpoint-{step}"
+    out, last = _copy_of(stage_best_run, tmp_path)
     bad = last / STAGE_BEST_WEIGHTS_NAME
     _flip_a_tensor_byte(bad)
     assert zipfile.is_zipfile(bad) and (last / f"{STAGE_BEST_WEIGHTS_NAME}.sha256").is_file()
@@ -281,7 +280,7 @@ def test_a_garbled_stage_best_file_fails_its_checksum_and_resume_last_uses_the_c
         trainer.train(resume_from_checkpoint="last")
     (warning,) = [r.getMessage() for r in caplog.records if "skipping incomplete checkpoint" in r.getMessage()]
     assert warning.startswith(f"skipping incomplete checkpoint {last}: {why}") and "\n" not in warning
-    assert counter.steps[0] == int(previous.name.split("-")[1]) + 1 and trainer.state.global_step > step
+    assert counter.steps[0] == int(previous.name.split("-")[1]) + 1 and trainer.state.global_step > stage_best_run[1]
 
 
 def test_a_stage_best_file_damaged_after_the_check_is_one_line_not_a_traceback(tmp_path):

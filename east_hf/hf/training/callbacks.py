@@ -5,14 +5,13 @@ concerns the training loop: the stage's best weights, the evaluation that ends a
 touches the trainer: ``EASTTrainer`` finds the callback in its own callback list, reads the temperature, the stage
 and whether the warm start is on from ``callback.schedule``, and pushes two things to it: after each validation
 evaluation, whether it predicted one class and how varied the input of the model's head was (``note_evaluation``, for
-``ce_fallback``), and before an evaluation, the
-request to swap in the weights' moving average (``average_for_evaluation``). The callback's
-state travels in checkpoints (``ExportableState``), so ``trainer.train(resume_from_checkpoint=...)`` continues in the
-same stage with the same counters and temperature: the trainer then reads the restored instance. A checkpoint that
-carries the stage's best weights (``east_stage_best.pt``, written in ``on_save``, after the Trainer's
-``trainer_state.json``) lists the file in its saved state (``checkpoint_files``), so
-``east_hf.hf.training.checkpoints`` finds a save cut off between the two and a truncated file: a resume from ``"last"``
-skips that checkpoint, one from its path is refused.
+``ce_fallback``), and before an evaluation, the request to swap in the weights' moving average
+(``average_for_evaluation``). The callback's state travels in checkpoints (``ExportableState``), so
+``trainer.train(resume_from_checkpoint=...)`` continues in the same stage with the same counters and temperature: the
+trainer then reads the restored instance. A checkpoint that carries the stage's best weights (``east_stage_best.pt``,
+written in ``on_save``, after the Trainer's ``trainer_state.json``) lists the file in its saved state
+(``checkpoint_files``), so ``east_hf.hf.training.checkpoints`` finds a save cut off between the two and a truncated
+file: a resume from ``"last"`` skips that checkpoint, one from its path is refused.
 """
 
 from __future__ import annotations
@@ -111,9 +110,9 @@ class TemperatureAnnealingCallback(TrainerCallback, ExportableState):
             input (at one of its evaluations that predicted one class, the spread of the head's input was below
             ``COLLAPSE_RATIO`` of the untrained network's, ``initial_spread``: ``east_hf.hf.training.collapse``;
             the spread jitters from one evaluation to the next while the network stays one-class, so the lowest
-            counts, ``lowest_spread``), the next step starts over
-            from the weights training began with and an empty optimiser state: a CPU copy of what training changes
-            is held until the warm start ends (in its checkpoints ``east_initial.pt``). Where the annealing would stop
+            counts, ``lowest_spread``), the next step starts over from the weights training began with and an empty
+            optimiser state: a CPU copy of what training changes is held until the warm start ends (in its
+            checkpoints ``east_initial.pt``). Where the annealing would stop
             and every validation evaluation so far predicted one class for every row, training goes on from the
             weights it has. Why: ``EASTConfig``'s ``east_ce_fallback``.
 
