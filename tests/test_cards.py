@@ -412,6 +412,17 @@ def test_the_card_says_how_training_ended_as_east_train_prints_it(tmp_path):
     assert "| warm start | logit-adjusted cross-entropy for 2 epochs |" in text
 
 
+def test_the_card_names_ldam_as_the_warm_start_and_the_annealed_term(tmp_path):
+    """``east_ce_loss: ldam``: the warm start and the annealed weight's term are LDAM with its re-weighting from the
+    start, which the card says in those words, not the registry's LDAM-DRW (which defers the re-weighting)."""
+    trainer = _run(tmp_path, east_annealing=True, east_ce_loss="ldam")
+    assert trainer.warm_start_loss.name == "ldam" and trainer.warm_start_loss.class_weight is not None
+    text = trainer.create_model_card().read_text()
+    assert "| warm start | LDAM re-weighted by effective numbers for 2 epochs |" in text
+    mix = "1 x LDAM, margins n^(-1/4) and re-weighted by effective numbers (Cao et al., 2019), its weight x0.5"
+    assert mix in text and "LDAM-DRW" not in text
+
+
 def test_after_a_fallback_to_plain_cross_entropy_the_card_describes_what_trained(tmp_path):
     """The default EAST told that class 0 is a millionth of the data predicts one class until it falls back to plain
     cross-entropy: the card's warm start, loss and ending say what trained after the logit-adjusted one."""

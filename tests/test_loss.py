@@ -37,6 +37,25 @@ def test_mixed_loss_is_east_plus_weighted_cross_entropy_over_summed_batches():
         mixed.weight = -1.0
 
 
+def test_ldam_mixes_into_east():
+    """``east_ce_loss: ldam``: the annealed weight's term is LDAM with its margins and re-weighting, against an
+    independent reference (F.cross_entropy of the margin-shifted logits with the effective-number weights)."""
+    torch.manual_seed(0)
+    logits = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, 3, (40,))
+    counts = [300, 80, 20]
+    east = EASTLoss("fbeta", temperature=0.15)
+    mixed = MixedSetLoss(east, weight=0.5, cross_entropy=build_loss("ldam", class_counts=counts))
+    margins = 0.5 * torch.tensor([20 / c for c in counts]) ** 0.25
+    beta = 0.9999
+    weights = torch.tensor([(1 - beta) / (1 - beta**c) for c in counts], dtype=torch.float64)
+    weights = (weights * 3 / weights.sum()).float()
+    shifted = logits.float() - torch.nn.functional.one_hot(labels, 3) * margins
+    reference = east(logits, labels) + 0.5 * torch.nn.functional.cross_entropy(shifted, labels, weight=weights)
+    stats = mixed.statistics(logits[:25], labels[:25]) + mixed.statistics(logits[25:], labels[25:])
+    assert mixed.loss_from_statistics(stats).item() == pytest.approx(reference.item(), rel=1e-5)
+
+
 def test_a_logit_adjusted_cross_entropy_warm_starts_and_mixes_into_east(tmp_path):
     """``east_ce_loss: la``: the warm start and the annealed weight's term are the logit-adjusted cross-entropy of the
     training priors, the loss against an independent reference (F.cross_entropy of logits + log prior)."""
@@ -50,7 +69,7 @@ def test_a_logit_adjusted_cross_entropy_warm_starts_and_mixes_into_east(tmp_path
     reference = east(logits, labels) + 0.5 * torch.nn.functional.cross_entropy(logits.float() + log_prior, labels)
     stats = mixed.statistics(logits[:25], labels[:25]) + mixed.statistics(logits[25:], labels[25:])
     assert mixed.loss_from_statistics(stats).item() == pytest.approx(reference.item(), rel=1e-5)
-    with pytest.raises(TypeError, match="CrossEntropySetLoss"):
+    with pytest.raises(TypeError, match="PerSampleSetLoss"):
         MixedSetLoss(east, cross_entropy=east)
 
     trainer = annealing_trainer(tmp_path, east_ce_loss="la", east_ce_weight=1.0, east_warm_start="ce", max_steps=40)

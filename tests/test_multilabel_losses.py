@@ -222,7 +222,7 @@ def test_mixed_multilabel_east_plus_bce():
     assert isinstance(MixedSetLoss(east).cross_entropy, BinaryCrossEntropySetLoss)
     with pytest.raises(TypeError, match=r"Expected cross_entropy as a BinaryCrossEntropySetLoss"):
         MixedSetLoss(east, cross_entropy=build_loss("ce"))
-    with pytest.raises(TypeError, match=r"Expected cross_entropy as a CrossEntropySetLoss"):
+    with pytest.raises(TypeError, match=r"Expected cross_entropy as a PerSampleSetLoss"):
         MixedSetLoss(build_loss("east"), cross_entropy=bce)
 
 

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from east_hf.core.baselines import (
     CrossEntropySetLoss,
+    PerSampleSetLoss,
     SoftDiceLoss,
     class_weights_from_counts,
     logit_adjustment_from_counts,
@@ -328,7 +329,8 @@ def build_loss(
 
 class MixedSetLoss(SetLoss):
     """``EASTLoss`` plus ``weight`` times mean cross-entropy: the loss of an annealed cross-entropy weight.
-    ``cross_entropy``: plain by default, or a class-weighted or logit-adjusted one (``build_loss("la", ...)``).
+    ``cross_entropy``: plain by default, or a class-weighted or logit-adjusted one (``build_loss("la", ...)``), or any
+    other mean of per-sample losses (``PerSampleSetLoss``: ``build_loss("ldam", ...)``, LDAM re-weighted).
     Multi-label: ``MultiLabelEASTLoss`` plus a ``BinaryCrossEntropySetLoss`` (plain by default, or ``wce`` / ``la``
     from ``build_loss(..., multi_label=True)``), its statistics (4, L + 1) with the same extra row.
 
@@ -351,19 +353,20 @@ class MixedSetLoss(SetLoss):
         self,
         east: EASTLoss | MultiLabelEASTLoss,
         weight: float = 1.0,
-        cross_entropy: CrossEntropySetLoss | BinaryCrossEntropySetLoss | None = None,
+        cross_entropy: PerSampleSetLoss | BinaryCrossEntropySetLoss | None = None,
     ):
         super().__init__(east.ignore_index)
         if not isinstance(east, (EASTLoss, MultiLabelEASTLoss)):
             raise TypeError(f"Expected east as an EASTLoss or a MultiLabelEASTLoss, got {type(east).__name__}")
-        kind = BinaryCrossEntropySetLoss if isinstance(east, MultiLabelEASTLoss) else CrossEntropySetLoss
+        kind = BinaryCrossEntropySetLoss if isinstance(east, MultiLabelEASTLoss) else PerSampleSetLoss
         if cross_entropy is not None and not isinstance(cross_entropy, kind):
             raise TypeError(
                 f"Expected cross_entropy as a {kind.__name__} beside a {type(east).__name__}, got "
                 f"{type(cross_entropy).__name__}"
             )
         self.east = east
-        self.cross_entropy = cross_entropy or kind(ignore_index=east.ignore_index)
+        default = BinaryCrossEntropySetLoss if isinstance(east, MultiLabelEASTLoss) else CrossEntropySetLoss
+        self.cross_entropy = cross_entropy or default(ignore_index=east.ignore_index)
         self.weight = weight
 
     @property

@@ -62,8 +62,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 TEMPLATE_PATH = package_folder("hub_cards") / "east_model_card.md"
-WARM_START_WORDS = {"ce": "cross-entropy", "la": "logit-adjusted cross-entropy", "wce": "class-weighted cross-entropy"}
+WARM_START_WORDS = {
+    "ce": "cross-entropy",
+    "la": "logit-adjusted cross-entropy",
+    "wce": "class-weighted cross-entropy",
+    "ldam": "LDAM re-weighted by effective numbers",
+}
 """The warm start's loss (``EASTTrainer.warm_start_loss.name``) in the card's words."""
+LDAM_TERM = "LDAM, margins n^(-1/4) and re-weighted by effective numbers (Cao et al., 2019)"
+"""LDAM as EAST's cross-entropy term: the re-weighted loss from the start (the registry's ``ldam`` defers it)."""
 PLOT_FILE = "annealing.png"
 
 CITATION = """@article{li2025east,
@@ -349,6 +356,7 @@ def _loss_description(trainer, multi_label: bool) -> str:
     if ce_weight > 0:
         ce_name = getattr(getattr(trainer, "warm_start_loss", None), "name", args.resolved_ce_loss)
         ce = _without_baseline(loss_spec(ce_name, multi_label).describe(target_key))
+        ce = LDAM_TERM if ce_name == "ldam" else ce
         before = ""
         if _fell_back(trainer) and ce_name != "ce":  # the fallback's term is the plain cross-entropy
             ce, before = _without_baseline(loss_spec("ce", multi_label).describe(target_key)), ce

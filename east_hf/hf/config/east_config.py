@@ -125,13 +125,15 @@ class EASTConfig(TrainingArguments):
             the paper. None: 1.0 for EAST, 0 for the baselines (``resolved_ce_weight``). The warm start is its w = inf
             version.
         east_ce_loss (`str`, defaults to `None`): the cross-entropy EAST uses, in the warm start and as the annealed
-            weight's term: ``"ce"``, ``"wce"`` (class-weighted) or ``"la"`` (logit-adjusted), with the training
-            split's class priors as the baselines of those names. None: ``"la"`` for EAST, ``"ce"`` for the warm
-            start of the ``dice`` baseline (``resolved_ce_loss``). EAST's defaults, weight 1 and ``"la"``, are the
-            logit-adjusted annealed mix: the plain cross-entropy pulls a rare class's predictions towards the majority
-            class, the logit-adjusted one does not. The paper's loss is ``east_ce_weight=0`` (with
-            ``east_warm_start="none"`` for its cold start). Without class priors (a training set that cannot be
-            counted and no ``east_class_priors``), ``"la"`` and ``"wce"`` fall back to ``"ce"`` with a warning.
+            weight's term: ``"ce"``, ``"wce"`` (class-weighted), ``"la"`` (logit-adjusted) or ``"ldam"`` (LDAM's
+            margins, n_y^(-1/4), with its effective-number re-weighting from the start: the ``ldam`` baseline defers
+            the re-weighting to its second stage, EAST's term has none), with the training split's class counts as the
+            baselines of those names. None: ``"la"`` for EAST, ``"ce"`` for the warm start of the ``dice`` baseline
+            (``resolved_ce_loss``). EAST's defaults, weight 1 and ``"la"``, are the logit-adjusted annealed mix: the
+            plain cross-entropy pulls a rare class's predictions towards the majority class, the logit-adjusted one
+            does not. The paper's loss is ``east_ce_weight=0`` (with ``east_warm_start="none"`` for its cold start).
+            Without class priors (a training set that cannot be counted and no ``east_class_priors``), ``"la"``,
+            ``"wce"`` and ``"ldam"`` fall back to ``"ce"`` with a warning.
         east_ce_fallback (`bool`, defaults to `True`): fall back to plain cross-entropy (whatever ``east_ce_loss``
             says) once per run: a second warm start until its own early stopping, then the annealing again from T0,
             with plain cross-entropy as the annealed weight's term (``TemperatureAnnealingCallback.ce_fallback``). In
@@ -333,7 +335,8 @@ class EASTConfig(TrainingArguments):
     east_ce_loss: str | None = field(
         default=None,
         metadata={
-            "help": "Cross-entropy of the warm start and the annealed weight: 'ce', 'wce' or 'la' (logit-adjusted); "
+            "help": "Cross-entropy of the warm start and the annealed weight: 'ce', 'wce', 'la' (logit-adjusted) or "
+            "'ldam' (LDAM's margins, re-weighted); "
             "default: 'la' for EAST, 'ce' for dice."
         },
     )
