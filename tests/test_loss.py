@@ -18,16 +18,24 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ---- MixedSetLoss: EAST plus a weighted cross-entropy ----
-def test_mixed_loss_is_east_plus_weighted_cross_entropy_over_summed_batches():
+def _scores() -> tuple[torch.Tensor, torch.Tensor]:
+    """40 rows of 3-class logits (float64, with a gradient) and their labels, seeded."""
     torch.manual_seed(0)
-    logits = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
-    labels = torch.randint(0, 3, (40,))
+    return torch.randn(40, 3, dtype=torch.float64, requires_grad=True), torch.randint(0, 3, (40,))
+
+
+def _assert_summed_batches_give(mixed: MixedSetLoss, logits, labels, reference: torch.Tensor) -> None:
+    """The statistics of two batches, summed, give the loss of the whole set (as across processes): ``reference``."""
+    stats = mixed.statistics(logits[:25], labels[:25]) + mixed.statistics(logits[25:], labels[25:])
+    assert mixed.loss_from_statistics(stats).item() == pytest.approx(reference.item(), rel=1e-5)
+
+
+def test_mixed_loss_is_east_plus_weighted_cross_entropy_over_summed_batches():
+    logits, labels = _scores()
     east = EASTLoss("fbeta", temperature=0.15)
     mixed = MixedSetLoss(east, weight=0.25)
-    # the statistics of two batches, summed, give the loss of the whole set (as across processes)
-    stats = mixed.statistics(logits[:25], labels[:25]) + mixed.statistics(logits[25:], labels[25:])
     reference = east(logits, labels) + 0.25 * torch.nn.functional.cross_entropy(logits.float(), labels)
-    assert mixed.loss_from_statistics(stats).item() == pytest.approx(reference.item(), rel=1e-5)
+    _assert_summed_batches_give(mixed, logits, labels, reference)
     (grad,) = torch.autograd.grad(mixed(logits, labels), logits)
     (expected,) = torch.autograd.grad(reference, logits)
     torch.testing.assert_close(grad, expected.to(grad.dtype), rtol=1e-4, atol=1e-6)
@@ -40,9 +48,7 @@ def test_mixed_loss_is_east_plus_weighted_cross_entropy_over_summed_batches():
 def test_ldam_mixes_into_east():
     """``east_ce_loss: ldam``: the annealed weight's term is LDAM with its margins and re-weighting, against an
     independent reference (F.cross_entropy of the margin-shifted logits with the effective-number weights)."""
-    torch.manual_seed(0)
-    logits = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
-    labels = torch.randint(0, 3, (40,))
+    logits, labels = _scores()
     counts = [300, 80, 20]
     east = EASTLoss("fbeta", temperature=0.15)
     mixed = MixedSetLoss(east, weight=0.5, cross_entropy=build_loss("ldam", class_counts=counts))
@@ -52,23 +58,19 @@ def test_ldam_mixes_into_east():
     weights = (weights * 3 / weights.sum()).float()
     shifted = logits.float() - torch.nn.functional.one_hot(labels, 3) * margins
     reference = east(logits, labels) + 0.5 * torch.nn.functional.cross_entropy(shifted, labels, weight=weights)
-    stats = mixed.statistics(logits[:25], labels[:25]) + mixed.statistics(logits[25:], labels[25:])
-    assert mixed.loss_from_statistics(stats).item() == pytest.approx(reference.item(), rel=1e-5)
+    _assert_summed_batches_give(mixed, logits, labels, reference)
 
 
 def test_a_logit_adjusted_cross_entropy_warm_starts_and_mixes_into_east(tmp_path):
     """``east_ce_loss: la``: the warm start and the annealed weight's term are the logit-adjusted cross-entropy of the
     training priors, the loss against an independent reference (F.cross_entropy of logits + log prior)."""
-    torch.manual_seed(0)
-    logits = torch.randn(40, 3, dtype=torch.float64, requires_grad=True)
-    labels = torch.randint(0, 3, (40,))
+    logits, labels = _scores()
     counts = [30, 8, 2]
     east = EASTLoss("fbeta", temperature=0.15)
     mixed = MixedSetLoss(east, weight=0.5, cross_entropy=build_loss("la", class_counts=counts))
     log_prior = torch.log(torch.tensor(counts, dtype=torch.float32) / sum(counts))
     reference = east(logits, labels) + 0.5 * torch.nn.functional.cross_entropy(logits.float() + log_prior, labels)
-    stats = mixed.statistics(logits[:25], labels[:25]) + mixed.statistics(logits[25:], labels[25:])
-    assert mixed.loss_from_statistics(stats).item() == pytest.approx(reference.item(), rel=1e-5)
+    _assert_summed_batches_give(mixed, logits, labels, reference)
     with pytest.raises(TypeError, match="PerSampleSetLoss"):
         MixedSetLoss(east, cross_entropy=east)
 

@@ -358,14 +358,15 @@ class MixedSetLoss(SetLoss):
         super().__init__(east.ignore_index)
         if not isinstance(east, (EASTLoss, MultiLabelEASTLoss)):
             raise TypeError(f"Expected east as an EASTLoss or a MultiLabelEASTLoss, got {type(east).__name__}")
-        kind = BinaryCrossEntropySetLoss if isinstance(east, MultiLabelEASTLoss) else PerSampleSetLoss
+        multi_label = isinstance(east, MultiLabelEASTLoss)
+        kind = BinaryCrossEntropySetLoss if multi_label else PerSampleSetLoss
         if cross_entropy is not None and not isinstance(cross_entropy, kind):
             raise TypeError(
                 f"Expected cross_entropy as a {kind.__name__} beside a {type(east).__name__}, got "
                 f"{type(cross_entropy).__name__}"
             )
         self.east = east
-        default = BinaryCrossEntropySetLoss if isinstance(east, MultiLabelEASTLoss) else CrossEntropySetLoss
+        default = BinaryCrossEntropySetLoss if multi_label else CrossEntropySetLoss
         self.cross_entropy = cross_entropy or default(ignore_index=east.ignore_index)
         self.weight = weight
 

@@ -355,8 +355,10 @@ def _loss_description(trainer, multi_label: bool) -> str:
     ce_weight = args.resolved_ce_weight
     if ce_weight > 0:
         ce_name = getattr(getattr(trainer, "warm_start_loss", None), "name", args.resolved_ce_loss)
-        ce = _without_baseline(loss_spec(ce_name, multi_label).describe(target_key))
-        ce = LDAM_TERM if ce_name == "ldam" else ce
+        if ce_name == "ldam":  # re-weighted from the start, not the registry's LDAM-DRW
+            ce = LDAM_TERM
+        else:
+            ce = _without_baseline(loss_spec(ce_name, multi_label).describe(target_key))
         before = ""
         if _fell_back(trainer) and ce_name != "ce":  # the fallback's term is the plain cross-entropy
             ce, before = _without_baseline(loss_spec("ce", multi_label).describe(target_key)), ce
