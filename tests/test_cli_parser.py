@@ -48,6 +48,7 @@ def test_every_recipe_parses_and_validates(parser, recipe, tmp_path):
     if recipe.stem in ("finetune_text", "finetune_image"):  # a fine-tune's schedule (the fine-tuning guide)
         assert training.east_decay == 0.5 and training.eval_strategy == "steps" and 0 < training.eval_steps < 1
         assert training.east_warm_start_epochs == 1 and training.east_patience == 2
+        assert training.east_ce_loss == "ldam" and training.east_ce_weight == 0.25 and training.east_max_stages == 1
     else:  # the paper's grids
         assert training.east_decay in (0.8, 0.9)
         assert training.learning_rate in (1e-2, 1e-3, 1e-4)
@@ -76,6 +77,22 @@ def test_flags_override_the_recipe_and_aliases_resolve(parser, tmp_path):
     other = parser.parse([str(write_text(tmp_path / "r.yaml", "dataset_name: sklearn:iris\n"))])
     assert other.training.learning_rate == 5e-5 and other.data.imbalance_ratio is None
     assert other.training.output_dir == "runs/r"
+
+
+def test_a_baseline_chosen_by_flag_leaves_the_recipes_east_mix_at_its_defaults(parser, tmp_path, capsys):
+    """The fine-tune recipes set LDAM as EAST's companion term; ``--loss la`` on them trains plain logit-adjusted
+    cross-entropy, ``--loss dice`` keeps the warm start's LDAM but not its weight, and a flag that sets the mix for
+    a baseline is still refused."""
+    recipe, data = str(ROOT / "recipes" / "finetune_text.yaml"), ["--dataset_name", "texts.csv"]
+    run = ["--output_dir", str(tmp_path)]
+    east = parser.parse([recipe, *data, *run]).training
+    assert (east.east_loss, east.east_ce_loss, east.east_ce_weight) == ("east", "ldam", 0.25)
+    la = parser.parse([recipe, *data, *run, "--loss", "la"]).training
+    assert (la.east_ce_loss, la.east_ce_weight, la.east_patience) == (None, None, 2)  # the rest of the recipe stays
+    dice = parser.parse([recipe, *data, *run, "--loss", "dice"]).training
+    assert (dice.east_ce_loss, dice.east_ce_weight) == ("ldam", None)  # dice warm-starts as EAST does, mixes nothing
+    err = east_train_error(capsys, [recipe, *data, *run, "--loss", "la", "--east_ce_weight", "0.25"], only_line=True)
+    assert err == "east-train: error: Expected east_ce_weight 0 for east_loss='la' (it mixes into EAST only)"
 
 
 def test_dry_run_prints_resolved_settings(capsys):

@@ -137,6 +137,23 @@ def test_the_baselines_train_from_float_labels_without_a_problem_type(splits, tm
     assert np.isfinite(trainer.evaluate()["eval_loss"])
 
 
+def test_a_multiclass_only_ldam_cross_entropy_becomes_the_logit_adjusted_binary_one_with_a_warning(
+    splits, tmp_path, caplog
+):
+    """The fine-tune recipes' ``east_ce_loss: ldam`` has no multi-label form: multi-label EAST mixes the
+    logit-adjusted binary cross-entropy of the training priors instead, and says so."""
+    (X, Y), (Xv, Yv) = splits
+    with caplog.at_level("WARNING"):
+        trainer = EASTTrainer(
+            _model(), _args(tmp_path, east_ce_loss="ldam"), train_dataset=_dataset(X, Y), eval_dataset=_dataset(Xv, Yv)
+        )
+    ce = trainer.warm_start_loss
+    assert isinstance(ce, BinaryCrossEntropySetLoss) and ce.name == "la"
+    rates = torch.as_tensor(Y.mean(0))
+    assert ce.logit_adjustment.tolist() == pytest.approx(torch.log(rates / (1 - rates)).tolist(), rel=1e-5)
+    assert "east_ce_loss='ldam' is multiclass only" in caplog.text
+
+
 def test_bad_multi_label_settings_and_labels_are_one_line_errors(splits, tmp_path):
     (X, Y), (Xv, Yv) = splits
     with pytest.raises(ValueError, match="binary"):

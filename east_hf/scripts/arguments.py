@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 from transformers import HfArgumentParser
 
+from east_hf.core.loss_registry import LOSSES, MULTILABEL_LOSSES
 from east_hf.scripts.parsers import OneLineErrors
 from east_hf.scripts.recipes import demo_recipe_path, packaged_recipes, recipe_list, resolve_recipe
 
@@ -409,12 +410,26 @@ class EASTArgumentParser(OneLineErrors, HfArgumentParser):
         namespace, remaining = parser.parse_known_args(flags)
         if remaining:
             self.error(f"unexpected argument {remaining[0]!r} (expected --field value pairs after the recipe)")
+        if "east_loss" in given:
+            self._unset_east_only(namespace, set(recipe_values) - given)
         if namespace.output_dir is None and namespace.dataset_name is not None:
             namespace.output_dir = default_output_dir(namespace.dataset_name)
         overrides = {dest: getattr(namespace, dest) for dest in sorted(given)}
         outputs = self._to_dataclasses(namespace)
         self._validate(*outputs)
         return ParsedArguments(*outputs, recipe, recipe_path, overrides)
+
+    def _unset_east_only(self, namespace: Namespace, from_recipe: set[str]) -> None:
+        """A loss chosen by flag that does not take the recipe's settings of EAST's cross-entropy mix (``--loss la``
+        on a fine-tune recipe) leaves them at their defaults, so that a recipe compares its losses as it is. Given as
+        flags, they stay, and the loss's checks refuse them."""
+        spec = LOSSES.get(namespace.east_loss) or MULTILABEL_LOSSES.get(namespace.east_loss)
+        if spec is None:  # an unknown loss: EASTConfig's check says so
+            return
+        unset = {"east_ce_weight", "east_confusion_memory"} if not spec.anneals_temperature else set()
+        unset |= {"east_ce_loss"} if not spec.warm_start else set()
+        for name in unset & from_recipe:
+            setattr(namespace, name, self.get_default(name))
 
     def _to_dataclasses(self, namespace: Namespace) -> tuple:
         outputs = []

@@ -30,7 +30,14 @@ from typing import Any
 
 from east_hf.core.annealing import AnnealingSchedule
 from east_hf.core.classes import resolve_beta, resolve_class_priors
-from east_hf.core.loss_registry import PRIOR_LOSSES, MixedSetLoss, SetLoss, build_loss, loss_spec
+from east_hf.core.loss_registry import (
+    MULTILABEL_LOSSES,
+    PRIOR_LOSSES,
+    MixedSetLoss,
+    SetLoss,
+    build_loss,
+    loss_spec,
+)
 from east_hf.core.monitor_keys import monitor_mode
 from east_hf.hf.config.east_config import EASTConfig
 from east_hf.hf.config.fields import LOSS_FIELDS, SCHEDULE_FIELDS
@@ -260,9 +267,17 @@ def build_ce_loss(
     args: EASTConfig, counts: Sequence[float] | None = None, warn: bool = True, multi_label: bool = False
 ) -> SetLoss:
     """The cross-entropy of the warm start and of the annealed weight (``east_ce_loss``; multi-label: binary
-    cross-entropy). Without ``counts`` a ``wce`` / ``la`` falls back to the plain cross-entropy, with a warning
-    (``warn``) where it trains: the default trains on any data set, a stream without ``east_class_priors`` included."""
+    cross-entropy, the logit-adjusted one in place of the multiclass-only ``ldam``, with a warning). Without ``counts``
+    a ``wce`` / ``la`` / ``ldam`` falls back to the plain cross-entropy, with a warning (``warn``) where it trains: the
+    default trains on any data set, a stream without ``east_class_priors`` included."""
     name = args.resolved_ce_loss
+    if multi_label and name not in MULTILABEL_LOSSES:  # ldam: margins between classes, none between labels
+        if warn and trains_cross_entropy(args):
+            logger.warning(
+                f"east_ce_loss={name!r} is multiclass only: multi-label EAST's cross-entropy is the logit-adjusted "
+                "binary one ('la')"
+            )
+        name = "la"
     if counts is None and name in PRIOR_LOSSES:
         if warn and trains_cross_entropy(args):
             logger.warning(
