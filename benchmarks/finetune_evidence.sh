@@ -12,7 +12,7 @@
 # logit-adjusted warm start and term at full weight, annealed until a temperature brings no better validation F1).
 # It installs the checkpoints' and the data's packages into the project's environment (benchmarks/finetune_models.py,
 # benchmarks/real_data.py, benchmarks/image_data.py), trains under runs/evidence/ft_<task> (the tasks side by side,
-# one thread each: about 3 hours on 2 cores for the first three tasks; a finished run is kept) and copies each table
+# one thread each: several hours on 2 cores; a finished run is kept) and copies each table
 # to benchmarks/results/finetune_<task>/ with a how-the-runs-ended table that holds the wall-clock of each variant
 # against cross-entropy's, paired by seed.
 #   bash benchmarks/finetune_evidence.sh [TASK ...]     # tasks: trump_tweets tweet_apps_skewed elpv movie_ratings
