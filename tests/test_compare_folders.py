@@ -194,3 +194,19 @@ def test_a_recipe_edited_under_the_same_flags_is_still_trained_again(trainings, 
     assert main(argv) == 0 and trainings[1:] == [("ce", 0, "overwrite")]
     err = capsys.readouterr().err
     assert "ce seed 0: training (settings changed: learning_rate: " in err and " -> 0.01) (elapsed" in err
+
+
+def test_a_recipe_whose_annealing_changed_trains_only_east_again(trainings, recipe, tmp_path, capsys):
+    """The baselines train one stage of early stopping and leave the annealing's settings unused: their kept runs hold
+    the same models, so only EAST trains again; a setting a baseline trains with (its patience) retrains them all."""
+    out = tmp_path / "cmp"
+    argv = [str(recipe), "--losses", "east,ce,ldam", "--seeds", "1", "--output_dir", str(out)]
+    assert main(argv) == 0 and len(trainings) == 3
+    recipe.write_text(recipe.read_text() + "east_max_stages: 1\neast_decay: 0.8\neast_stage_patience: 3\n")
+    capsys.readouterr()
+    assert main(argv) == 0 and trainings[3:] == [("east", 0, "overwrite")]
+    err = capsys.readouterr().err
+    assert "east seed 0: training (settings changed: east_decay: " in err
+    assert "ce seed 0: done, skipped\n" in err and "ldam seed 0: done, skipped\n" in err
+    recipe.write_text(recipe.read_text() + "east_patience: 4\n")
+    assert main(argv) == 0 and [c[0] for c in trainings[4:]] == ["east", "ce", "ldam"]

@@ -330,3 +330,13 @@ def test_bf16_on_an_accelerator_without_bf16_is_explained_in_one_line(tmp_path, 
         "Expected an accelerator with bf16 support for bf16=True, got cuda without it; use fp16=True, or "
         "use_cpu=True for bf16 autocast on the CPU"
     )
+
+
+def test_the_settings_a_loss_leaves_unused_follow_its_loss_spec():
+    """EAST trains with every mix and annealing setting; a baseline with none (one stage of early stopping, no mix);
+    Dice warm-starts like EAST (its warm start's loss) but mixes nothing and has no temperature to anneal."""
+    from east_hf.hf.config.checks import ANNEALING_FIELDS, MIX_FIELDS, fields_left_unused
+
+    assert fields_left_unused("east") == set()
+    assert fields_left_unused("la") == fields_left_unused("ldam") == {*MIX_FIELDS, *ANNEALING_FIELDS}
+    assert fields_left_unused("dice") == {*MIX_FIELDS, *ANNEALING_FIELDS} - {"east_ce_loss"}

@@ -36,7 +36,6 @@ from typing import Any
 import yaml
 from transformers import HfArgumentParser
 
-from east_hf.core.loss_registry import loss_spec
 from east_hf.scripts.parsers import OneLineErrors
 from east_hf.scripts.recipes import demo_recipe_path, packaged_recipes, recipe_list, resolve_recipe
 
@@ -423,13 +422,13 @@ class EASTArgumentParser(OneLineErrors, HfArgumentParser):
         """A loss chosen by flag that does not take the recipe's settings of EAST's cross-entropy mix (``--loss la``
         on a fine-tune recipe) leaves them at their defaults, so that a recipe compares its losses as it is. Given as
         flags, they stay, and the loss's checks refuse them."""
+        from east_hf.hf.config.checks import MIX_FIELDS, fields_left_unused
+
         try:
-            spec = loss_spec(namespace.east_loss)
+            unused = fields_left_unused(namespace.east_loss)
         except ValueError:  # an unknown loss: EASTConfig's check says so
             return
-        unset = {"east_ce_weight", "east_confusion_memory"} if not spec.anneals_temperature else set()
-        unset |= {"east_ce_loss"} if not spec.warm_start else set()
-        for name in unset & from_recipe:
+        for name in unused & MIX_FIELDS.keys() & from_recipe:
             setattr(namespace, name, self.get_default(name))
 
     def _to_dataclasses(self, namespace: Namespace) -> tuple:

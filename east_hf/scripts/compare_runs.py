@@ -158,9 +158,17 @@ def _run_mode(run_dir: Path, settings: dict[str, Any], force: bool) -> tuple[str
 
 
 def _record_changes(recorded: dict[str, Any], settings: dict[str, Any]) -> list[str]:
-    """``record_changes`` between a kept record and this comparison's, the ``POST_HOC`` settings left out."""
+    """``record_changes`` between a kept record and this comparison's, leaving out the ``POST_HOC`` settings and the
+    ``east_`` settings the run's loss does not train with (``fields_left_unused``: a baseline kept from a recipe
+    whose annealing has changed since holds the same model)."""
+    from east_hf.hf.config.checks import fields_left_unused
+
+    skipped = dict(POST_HOC)
+    loss = settings.get("training", {}).get("east_loss")
+    if loss is not None and loss == recorded.get("training", {}).get("east_loss"):
+        skipped["training"] = tuple(fields_left_unused(loss))
     aligned = dict(recorded)
-    for group, keys in POST_HOC.items():
+    for group, keys in skipped.items():
         values = settings.get(group, {})
         aligned[group] = {**recorded.get(group, {}), **{k: values[k] for k in keys if k in values}}
     return record_changes(aligned, settings, as_json(default_settings()))

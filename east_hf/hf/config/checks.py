@@ -22,14 +22,46 @@ from east_hf.core.validation import check_choice, parse_beta, parse_class_priors
 from east_hf.hf.config.fields import LOSS_FIELDS, RESOLVED_SCHEDULE_FIELDS, SCHEDULE_FIELDS, field_error
 
 __all__ = [
+    "ANNEALING_FIELDS",
     "DEFAULT_EMA_DECAY",
+    "MIX_FIELDS",
     "check_ema_decay",
     "check_evaluates",
     "check_loss_anneal_monitor",
+    "fields_left_unused",
     "validate_east_fields",
 ]
 
 DEFAULT_EMA_DECAY = 0.0  # no moving average of the weights, as the paper; the callback's and the config's default
+
+MIX_FIELDS = {
+    "east_ce_weight": "anneals_temperature",
+    "east_confusion_memory": "anneals_temperature",
+    "east_ce_loss": "warm_start",
+}
+"""The settings of EAST's cross-entropy mix -> the ``LossSpec`` flag a loss needs to take them: set for another loss,
+the loss's checks refuse them."""
+ANNEALING_FIELDS = (
+    "east_ce_weight_decay",
+    "east_decay",
+    "east_stage_patience",
+    "east_min_temperature",
+    "east_max_stages",
+)
+"""The settings only an annealing reads: a loss without a temperature trains one stage of early stopping and leaves
+them unused."""
+
+
+def fields_left_unused(loss: str) -> set[str]:
+    """The ``east_`` fields ``loss`` does not train with: the mix settings whose ``LossSpec`` flag it lacks
+    (``MIX_FIELDS``) and, for a loss without a temperature, the annealing's (``ANNEALING_FIELDS``).
+
+    >>> sorted(fields_left_unused("east"))
+    []
+    """
+    spec = loss_spec(loss)
+    unused = {name for name, flag in MIX_FIELDS.items() if not getattr(spec, flag)}
+    return unused | (set(ANNEALING_FIELDS) if not spec.anneals_temperature else set())
 
 
 def check_ema_decay(ema_decay: Any) -> float:
@@ -67,14 +99,15 @@ def validate_east_fields(args: Any) -> None:
 def _check_loss_settings(args: Any) -> None:
     """The settings that only some losses take, asked of the loss's ``LossSpec``."""
     spec, name = loss_spec(args.east_loss), args.east_loss
-    if args.east_ce_weight is not None and args.east_ce_weight > 0 and not spec.anneals_temperature:
+    unused = fields_left_unused(name)
+    if "east_ce_weight" in unused and args.east_ce_weight is not None and args.east_ce_weight > 0:
         raise ValueError(f"Expected east_ce_weight 0 for east_loss={name!r} (it mixes into EAST only)")
     if args.east_ce_loss is not None:
         check_choice("east_ce_loss", args.east_ce_loss, ("ce", *PRIOR_LOSSES))
-    if args.east_ce_loss not in (None, "ce") and not spec.warm_start:
+    if "east_ce_loss" in unused and args.east_ce_loss not in (None, "ce"):
         raise ValueError(f"Expected east_ce_loss 'ce' for east_loss={name!r} (it is EAST's and Dice's)")
     memory = args.east_confusion_memory
-    if isinstance(memory, (int, float)) and memory > 0 and not spec.anneals_temperature:
+    if "east_confusion_memory" in unused and isinstance(memory, (int, float)) and memory > 0:
         raise ValueError(f"Expected east_confusion_memory 0 for east_loss={name!r} (it is EAST's)")
     if spec.second_stage is not None and not args.east_annealing:
         raise ValueError(
