@@ -12,8 +12,8 @@
 # logit-adjusted warm start and term at full weight, annealed until a temperature brings no better validation F1).
 # It installs the checkpoints' and the data's packages into the project's environment (benchmarks/finetune_models.py,
 # benchmarks/real_data.py, benchmarks/image_data.py), trains under runs/evidence/ft_<task> (the tasks side by side,
-# one thread each: several hours on 2 cores; a finished run is kept) and copies each table
-# to benchmarks/results/finetune_<task>/ with a how-the-runs-ended table that holds the wall-clock of each variant
+# one thread each: several hours on 2 cores; a finished run is kept) and writes each table
+# to benchmarks/results/finetune_<task>.md with a how-the-runs-ended table that holds the wall-clock of each variant
 # against cross-entropy's, paired by seed.
 #   bash benchmarks/finetune_evidence.sh [TASK ...]     # tasks: trump_tweets tweet_apps_skewed elpv movie_ratings
 #                                                       #   elpv_lite1 tweet_apps_long_tail (default: the first five)
@@ -41,9 +41,9 @@ task() {  # name, recipe, east-train flags...
   "$BIN/east-compare" "recipes/$recipe.yaml" --losses "$LOSSES" --seeds 5 --vary_split --output_dir "$runs" \
     "${VARIANTS[@]}" \
     -- "$@" --disable_tqdm true --model_card false
-  mkdir -p "$R/finetune_$name"
-  cp "$runs/results.md" "$R/finetune_$name/"  # results.json stays with the runs: the command rebuilds it
-  "$BIN/python" benchmarks/annealing_report.py "$runs" --reference ce --markdown "$R/finetune_$name/ends.md"
+  "$BIN/python" benchmarks/annealing_report.py "$runs" --reference ce --markdown "$runs/ends.md"
+  # one file per task: the comparison's table, then how the runs ended (results.json stays with the runs)
+  { cat "$runs/results.md"; echo; cat "$runs/ends.md"; } > "$R/finetune_$name.md"
 }
 
 trump_tweets() {
